@@ -1,0 +1,130 @@
+"""Agent definitions and the audit trail of their runs (``kb.agent_*``)."""
+
+from __future__ import annotations
+
+import uuid
+
+from django.contrib.postgres.fields import ArrayField
+from django.db import models
+
+from apps.projects.models import Project
+
+
+def default_model() -> dict[str, object]:
+    return {"name": "gemini-2.0-flash", "temperature": 0.1}
+
+
+class FlowType(models.TextChoices):
+    SINGLE = "single", "Single agent"
+    SEQUENTIAL = "sequential", "Sequential sub-agents"
+
+
+class Visibility(models.TextChoices):
+    PROJECT = "project", "Project members"
+    PRIVATE = "private", "Only admins"
+
+
+class AgentDefinition(models.Model):
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="agent_definitions")
+    name = models.CharField(max_length=100)
+    description = models.TextField(blank=True, default="")
+    system_prompt = models.TextField(blank=True, default="")
+    model = models.JSONField(default=default_model, help_text='{"name": "...", "temperature": 0.1}')
+    tools = ArrayField(models.CharField(max_length=100), default=list, blank=True)
+    flow_type = models.CharField(max_length=32, choices=FlowType.choices, default=FlowType.SINGLE)
+    is_default = models.BooleanField(default=False)
+    max_steps = models.PositiveIntegerField(default=15)
+    visibility = models.CharField(max_length=32, choices=Visibility.choices, default=Visibility.PROJECT)
+    # Names of other agent definitions of the same project that this one may hand over to.
+    sub_agents = ArrayField(models.CharField(max_length=100), default=list, blank=True)
+    # External MCP servers whose tools join the graph tools:
+    # [{"name", "url", "headers"} | {"name", "command", "args", "env"}, with optional "tool_filter"].
+    mcp_servers = models.JSONField(default=list, blank=True)
+    history_limit = models.PositiveIntegerField(default=10, help_text="Prior messages given to the agent.")
+    token_budget = models.PositiveIntegerField(default=32000, help_text="Token budget of the prior messages.")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        db_table = 'kb"."agent_definitions'
+        ordering = ["name"]
+        constraints = [
+            models.UniqueConstraint(fields=["project", "name"], name="uniq_agent_definition_project_name"),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class RunStatus(models.TextChoices):
+    RUNNING = "running", "Running"
+    SUCCESS = "success", "Success"
+    ERROR = "error", "Error"
+    CANCELLED = "cancelled", "Cancelled"
+    INTERRUPTED = "interrupted", "Interrupted"
+
+
+class AgentRun(models.Model):
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="agent_runs")
+    agent_definition = models.ForeignKey(
+        AgentDefinition, on_delete=models.SET_NULL, null=True, blank=True, related_name="runs"
+    )
+    # The chat layer sits above this one, so the conversation is referenced by id only.
+    conversation_id = models.UUIDField(null=True, blank=True, db_index=True)
+    status = models.CharField(
+        max_length=16, choices=RunStatus.choices, default=RunStatus.RUNNING, db_index=True
+    )
+    stop_reason = models.CharField(max_length=64, blank=True, default="")
+    error = models.TextField(blank=True, default="")
+    model = models.CharField(max_length=200, blank=True, default="")
+    step_count = models.PositiveIntegerField(default=0)
+    input_tokens = models.PositiveIntegerField(default=0)
+    output_tokens = models.PositiveIntegerField(default=0)
+    final_text = models.TextField(blank=True, default="")
+    # Which server process runs it, so a restarted process can mark its orphans interrupted.
+    worker = models.CharField(max_length=200, blank=True, default="")
+    started_at = models.DateTimeField(auto_now_add=True)
+    completed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        db_table = 'kb"."agent_runs'
+        ordering = ["-started_at"]
+        indexes = [models.Index(fields=["project", "-started_at"], name="agent_run_project_started")]
+
+    def __str__(self) -> str:
+        return f"run {self.id} ({self.status})"
+
+
+class AgentRunMessage(models.Model):
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    run = models.ForeignKey(AgentRun, on_delete=models.CASCADE, related_name="messages")
+    step_number = models.PositiveIntegerField(default=0)
+    role = models.CharField(max_length=16)
+    content = models.TextField(blank=True, default="")
+    tool_calls = models.JSONField(default=list, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        db_table = 'kb"."agent_run_messages'
+        ordering = ["created_at"]
+        indexes = [models.Index(fields=["run", "created_at"], name="agent_run_msg_run_created")]
+
+
+class AgentRunToolCall(models.Model):
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    run = models.ForeignKey(AgentRun, on_delete=models.CASCADE, related_name="tool_calls")
+    call_id = models.CharField(max_length=200, blank=True, default="")
+    tool_name = models.CharField(max_length=200)
+    input = models.JSONField(default=dict, blank=True)
+    output = models.JSONField(null=True, blank=True)
+    error = models.TextField(blank=True, default="")
+    duration_ms = models.PositiveIntegerField(default=0)
+    step_number = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        db_table = 'kb"."agent_run_tool_calls'
+        ordering = ["created_at"]
+        indexes = [models.Index(fields=["run", "created_at"], name="agent_run_tc_run_created")]

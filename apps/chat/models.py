@@ -1,0 +1,59 @@
+"""Conversations and their append-only messages (``kb.chat_*``)."""
+
+from __future__ import annotations
+
+import uuid
+
+from django.conf import settings
+from django.db import models
+from django.utils import timezone
+
+from apps.agents.models import AgentDefinition
+from apps.projects.models import Project
+
+
+class Conversation(models.Model):
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="conversations")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="conversations")
+    title = models.CharField(max_length=200, blank=True, default="")
+    agent_definition = models.ForeignKey(
+        AgentDefinition, on_delete=models.SET_NULL, null=True, blank=True, related_name="conversations"
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        db_table = 'kb"."chat_conversations'
+        ordering = ["-updated_at"]
+        indexes = [models.Index(fields=["user", "project", "-updated_at"], name="chat_conv_user_project_upd")]
+
+    def __str__(self) -> str:
+        return self.title or str(self.id)
+
+
+class MessageRole(models.TextChoices):
+    USER = "user", "User"
+    ASSISTANT = "assistant", "Assistant"
+    TOOL = "tool", "Tool"
+
+
+class Message(models.Model):
+    """One message of a conversation. Rows are never updated (a database trigger refuses it)."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="messages")
+    role = models.CharField(max_length=16, choices=MessageRole.choices)
+    content = models.TextField(blank=True, default="")
+    tool_calls = models.JSONField(default=list, blank=True)
+    retrieval_context = models.JSONField(null=True, blank=True)
+    citations = models.JSONField(default=list, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        db_table = 'kb"."chat_messages'
+        ordering = ["created_at", "id"]
+        indexes = [models.Index(fields=["conversation", "created_at"], name="chat_msg_conv_created")]
+
+    def __str__(self) -> str:
+        return f"{self.role}: {self.content[:40]}"

@@ -1,0 +1,3 @@
+"""Websocket routes of the chat app."""
+
+websocket_urlpatterns: list = []

@@ -1,0 +1,77 @@
+"""The knowledge graph: entities (``kb.graph_objects``) and relationships (``kb.graph_relationships``)."""
+
+from __future__ import annotations
+
+import uuid
+
+from django.contrib.postgres.indexes import GinIndex
+from django.contrib.postgres.search import SearchVector, SearchVectorField
+from django.db import models
+from pgvector.django import VectorField
+
+from apps.projects.models import Project
+
+# The text search configuration for full-text search. 'simple' would not stem; 'english'
+# stems and drops stop words, which suits the descriptions people write.
+TEXT_SEARCH_CONFIG = "english"
+
+
+class GraphObject(models.Model):
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="graph_objects")
+    key = models.CharField(max_length=512)
+    type = models.CharField(max_length=128)
+    name = models.CharField(max_length=512)
+    description = models.TextField(blank=True, default="")
+    properties = models.JSONField(default=dict, blank=True)
+    # Dimension-free column: the model and dimension that produced a vector are recorded beside
+    # it, and searches only compare vectors of the configured model (see apps.graph_tools.embeddings).
+    embedding = VectorField(null=True, blank=True)
+    embedding_model = models.CharField(max_length=200, blank=True, default="")
+    search_vector = models.GeneratedField(
+        expression=SearchVector("name", weight="A", config=TEXT_SEARCH_CONFIG)
+        + SearchVector("description", weight="B", config=TEXT_SEARCH_CONFIG),
+        output_field=SearchVectorField(),
+        db_persist=True,
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        db_table = 'kb"."graph_objects'
+        constraints = [
+            models.UniqueConstraint(fields=["project", "key"], name="uniq_graph_object_project_key")
+        ]
+        indexes = [
+            models.Index(fields=["project", "type"], name="graph_obj_project_type"),
+            GinIndex(fields=["search_vector"], name="graph_obj_search_vector"),
+            GinIndex(fields=["name"], opclasses=["gin_trgm_ops"], name="graph_obj_name_trgm"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.type}:{self.key}"
+
+
+class GraphRelationship(models.Model):
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="graph_relationships")
+    type = models.CharField(max_length=128)
+    src = models.ForeignKey(GraphObject, on_delete=models.CASCADE, related_name="out_relationships")
+    dst = models.ForeignKey(GraphObject, on_delete=models.CASCADE, related_name="in_relationships")
+    properties = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        db_table = 'kb"."graph_relationships'
+        constraints = [
+            models.UniqueConstraint(fields=["src", "type", "dst"], name="uniq_graph_rel_src_type_dst"),
+        ]
+        indexes = [
+            models.Index(fields=["src", "type"], name="graph_rel_src_type"),
+            models.Index(fields=["dst", "type"], name="graph_rel_dst_type"),
+            models.Index(fields=["project", "type"], name="graph_rel_project_type"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.src_id} -{self.type}-> {self.dst_id}"

@@ -1,0 +1,62 @@
+"""The one NinjaAPI. Each app contributes a router; errors are mapped to JSON once, here."""
+
+from __future__ import annotations
+
+import logging
+
+from django.http import HttpRequest, HttpResponse
+from ninja import NinjaAPI
+from ninja.errors import AuthenticationError, HttpError, ValidationError
+
+from apps.projects.auth import token_or_session
+from apps.projects.errors import ServiceError
+
+log = logging.getLogger("kgchat.api")
+
+api = NinjaAPI(title="kgchat", version="1", urls_namespace="api", auth=token_or_session)
+
+
+def _error(request: HttpRequest, status: int, message: str, code: str, **extra: object) -> HttpResponse:
+    return api.create_response(request, {"error": message, "code": code, **extra}, status=status)
+
+
+@api.exception_handler(ServiceError)
+def on_service_error(request: HttpRequest, exc: ServiceError) -> HttpResponse:
+    return _error(request, exc.status, exc.message, exc.code, **getattr(exc, "extra", {}))
+
+
+@api.exception_handler(AuthenticationError)
+def on_auth_error(request: HttpRequest, exc: AuthenticationError) -> HttpResponse:
+    return _error(
+        request, 401, "authentication required: a session or 'Authorization: Bearer <token>'", "unauthorized"
+    )
+
+
+@api.exception_handler(ValidationError)
+def on_validation_error(request: HttpRequest, exc: ValidationError) -> HttpResponse:
+    details = []
+    for err in exc.errors:
+        loc = [str(p) for p in err.get("loc", []) if p not in ("body", "query", "path", "payload")]
+        details.append({"field": ".".join(loc), "message": err.get("msg", "")})
+    summary = "; ".join(f"{d['field']}: {d['message']}" if d["field"] else d["message"] for d in details)
+    return _error(request, 400, f"invalid request: {summary}", "invalid_request", details=details)
+
+
+@api.exception_handler(HttpError)
+def on_http_error(request: HttpRequest, exc: HttpError) -> HttpResponse:
+    return _error(request, exc.status_code, str(exc), "http_error")
+
+
+@api.exception_handler(Exception)
+def on_unexpected(request: HttpRequest, exc: Exception) -> HttpResponse:
+    log.exception("unhandled error in %s %s", request.method, request.path)
+    return _error(request, 500, "internal error", "internal_error")
+
+
+def _register_routers() -> None:
+    from apps.projects.api import router as projects_router
+
+    api.add_router("/", projects_router)
+
+
+_register_routers()

@@ -1,0 +1,10 @@
+import os
+
+from .base import *  # noqa: F403
+from .base import DATABASES
+
+DEBUG = False
+PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+# Several test runs may share one server (helpers, CI); a suffix keeps their databases apart.
+DATABASES["default"]["TEST"] = {"NAME": "test_kgchat" + os.environ.get("KGCHAT_TEST_DB_SUFFIX", "")}
+LOGGING = {"version": 1, "disable_existing_loggers": False, "root": {"level": "WARNING"}}

@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Install the Debian packages the test suite uses, when they are missing and we may install them.
+set -euo pipefail
+need=()
+command -v redis-server >/dev/null 2>&1 || need+=(redis-server)
+command -v chromium >/dev/null 2>&1 || need+=(chromium)
+[ ${#need[@]} -eq 0 ] && exit 0
+if [ "$(id -u)" != 0 ] && ! command -v sudo >/dev/null 2>&1; then
+  echo "missing Debian packages: ${need[*]} (install them as root: apt-get install ${need[*]})" >&2
+  exit 0
+fi
+SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
+echo "installing Debian packages: ${need[*]}"
+$SUDO apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
