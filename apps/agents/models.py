@@ -111,6 +111,9 @@ class AgentRunMessage(models.Model):
         ordering = ["created_at"]
         indexes = [models.Index(fields=["run", "created_at"], name="agent_run_msg_run_created")]
 
+    def __str__(self) -> str:
+        return f"{self.role} (step {self.step_number})"
+
 
 class AgentRunToolCall(models.Model):
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
@@ -128,3 +131,6 @@ class AgentRunToolCall(models.Model):
         db_table = 'kb"."agent_run_tool_calls'
         ordering = ["created_at"]
         indexes = [models.Index(fields=["run", "created_at"], name="agent_run_tc_run_created")]
+
+    def __str__(self) -> str:
+        return f"{self.tool_name} (step {self.step_number})"
