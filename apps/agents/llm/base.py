@@ -1,0 +1,97 @@
+"""The provider protocol: every LLM backend streams the same typed events.
+
+``stream(messages, tools, config)`` yields ``TextDelta``, ``ToolCall``, then one ``Done`` (with
+usage) — or an ``ErrorEvent`` and nothing after it. Nothing above this package sees a vendor SDK.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any, Literal, Protocol, runtime_checkable
+
+from pydantic import BaseModel, Field
+
+
+class LLMError(Exception):
+    """A model call failed (HTTP error, malformed stream, timeout, refused request)."""
+
+    def __init__(self, message: str, *, status: int | None = None, retryable: bool = False) -> None:
+        super().__init__(message)
+        self.status = status
+        self.retryable = retryable
+
+
+class ToolCallRequest(BaseModel):
+    """A tool call inside a message (assistant side)."""
+
+    id: str
+    name: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+
+
+class ChatMessage(BaseModel):
+    """One message sent to a provider. ``tool`` messages answer the call ``tool_call_id``."""
+
+    role: Literal["system", "user", "assistant", "tool"]
+    content: str = ""
+    tool_calls: list[ToolCallRequest] = Field(default_factory=list)
+    tool_call_id: str | None = None
+    name: str | None = None
+
+
+class ToolSpec(BaseModel):
+    """A tool offered to the model: its name, description and JSON Schema of its arguments."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+
+
+class GenerationConfig(BaseModel):
+    model: str
+    temperature: float | None = None
+    max_output_tokens: int | None = None
+    stream: bool = True
+
+
+class Usage(BaseModel):
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+
+class TextDelta(BaseModel):
+    type: Literal["text_delta"] = "text_delta"
+    text: str
+
+
+class ToolCall(BaseModel):
+    type: Literal["tool_call"] = "tool_call"
+    id: str
+    name: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+
+
+class Done(BaseModel):
+    type: Literal["done"] = "done"
+    usage: Usage = Field(default_factory=Usage)
+    finish_reason: str = "stop"
+
+
+class ErrorEvent(BaseModel):
+    type: Literal["error"] = "error"
+    error: str
+    status: int | None = None
+
+
+StreamEvent = TextDelta | ToolCall | Done | ErrorEvent
+
+
+@runtime_checkable
+class Provider(Protocol):
+    """An LLM backend. ``name`` is the served model name reported in the ``meta`` frame."""
+
+    name: str
+
+    def stream(
+        self, messages: list[ChatMessage], tools: list[ToolSpec], config: GenerationConfig
+    ) -> AsyncIterator[StreamEvent]: ...

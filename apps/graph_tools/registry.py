@@ -1,0 +1,135 @@
+"""The one registry of graph tools, read by the ADK agent, the MCP server and the REST route.
+
+A tool is a name, a description written for an LLM, a pydantic argument model with
+``extra="forbid"`` (its JSON Schema is what LLMs and MCP clients see), ``read_only`` and an
+``async`` handler scoped to one project. ``tool_call`` validates the arguments and maps every
+failure to a ``ToolError`` that names what was wrong; a tool never crashes its caller.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+from pydantic import ValidationError as PydanticValidationError
+
+from apps.projects.errors import NotFound, ServiceError
+
+
+class ToolArgs(BaseModel):
+    """Base of every tool's argument model: unknown arguments are refused."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class ToolError(ServiceError):
+    """The tool could not run."""
+
+    status = 400
+    code = "tool_error"
+
+
+class ToolArgumentError(ToolError):
+    """Invalid arguments."""
+
+    code = "invalid_arguments"
+
+    def __init__(self, message: str, *, argument: str | None = None) -> None:
+        super().__init__(message)
+        self.argument = argument
+
+
+class UnknownTool(NotFound):
+    """No such tool."""
+
+    code = "unknown_tool"
+
+
+class EntityNotFound(ToolError):
+    """No such entity."""
+
+    status = 404
+    code = "entity_not_found"
+
+
+@dataclass(frozen=True)
+class ToolContext:
+    """What a handler may touch: one project."""
+
+    project_id: uuid.UUID
+
+
+Handler = Callable[[ToolContext, Any], Awaitable[dict[str, Any]]]
+
+
+@dataclass(frozen=True)
+class GraphTool:
+    name: str
+    description: str
+    args_model: type[ToolArgs]
+    handler: Handler
+    read_only: bool = True
+
+    def input_schema(self) -> dict[str, Any]:
+        schema = self.args_model.model_json_schema()
+        schema.pop("title", None)
+        schema.setdefault("properties", {})
+        schema.setdefault("type", "object")
+        return schema
+
+
+_REGISTRY: dict[str, GraphTool] = {}
+
+
+def register(tool: GraphTool) -> GraphTool:
+    if tool.name in _REGISTRY:
+        raise ValueError(f"tool {tool.name!r} registered twice")
+    _REGISTRY[tool.name] = tool
+    return tool
+
+
+def _ensure_loaded() -> None:
+    # The tool modules register themselves on import.
+    from apps.graph_tools import tools  # noqa: F401
+
+
+def tool_list() -> list[GraphTool]:
+    _ensure_loaded()
+    return list(_REGISTRY.values())
+
+
+def tool_names() -> list[str]:
+    return [t.name for t in tool_list()]
+
+
+def tool_get(name: str) -> GraphTool:
+    _ensure_loaded()
+    try:
+        return _REGISTRY[name]
+    except KeyError:
+        raise UnknownTool(f"unknown tool {name!r}; known tools: {', '.join(sorted(_REGISTRY))}") from None
+
+
+def validate_arguments(tool: GraphTool, arguments: dict[str, Any] | None) -> ToolArgs:
+    if arguments is not None and not isinstance(arguments, dict):
+        raise ToolArgumentError("arguments must be a JSON object")
+    try:
+        return tool.args_model.model_validate(arguments or {})
+    except PydanticValidationError as exc:
+        first = exc.errors()[0]
+        argument = ".".join(str(p) for p in first.get("loc", ())) or None
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e.get('loc', ())) or '(arguments)'}: {e.get('msg')}"
+            for e in exc.errors()
+        )
+        raise ToolArgumentError(f"invalid arguments for {tool.name}: {problems}", argument=argument) from None
+
+
+async def tool_call(*, project_id: uuid.UUID, name: str, arguments: dict[str, Any] | None) -> dict[str, Any]:
+    """Validate ``arguments`` and run tool ``name`` on one project; raise ``ToolError`` on failure."""
+    tool = tool_get(name)
+    args = validate_arguments(tool, arguments)
+    return await tool.handler(ToolContext(project_id=project_id), args)
