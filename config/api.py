@@ -54,9 +54,11 @@ def on_unexpected(request: HttpRequest, exc: Exception) -> HttpResponse:
 
 
 def _register_routers() -> None:
+    from apps.graph_tools.api import router as graph_router
     from apps.projects.api import router as projects_router
 
     api.add_router("/", projects_router)
+    api.add_router("/", graph_router)
 
 
 _register_routers()

@@ -1,0 +1,111 @@
+from typing import Any
+
+from django import forms
+from django.contrib import admin
+from django.http import HttpRequest
+
+from apps.agents.models import AgentDefinition, AgentRun, AgentRunMessage, AgentRunToolCall
+from apps.graph_tools.registry import tool_names
+
+
+class AgentDefinitionForm(forms.ModelForm):
+    """Tools as a multi-select of the registry's tools; the model as a name and a temperature."""
+
+    tools = forms.MultipleChoiceField(required=False, widget=forms.CheckboxSelectMultiple)
+    model_name = forms.CharField(
+        label="Model",
+        max_length=200,
+        help_text="gemini-2.0-flash, openai/<model>, ollama/<model>, local/<model>",
+    )
+    temperature = forms.FloatField(min_value=0.0, max_value=2.0, initial=0.1)
+
+    class Meta:
+        model = AgentDefinition
+        fields = [
+            "project",
+            "name",
+            "description",
+            "system_prompt",
+            "tools",
+            "flow_type",
+            "is_default",
+            "max_steps",
+            "visibility",
+            "sub_agents",
+            "mcp_servers",
+            "history_limit",
+            "token_budget",
+        ]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        known = tool_names()
+        extra = [t for t in (self.instance.tools or []) if t not in known]
+        self.fields["tools"].choices = [(t, t) for t in [*known, *extra]]
+        model = self.instance.model or {}
+        self.fields["model_name"].initial = model.get("name", "gemini-2.0-flash")
+        self.fields["temperature"].initial = model.get("temperature", 0.1)
+
+    def save(self, commit: bool = True) -> AgentDefinition:
+        self.instance.model = {
+            "name": self.cleaned_data["model_name"],
+            "temperature": self.cleaned_data["temperature"],
+        }
+        self.instance.tools = list(self.cleaned_data["tools"])
+        return super().save(commit=commit)
+
+
+@admin.register(AgentDefinition)
+class AgentDefinitionAdmin(admin.ModelAdmin):
+    form = AgentDefinitionForm
+    list_display = ["name", "project", "is_default", "max_steps", "visibility", "updated_at"]
+    list_filter = ["project", "is_default", "visibility"]
+    search_fields = ["name", "description"]
+
+
+class ReadOnlyInline(admin.TabularInline):
+    extra = 0
+    can_delete = False
+    show_change_link = False
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+class RunMessageInline(ReadOnlyInline):
+    model = AgentRunMessage
+    fields = ["step_number", "role", "content", "tool_calls", "created_at"]
+    readonly_fields = fields
+
+
+class RunToolCallInline(ReadOnlyInline):
+    model = AgentRunToolCall
+    fields = ["step_number", "tool_name", "call_id", "input", "output", "error", "duration_ms"]
+    readonly_fields = fields
+
+
+@admin.register(AgentRun)
+class AgentRunAdmin(admin.ModelAdmin):
+    list_display = [
+        "id",
+        "agent_definition",
+        "status",
+        "stop_reason",
+        "step_count",
+        "started_at",
+        "completed_at",
+    ]
+    list_filter = ["status", "project"]
+    inlines = [RunMessageInline, RunToolCallInline]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
+        return [f.name for f in AgentRun._meta.fields]

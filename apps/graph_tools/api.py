@@ -1,0 +1,118 @@
+"""REST routes for importing and browsing a project's graph (PROTOCOL §2, §5b)."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Any
+
+from django.core.exceptions import RequestDataTooBig
+from django.http import HttpRequest
+from ninja import Router, Schema
+
+from apps.graph_tools import importer, selectors
+from apps.graph_tools.models import GraphObject
+from apps.projects.auth import principal_of
+from apps.projects.errors import ServiceError
+from apps.projects.models import Role
+from apps.projects.selectors import project_get
+
+router = Router(tags=["graph"])
+
+
+class EntityOut(Schema):
+    id: uuid.UUID
+    key: str
+    type: str
+    name: str
+    description: str
+    properties: dict[str, Any]
+    createdAt: datetime
+    updatedAt: datetime
+
+
+class EdgeOut(Schema):
+    id: uuid.UUID
+    type: str
+    direction: str
+    other: EntityOut
+    properties: dict[str, Any]
+
+
+class EntityWithEdgesOut(EntityOut):
+    edges: list[EdgeOut]
+
+
+class EntityList(Schema):
+    items: list[EntityOut]
+    count: int
+
+
+class ImportOut(Schema):
+    entitiesCreated: int
+    entitiesUpdated: int
+    relationshipsCreated: int
+    relationshipsUpdated: int
+
+
+def entity_out(obj: GraphObject) -> EntityOut:
+    return EntityOut(
+        id=obj.id,
+        key=obj.key,
+        type=obj.type,
+        name=obj.name,
+        description=obj.description,
+        properties=obj.properties,
+        createdAt=obj.created_at,
+        updatedAt=obj.updated_at,
+    )
+
+
+class ImportTooLarge(ServiceError):
+    """the import file is too large"""
+
+    status = 413
+    code = "payload_too_large"
+
+
+@router.post("/projects/{project_id}/graph/import", response=ImportOut)
+def import_graph(request: HttpRequest, project_id: str) -> ImportOut:
+    project = project_get(principal=principal_of(request), project_ref=project_id, min_role=Role.EDITOR)
+    try:
+        body = request.body
+    except RequestDataTooBig:
+        raise ImportTooLarge() from None
+    result = importer.graph_import(project=project, lines=body.splitlines())
+    return ImportOut(**result.as_counts())
+
+
+@router.get("/projects/{project_id}/graph/entities", response=EntityList)
+def list_entities(
+    request: HttpRequest,
+    project_id: str,
+    type: str | None = None,
+    q: str | None = None,
+    limit: int = 50,
+    offset: int = 0,
+) -> EntityList:
+    project = project_get(principal=principal_of(request), project_ref=project_id)
+    qs = selectors.entity_list(project=project, type=type, q=q)
+    limit, offset = max(1, min(limit, 500)), max(0, offset)
+    return EntityList(items=[entity_out(o) for o in qs[offset : offset + limit]], count=qs.count())
+
+
+@router.get("/projects/{project_id}/graph/entities/{id_or_key}", response=EntityWithEdgesOut)
+def get_entity(request: HttpRequest, project_id: str, id_or_key: str) -> EntityWithEdgesOut:
+    project = project_get(principal=principal_of(request), project_ref=project_id)
+    obj = selectors.entity_get(project=project, id_or_key=id_or_key)
+    edges = [
+        EdgeOut(
+            id=e["id"],
+            type=e["type"],
+            direction=e["direction"],
+            other=entity_out(e["other"]),
+            properties=e["properties"],
+        )
+        for e in selectors.entity_edges(entity=obj)
+    ]
+    return EntityWithEdgesOut(**entity_out(obj).dict(), edges=edges)
