@@ -1,0 +1,44 @@
+"""Build test state through the services, not hand-written SQL. Append new factories at the end."""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import AbstractBaseUser
+
+from apps.graph_tools.models import GraphObject, GraphRelationship
+from apps.projects.models import Project
+from apps.projects.services import api_token_create, membership_set, project_create
+
+_seq = itertools.count(1)
+
+
+def make_user(username: str | None = None, password: str = "pw-for-tests-1") -> AbstractBaseUser:
+    username = username or f"user{next(_seq)}"
+    return get_user_model().objects.create_user(username=username, password=password)
+
+
+def make_project(owner: AbstractBaseUser | None = None, name: str | None = None) -> Project:
+    owner = owner or make_user()
+    return project_create(owner=owner, name=name or f"Project {next(_seq)}")
+
+
+def add_member(project: Project, user: AbstractBaseUser, role: str = "viewer") -> None:
+    membership_set(project=project, user=user, role=role)
+
+
+def make_token(user: AbstractBaseUser, project: Project | None = None) -> str:
+    _, secret = api_token_create(user=user, project=project)
+    return secret
+
+
+def make_entity(project: Project, key: str, type: str = "Thing", name: str | None = None, **fields: Any) -> GraphObject:
+    return GraphObject.objects.create(project=project, key=key, type=type, name=name or key.title(), **fields)
+
+
+def make_relationship(
+    project: Project, src: GraphObject, type: str, dst: GraphObject, **properties: Any
+) -> GraphRelationship:
+    return GraphRelationship.objects.create(project=project, src=src, type=type, dst=dst, properties=properties)
