@@ -49,7 +49,7 @@ def socket_dir() -> str:
 def database_settings() -> dict[str, Any]:
     """Return Django ``DATABASES['default']`` for the embedded cluster."""
     return {
-        "ENGINE": "django.db.backends.postgresql",
+        "ENGINE": "config.db",
         "NAME": DATABASE_NAME,
         "USER": SUPERUSER,
         "PASSWORD": "",
@@ -69,7 +69,9 @@ def start() -> str:
     import pgserver
 
     logging.getLogger("pgserver").setLevel(logging.WARNING)
-    Path(os.environ["XDG_RUNTIME_DIR"]).mkdir(parents=True, exist_ok=True)
+    runtime = Path(os.environ["XDG_RUNTIME_DIR"])
+    runtime.mkdir(parents=True, exist_ok=True)
+    runtime.chmod(0o700)
     PGDATA.mkdir(parents=True, exist_ok=True)
     server = pgserver.get_server(PGDATA, cleanup_mode=None)
     exists = server.psql(f"SELECT 1 FROM pg_database WHERE datname = '{DATABASE_NAME}';")

@@ -6,7 +6,7 @@ import uuid
 from datetime import datetime
 
 from django.http import HttpRequest
-from ninja import Router, Schema
+from ninja import Router, Schema, Status
 
 from apps.projects import selectors, services
 from apps.projects.auth import principal_of
@@ -50,10 +50,10 @@ def list_projects(request: HttpRequest, limit: int = 100, offset: int = 0) -> Pr
 
 
 @router.post("/projects", response={201: ProjectOut})
-def create_project(request: HttpRequest, payload: ProjectIn) -> tuple[int, ProjectOut]:
+def create_project(request: HttpRequest, payload: ProjectIn) -> Status[ProjectOut]:
     principal = principal_of(request)
     project = services.project_create(owner=principal.user, name=payload.name, slug=payload.slug)
-    return 201, _project_out(project, "owner")
+    return Status(201, _project_out(project, "owner"))
 
 
 @router.get("/projects/{project_id}", response=ProjectOut)

@@ -89,6 +89,8 @@ DATABASES = {
     )
 }
 DATABASES["default"].setdefault("OPTIONS", {})
+# PostgreSQL plus the kb schema's tables in introspection (see config/db/base.py).
+DATABASES["default"]["ENGINE"] = "config.db"
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 

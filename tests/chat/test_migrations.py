@@ -1,0 +1,79 @@
+"""The migration that makes conversations agent-backed (agent-backed-chat requirements)."""
+
+import uuid
+
+import pytest
+from django.db import connection
+from django.db.migrations.executor import MigrationExecutor
+from django.utils import timezone
+
+BEFORE = [("chat", "0001_initial")]
+AFTER = [("chat", "0002_conversation_agent_definition")]
+
+
+def migrate(targets):
+    executor = MigrationExecutor(connection)
+    executor.loader.build_graph()
+    executor.migrate(targets)
+    executor.loader.build_graph()
+    return executor.loader.project_state(targets).apps
+
+
+@pytest.fixture
+def at_first_chat_migration(transactional_db):
+    apps = migrate(BEFORE)
+    yield apps
+    migrate(MigrationExecutor(connection).loader.graph.leaf_nodes())
+
+
+def column(table: str, name: str):
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """
+            SELECT c.data_type, c.is_nullable, ccu.table_schema, ccu.table_name, ccu.column_name
+            FROM information_schema.columns c
+            LEFT JOIN information_schema.key_column_usage kcu
+                   ON kcu.table_schema = c.table_schema AND kcu.table_name = c.table_name
+                  AND kcu.column_name = c.column_name
+            LEFT JOIN information_schema.constraint_column_usage ccu
+                   ON ccu.constraint_name = kcu.constraint_name AND ccu.table_schema = kcu.table_schema
+            WHERE c.table_schema = 'kb' AND c.table_name = %s AND c.column_name = %s
+            """,
+            [table, name],
+        )
+        return cursor.fetchall()
+
+
+def insert_conversations(apps, n: int) -> list[uuid.UUID]:
+    User = apps.get_model("auth", "User")
+    Project = apps.get_model("projects", "Project")
+    Conversation = apps.get_model("chat", "Conversation")
+    user = User.objects.create(username="legacy")
+    project = Project.objects.create(name="Legacy", slug="legacy")
+    now = timezone.now()
+    return [
+        Conversation.objects.create(
+            project=project, user=user, title=f"old {i}", created_at=now, updated_at=now
+        ).id
+        for i in range(n)
+    ]
+
+
+def test_migration_adds_column(at_first_chat_migration):
+    assert column("chat_conversations", "agent_definition_id") == []
+
+    migrate(AFTER)
+
+    assert column("chat_conversations", "agent_definition_id") == [
+        ("uuid", "YES", "kb", "agent_definitions", "id")
+    ]
+
+
+def test_existing_conversations_unaffected(at_first_chat_migration):
+    ids = insert_conversations(at_first_chat_migration, 3)
+
+    apps = migrate(AFTER)
+
+    Conversation = apps.get_model("chat", "Conversation")
+    rows = list(Conversation.objects.filter(id__in=ids).values_list("title", "agent_definition_id"))
+    assert sorted(rows) == [("old 0", None), ("old 1", None), ("old 2", None)]

@@ -1,0 +1,215 @@
+"""Graph import (PROTOCOL §5b): upsert by key, all or nothing, the failing line reported."""
+
+import json
+from io import StringIO
+from pathlib import Path
+
+import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
+from django.test import Client
+
+from apps.graph_tools.models import GraphObject, GraphRelationship
+from tests.factories import make_entity, make_project, make_relationship, make_user
+
+pytestmark = pytest.mark.django_db
+
+
+def jsonl(*records: dict) -> str:
+    return "\n".join(json.dumps(r) for r in records)
+
+
+ALICE = {
+    "kind": "entity",
+    "key": "alice",
+    "type": "Person",
+    "name": "Alice",
+    "description": "An engineer",
+    "properties": {"born": 1990},
+}
+BOB = {"kind": "entity", "key": "bob", "type": "Person", "name": "Bob"}
+KNOWS = {"kind": "relationship", "type": "KNOWS", "src": "alice", "dst": "bob", "properties": {"since": 2010}}
+
+
+@pytest.fixture
+def owner_client():
+    user = make_user()
+    project = make_project(owner=user)
+    client = Client()
+    client.force_login(user)
+    return client, project
+
+
+def post_import(client, project, body):
+    return client.post(f"/api/projects/{project.id}/graph/import", body, content_type="application/x-ndjson")
+
+
+def test_import_creates_entities_and_relationships(owner_client):
+    client, project = owner_client
+
+    response = post_import(client, project, jsonl(ALICE, BOB, KNOWS))
+
+    assert response.status_code == 200
+    assert response.json() == {
+        "entitiesCreated": 2,
+        "entitiesUpdated": 0,
+        "relationshipsCreated": 1,
+        "relationshipsUpdated": 0,
+    }
+    alice = GraphObject.objects.get(project=project, key="alice")
+    assert (alice.type, alice.name, alice.properties) == ("Person", "Alice", {"born": 1990})
+    rel = GraphRelationship.objects.get(project=project)
+    assert (rel.src.key, rel.type, rel.dst.key, rel.properties) == ("alice", "KNOWS", "bob", {"since": 2010})
+
+
+def test_reimport_same_key_updates_the_entity(owner_client):
+    client, project = owner_client
+    post_import(client, project, jsonl(ALICE, BOB, KNOWS))
+
+    response = post_import(
+        client, project, jsonl({**ALICE, "name": "Alice Smith"}, {**KNOWS, "properties": {}})
+    )
+
+    assert response.json() == {
+        "entitiesCreated": 0,
+        "entitiesUpdated": 1,
+        "relationshipsCreated": 0,
+        "relationshipsUpdated": 1,
+    }
+    assert GraphObject.objects.filter(project=project).count() == 2
+    assert GraphObject.objects.get(project=project, key="alice").name == "Alice Smith"
+    assert GraphRelationship.objects.get(project=project).properties == {}
+
+
+def test_relationship_may_refer_to_entities_already_in_the_project(owner_client):
+    client, project = owner_client
+    post_import(client, project, jsonl(ALICE, BOB))
+
+    response = post_import(client, project, jsonl(KNOWS))
+
+    assert response.json()["relationshipsCreated"] == 1
+
+
+@pytest.mark.parametrize(
+    ("bad_line", "reason"),
+    [
+        ("{not json", "invalid JSON"),
+        (json.dumps({"kind": "relationship", "type": "KNOWS", "src": "alice", "dst": "nobody"}), "nobody"),
+        (json.dumps({"kind": "entity", "key": "carol", "type": "Person"}), "'name'"),
+        (json.dumps({"kind": "entity", "type": "Person", "name": "No key"}), "'key'"),
+        (json.dumps({"key": "x", "type": "T", "name": "X"}), "'kind'"),
+        (json.dumps([1, 2]), "JSON object"),
+        (json.dumps({**BOB, "properties": [1]}), "properties"),
+    ],
+    ids=[
+        "bad-json",
+        "unknown-relationship-key",
+        "missing-name",
+        "missing-key",
+        "missing-kind",
+        "not-object",
+        "properties-not-object",
+    ],
+)
+def test_invalid_line_rejects_the_whole_import_with_its_line_number(owner_client, bad_line, reason):
+    client, project = owner_client
+    body = jsonl(ALICE, BOB) + "\n" + bad_line + "\n" + jsonl(KNOWS)
+
+    response = post_import(client, project, body)
+
+    assert response.status_code == 400
+    assert response.json()["code"] == "invalid_import"
+    assert response.json()["line"] == 3
+    assert response.json()["error"].startswith("line 3:")
+    assert reason in response.json()["error"]
+    assert not GraphObject.objects.filter(project=project).exists()
+    assert not GraphRelationship.objects.filter(project=project).exists()
+
+
+def test_failed_reimport_keeps_the_previous_graph_unchanged(owner_client):
+    client, project = owner_client
+    post_import(client, project, jsonl(ALICE, BOB, KNOWS))
+
+    response = post_import(client, project, jsonl({**ALICE, "name": "Changed"}, {**KNOWS, "dst": "ghost"}))
+
+    assert response.status_code == 400
+    assert GraphObject.objects.get(project=project, key="alice").name == "Alice"
+
+
+def test_load_graph_command_imports_a_file(tmp_path: Path):
+    project = make_project()
+    path = tmp_path / "g.jsonl"
+    path.write_text(jsonl(ALICE, BOB, KNOWS))
+    out = StringIO()
+
+    call_command("load_graph", str(path), "--project", project.slug, stdout=out)
+
+    assert "entitiesCreated=2" in out.getvalue()
+    assert GraphRelationship.objects.filter(project=project).count() == 1
+
+
+def test_load_graph_command_reports_the_failing_line(tmp_path: Path):
+    project = make_project()
+    path = tmp_path / "g.jsonl"
+    path.write_text(jsonl(ALICE, {"kind": "relationship", "type": "KNOWS", "src": "alice", "dst": "zed"}))
+
+    with pytest.raises(CommandError, match="line 2"):
+        call_command("load_graph", str(path), "--project", project.slug)
+
+
+def test_entities_browse_filters_by_type_and_text(owner_client):
+    client, project = owner_client
+    make_entity(project, "paris", type="City", name="Paris")
+    make_entity(project, "france", type="Country", name="France")
+    make_entity(project, "lyon", type="City", name="Lyon")
+
+    cities = client.get(f"/api/projects/{project.id}/graph/entities?type=City").json()
+    found = client.get(f"/api/projects/{project.id}/graph/entities?q=fran").json()
+
+    assert cities["count"] == 2
+    assert [e["name"] for e in cities["items"]] == ["Lyon", "Paris"]
+    assert [e["key"] for e in found["items"]] == ["france"]
+    assert set(found["items"][0]) == {
+        "id",
+        "key",
+        "type",
+        "name",
+        "description",
+        "properties",
+        "createdAt",
+        "updatedAt",
+    }
+
+
+def test_entity_by_id_or_key_has_its_edges(owner_client):
+    client, project = owner_client
+    paris = make_entity(project, "paris", type="City", name="Paris")
+    france = make_entity(project, "france", type="Country", name="France")
+    make_relationship(project, paris, "CAPITAL_OF", france)
+
+    by_key = client.get(f"/api/projects/{project.id}/graph/entities/paris").json()
+    by_id = client.get(f"/api/projects/{project.id}/graph/entities/{france.id}").json()
+    missing = client.get(f"/api/projects/{project.id}/graph/entities/nowhere")
+
+    assert [(e["type"], e["direction"], e["other"]["key"]) for e in by_key["edges"]] == [
+        ("CAPITAL_OF", "out", "france")
+    ]
+    assert [(e["type"], e["direction"], e["other"]["key"]) for e in by_id["edges"]] == [
+        ("CAPITAL_OF", "in", "paris")
+    ]
+    assert missing.status_code == 404
+
+
+def test_demo_graph_is_real_typed_data_of_a_few_thousand_entities():
+    from apps.graph_tools.demo import demo_graph_lines
+
+    records = [json.loads(line) for line in demo_graph_lines()]
+
+    entities = [r for r in records if r["kind"] == "entity"]
+    types = {r["type"] for r in entities}
+    rel_types = {r["type"] for r in records if r["kind"] == "relationship"}
+    assert len(entities) >= 3000
+    assert {"Country", "City", "Continent", "Currency", "Language"} <= types
+    assert {"LOCATED_IN", "BORDERS", "CAPITAL_OF", "USES_CURRENCY", "SPEAKS"} <= rel_types
+    france = next(r for r in entities if r["key"] == "country:FR")
+    assert france["name"] == "France" and "Paris" in france["description"]
