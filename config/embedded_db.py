@@ -82,7 +82,7 @@ def start() -> str:
 
 def stop() -> bool:
     """Stop the cluster; return False when it was not running."""
-    from pgserver._commands import pg_ctl
+    from pgserver._commands import pg_ctl  # type: ignore[attr-defined]
 
     if not is_running():
         return False

@@ -41,7 +41,9 @@ class AgentDefinitionForm(forms.ModelForm):
         super().__init__(*args, **kwargs)
         known = tool_names()
         extra = [t for t in (self.instance.tools or []) if t not in known]
-        self.fields["tools"].choices = [(t, t) for t in [*known, *extra]]
+        tools_field = self.fields["tools"]
+        assert isinstance(tools_field, forms.MultipleChoiceField)
+        tools_field.choices = [(t, t) for t in [*known, *extra]]
         model = self.instance.model or {}
         self.fields["model_name"].initial = model.get("name", "gemini-2.0-flash")
         self.fields["temperature"].initial = model.get("temperature", 0.1)
@@ -77,13 +79,13 @@ class ReadOnlyInline(admin.TabularInline):
 
 class RunMessageInline(ReadOnlyInline):
     model = AgentRunMessage
-    fields = ["step_number", "role", "content", "tool_calls", "created_at"]
+    fields = ("step_number", "role", "content", "tool_calls", "created_at")
     readonly_fields = fields
 
 
 class RunToolCallInline(ReadOnlyInline):
     model = AgentRunToolCall
-    fields = ["step_number", "tool_name", "call_id", "input", "output", "error", "duration_ms"]
+    fields = ("step_number", "tool_name", "call_id", "input", "output", "error", "duration_ms")
     readonly_fields = fields
 
 

@@ -10,7 +10,7 @@ class MessageInline(admin.TabularInline):
     model = Message
     extra = 0
     can_delete = False
-    fields = ["created_at", "role", "content", "tool_calls", "retrieval_context", "citations"]
+    fields = ("created_at", "role", "content", "tool_calls", "retrieval_context", "citations")
     readonly_fields = fields
 
     def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:

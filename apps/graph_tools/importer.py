@@ -195,16 +195,16 @@ def graph_import(*, project: Project, lines: Iterable[str | bytes]) -> ImportRes
 
     pairs = {(ids[r.src], r.type, ids[r.dst]) for r in relationships}
     existing_rels = 0
-    rel_list = list(pairs)
-    for start in range(0, len(rel_list), BATCH):
-        chunk = rel_list[start : start + BATCH]
-        srcs = {p[0] for p in chunk}
+    pair_list = list(pairs)
+    for start in range(0, len(pair_list), BATCH):
+        pair_chunk = pair_list[start : start + BATCH]
+        srcs = {p[0] for p in pair_chunk}
         found = set(
             GraphRelationship.objects.filter(project=project, src_id__in=srcs).values_list(
                 "src_id", "type", "dst_id"
             )
         )
-        existing_rels += len(found & set(chunk))
+        existing_rels += len(found & set(pair_chunk))
     result.relationships_updated = existing_rels
     result.relationships_created = len(relationships) - existing_rels
 

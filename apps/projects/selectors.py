@@ -6,7 +6,7 @@ import hashlib
 import uuid
 from dataclasses import dataclass
 
-from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.contrib.auth.models import AbstractBaseUser, AnonymousUser, User
 from django.db.models import QuerySet
 
 from apps.projects.errors import NotFound, PermissionDenied
@@ -23,7 +23,7 @@ class ProjectNotFound(NotFound):
 class Principal:
     """Who is calling: a user, and the one project an API token is bound to (None: all of theirs)."""
 
-    user: AbstractBaseUser
+    user: User
     token_project_id: uuid.UUID | None = None
 
     @property
@@ -101,7 +101,7 @@ def principal_from_token(*, secret: str) -> Principal | None:
 def principal_from_user(user: AbstractBaseUser | AnonymousUser | None) -> Principal | None:
     if user is None or not user.is_authenticated:
         return None
-    assert isinstance(user, AbstractBaseUser)
+    assert isinstance(user, User)
     return Principal(user=user)
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import secrets
 
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.db import transaction
 from django.utils import timezone
 from django.utils.text import slugify
@@ -25,7 +25,7 @@ def _unique_slug(name: str) -> str:
 
 
 @transaction.atomic
-def project_create(*, owner: AbstractBaseUser, name: str, slug: str | None = None) -> Project:
+def project_create(*, owner: User, name: str, slug: str | None = None) -> Project:
     """Create a project and make ``owner`` its owner."""
     name = name.strip()
     if not name:
@@ -37,7 +37,7 @@ def project_create(*, owner: AbstractBaseUser, name: str, slug: str | None = Non
     return project
 
 
-def membership_set(*, project: Project, user: AbstractBaseUser, role: str) -> ProjectMembership:
+def membership_set(*, project: Project, user: User, role: str) -> ProjectMembership:
     """Give ``user`` the ``role`` in ``project`` (creating or changing the membership)."""
     membership, _ = ProjectMembership.objects.update_or_create(
         project=project, user=user, defaults={"role": Role(role)}
@@ -45,9 +45,7 @@ def membership_set(*, project: Project, user: AbstractBaseUser, role: str) -> Pr
     return membership
 
 
-def api_token_create(
-    *, user: AbstractBaseUser, project: Project | None = None, name: str = ""
-) -> tuple[ApiToken, str]:
+def api_token_create(*, user: User, project: Project | None = None, name: str = "") -> tuple[ApiToken, str]:
     """Create an API token; return it with its secret, which is not stored and cannot be shown again."""
     if project is not None and not ProjectMembership.objects.filter(project=project, user=user).exists():
         raise ServiceError("the user is not a member of that project", code="not_a_member")
