@@ -21,6 +21,10 @@ class LLMError(Exception):
         self.retryable = retryable
 
 
+class ModelUnavailable(LLMError):
+    """A model name cannot be served here (unknown prefix, missing key or base URL, absent backend)."""
+
+
 class ToolCallRequest(BaseModel):
     """A tool call inside a message (assistant side)."""
 
