@@ -6,7 +6,7 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from pytest_django.fixtures import SettingsWrapper
+from pytest_django import Settings
 
 from apps.agents.llm.base import (
     ChatMessage,
@@ -223,7 +223,7 @@ async def test_scripted_provider_replays_turns_with_delays_and_records_calls() -
     assert len(provider.calls) == 3 and provider.calls[0].tools[0].name == "search"
 
 
-def test_resolve_model_kgchat_model_overrides_every_name(settings: SettingsWrapper) -> None:
+def test_resolve_model_kgchat_model_overrides_every_name(settings: Settings) -> None:
     settings.KGCHAT_MODEL = "ollama/llama3.2"
     settings.OLLAMA_BASE_URL = "http://127.0.0.1:11434/v1"
 
@@ -234,7 +234,7 @@ def test_resolve_model_kgchat_model_overrides_every_name(settings: SettingsWrapp
     assert provider.model == "llama3.2"
 
 
-def test_resolve_model_openai_uses_settings(settings: SettingsWrapper) -> None:
+def test_resolve_model_openai_uses_settings(settings: Settings) -> None:
     settings.KGCHAT_MODEL = ""
     settings.OPENAI_BASE_URL = "http://llm.internal/v1"
     settings.OPENAI_API_KEY = "sk-test"
@@ -251,7 +251,7 @@ def test_resolve_model_openai_uses_settings(settings: SettingsWrapper) -> None:
 
 
 def test_resolve_model_gemini_without_key_is_a_clear_error(
-    settings: SettingsWrapper, monkeypatch: pytest.MonkeyPatch
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     settings.KGCHAT_MODEL = ""
     settings.GOOGLE_API_KEY = ""
@@ -262,7 +262,7 @@ def test_resolve_model_gemini_without_key_is_a_clear_error(
         resolve_model("gemini-2.0-flash")
 
 
-def test_resolve_model_unknown_names_are_refused(settings: SettingsWrapper) -> None:
+def test_resolve_model_unknown_names_are_refused(settings: Settings) -> None:
     settings.KGCHAT_MODEL = ""
     settings.OPENAI_BASE_URL = ""
     settings.OPENAI_API_KEY = ""
@@ -275,7 +275,7 @@ def test_resolve_model_unknown_names_are_refused(settings: SettingsWrapper) -> N
         resolve_model("scripted/nope")
 
 
-def test_resolve_model_local_is_looked_up_lazily(settings: SettingsWrapper) -> None:
+def test_resolve_model_local_is_looked_up_lazily(settings: Settings) -> None:
     settings.KGCHAT_MODEL = ""
     try:
         import apps.agents.llm.local  # noqa: F401
@@ -286,7 +286,7 @@ def test_resolve_model_local_is_looked_up_lazily(settings: SettingsWrapper) -> N
         assert resolve_model("local/smollm2").name
 
 
-def test_resolve_model_scripted_by_name(settings: SettingsWrapper) -> None:
+def test_resolve_model_scripted_by_name(settings: Settings) -> None:
     settings.KGCHAT_MODEL = ""
     script = ScriptedProvider(turns=[text("hi")])
     register_script("greeting", script)
