@@ -11,5 +11,5 @@ if [ "$(id -u)" != 0 ] && ! command -v sudo >/dev/null 2>&1; then
 fi
 SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
 echo "installing Debian packages: ${need[*]}"
-$SUDO apt-get update -qq
-DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+$SUDO apt-get -o DPkg::Lock::Timeout=600 update -qq
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends "${need[@]}" >/dev/null
