@@ -1,0 +1,218 @@
+"""``ModelAdapter``: an ADK ``BaseLlm`` that drives one of this app's providers.
+
+Stream semantics (spec "Model adapter streams LLM responses"): with ``stream=False`` the
+provider's events are accumulated into exactly one final ``LlmResponse``; with ``stream=True``
+every text delta is also yielded as a partial response, and the final one carries the whole
+text and the function calls. A provider error is yielded at once as an ``LlmResponse`` with
+``error_code``/``error_message`` and iteration stops.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncGenerator
+from typing import Any
+
+from google.adk.models.base_llm import BaseLlm
+from google.adk.models.llm_request import LlmRequest
+from google.adk.models.llm_response import LlmResponse
+from google.genai import types
+from pydantic import ConfigDict
+
+from apps.agents.llm.base import (
+    ChatMessage,
+    Done,
+    ErrorEvent,
+    GenerationConfig,
+    LLMError,
+    Provider,
+    TextDelta,
+    ToolCall,
+    ToolCallRequest,
+    ToolSpec,
+)
+
+LLM_ERROR_CODE = "llm_error"
+
+
+def call_id(fc: types.FunctionCall | types.FunctionResponse) -> str:
+    """The call's own id, or the synthetic ``call_<name>`` when it has none."""
+    return fc.id or f"call_{fc.name or ''}"
+
+
+def system_text(config: types.GenerateContentConfig | None) -> str:
+    """The SystemInstruction's text parts joined with newlines ("" when absent)."""
+    instruction: Any = config.system_instruction if config else None
+    if instruction is None:
+        return ""
+    if isinstance(instruction, str):
+        return instruction
+    if isinstance(instruction, types.Content):
+        items: list[Any] = list(instruction.parts or [])
+    elif isinstance(instruction, list):
+        items = instruction
+    else:
+        items = [instruction]
+    texts: list[str] = []
+    for item in items:
+        if isinstance(item, str):
+            texts.append(item)
+        elif isinstance(item, types.Part) and item.text and not item.thought:
+            texts.append(item.text)
+    return "\n".join(texts)
+
+
+def _response_text(response: Any) -> str:
+    return json.dumps(response if response is not None else {}, default=str, ensure_ascii=False)
+
+
+def convert_messages(contents: list[types.Content]) -> list[ChatMessage]:
+    """Map ADK contents to provider messages, keeping FunctionCall ids (fallback ``call_<name>``)."""
+    out: list[ChatMessage] = []
+    for content in contents:
+        texts: list[str] = []
+        calls: list[ToolCallRequest] = []
+        results: list[ChatMessage] = []
+        for part in content.parts or []:
+            if part.thought:
+                continue
+            if part.function_call is not None:
+                fc = part.function_call
+                calls.append(
+                    ToolCallRequest(id=call_id(fc), name=fc.name or "", arguments=dict(fc.args or {}))
+                )
+            elif part.function_response is not None:
+                fr = part.function_response
+                results.append(
+                    ChatMessage(
+                        role="tool",
+                        content=_response_text(fr.response),
+                        tool_call_id=call_id(fr),
+                        name=fr.name,
+                    )
+                )
+            elif part.text:
+                texts.append(part.text)
+        text = "".join(texts)
+        if content.role == "model":
+            if text or calls:
+                out.append(ChatMessage(role="assistant", content=text, tool_calls=calls))
+            out.extend(results)
+        else:
+            out.extend(results)
+            if text:
+                out.append(ChatMessage(role="user", content=text))
+    return out
+
+
+def _schema_to_json(schema: types.Schema) -> dict[str, Any]:
+    data = schema.model_dump(mode="json", exclude_none=True)
+
+    def lower(node: Any) -> Any:
+        if isinstance(node, dict):
+            return {
+                k: (v.lower() if k == "type" and isinstance(v, str) else lower(v)) for k, v in node.items()
+            }
+        if isinstance(node, list):
+            return [lower(v) for v in node]
+        return node
+
+    result: dict[str, Any] = lower(data)
+    return result
+
+
+def tool_specs(config: types.GenerateContentConfig | None) -> list[ToolSpec]:
+    """The request's function declarations as provider tool specs."""
+    specs: list[ToolSpec] = []
+    for tool in (config.tools if config else None) or []:
+        for decl in getattr(tool, "function_declarations", None) or []:
+            if decl.parameters_json_schema is not None:
+                params = dict(decl.parameters_json_schema)
+            elif decl.parameters is not None:
+                params = _schema_to_json(decl.parameters)
+            else:
+                params = {"type": "object", "properties": {}}
+            specs.append(
+                ToolSpec(name=decl.name or "", description=decl.description or "", parameters=params)
+            )
+    return specs
+
+
+def request_messages(llm_request: LlmRequest) -> list[ChatMessage]:
+    """SystemInstruction first (when present), then the converted contents."""
+    messages = convert_messages(llm_request.contents)
+    system = system_text(llm_request.config)
+    if system:
+        messages.insert(0, ChatMessage(role="system", content=system))
+    return messages
+
+
+def _error(message: str, code: str = LLM_ERROR_CODE) -> LlmResponse:
+    return LlmResponse(error_code=code, error_message=message, turn_complete=True)
+
+
+class ModelAdapter(BaseLlm):
+    """ADK's view of a provider. ``model`` is the served model name."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    provider: Any
+    temperature: float | None = None
+    max_output_tokens: int | None = None
+
+    @classmethod
+    def for_provider(cls, provider: Provider, *, temperature: float | None = None) -> ModelAdapter:
+        return cls(model=provider.name, provider=provider, temperature=temperature)
+
+    async def generate_content_async(
+        self, llm_request: LlmRequest, stream: bool = False
+    ) -> AsyncGenerator[LlmResponse, None]:
+        messages = request_messages(llm_request)
+        tools = tool_specs(llm_request.config)
+        temperature = self.temperature
+        if llm_request.config and llm_request.config.temperature is not None:
+            temperature = llm_request.config.temperature
+        config = GenerationConfig(
+            model=self.model, temperature=temperature, max_output_tokens=self.max_output_tokens, stream=stream
+        )
+        texts: list[str] = []
+        calls: list[types.Part] = []
+        try:
+            async for event in self.provider.stream(messages, tools, config):
+                if isinstance(event, TextDelta):
+                    if not event.text:
+                        continue
+                    texts.append(event.text)
+                    if stream:
+                        yield LlmResponse(
+                            content=types.Content(role="model", parts=[types.Part(text=event.text)]),
+                            partial=True,
+                        )
+                elif isinstance(event, ToolCall):
+                    fc = types.FunctionCall(
+                        id=event.id or f"call_{event.name}", name=event.name, args=event.arguments
+                    )
+                    calls.append(types.Part(function_call=fc))
+                elif isinstance(event, ErrorEvent):
+                    yield _error(event.error)
+                    return
+                elif isinstance(event, Done):
+                    text = "".join(texts)
+                    parts = ([types.Part(text=text)] if text or not calls else []) + calls
+                    yield LlmResponse(
+                        content=types.Content(role="model", parts=parts),
+                        partial=False,
+                        turn_complete=True,
+                        finish_reason=types.FinishReason.STOP,
+                        model_version=self.model,
+                        usage_metadata=types.GenerateContentResponseUsageMetadata(
+                            prompt_token_count=event.usage.input_tokens,
+                            candidates_token_count=event.usage.output_tokens,
+                            total_token_count=event.usage.input_tokens + event.usage.output_tokens,
+                        ),
+                    )
+                    return
+        except LLMError as exc:
+            yield _error(str(exc))
+            return
+        yield _error(f"the model stream of {self.model} ended without finishing")
