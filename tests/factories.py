@@ -34,11 +34,15 @@ def make_token(user: AbstractBaseUser, project: Project | None = None) -> str:
     return secret
 
 
-def make_entity(project: Project, key: str, type: str = "Thing", name: str | None = None, **fields: Any) -> GraphObject:
+def make_entity(
+    project: Project, key: str, type: str = "Thing", name: str | None = None, **fields: Any
+) -> GraphObject:
     return GraphObject.objects.create(project=project, key=key, type=type, name=name or key.title(), **fields)
 
 
 def make_relationship(
     project: Project, src: GraphObject, type: str, dst: GraphObject, **properties: Any
 ) -> GraphRelationship:
-    return GraphRelationship.objects.create(project=project, src=src, type=type, dst=dst, properties=properties)
+    return GraphRelationship.objects.create(
+        project=project, src=src, type=type, dst=dst, properties=properties
+    )

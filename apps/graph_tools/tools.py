@@ -1,20 +1,196 @@
-"""The graph tools of PROTOCOL §6. Each registers itself in the registry."""
+"""The graph tools of PROTOCOL §6. Each registers itself in the registry.
+
+Handlers are ``async`` (ADK runs tools on the event loop): they run the synchronous queries of
+``search`` and ``graph_queries`` through ``sync_to_async``, and the query embedding in a worker
+thread of its own so the model never holds up the database thread.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any, Literal
 
-from django.db.models import Count
+from asgiref.sync import sync_to_async
+from pydantic import Field, StringConstraints
 
-from apps.graph_tools.models import GraphObject
+from apps.graph_tools import graph_queries, search
+from apps.graph_tools.embeddings import get_embedder
 from apps.graph_tools.registry import GraphTool, ToolArgs, ToolContext, register
+
+Query = Annotated[
+    str,
+    StringConstraints(strip_whitespace=True, min_length=1, max_length=1000),
+    Field(description="What to look for, in natural language or keywords."),
+]
+TypeName = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=128)]
+EntityRef = Annotated[
+    str,
+    StringConstraints(strip_whitespace=True, min_length=1, max_length=512),
+    Field(description="The entity's id (from a previous result) or its key."),
+]
+Direction = Literal["out", "in", "both"]
 
 
 class NoArgs(ToolArgs):
     pass
 
 
+class HybridSearchArgs(ToolArgs):
+    query: Query
+    types: list[TypeName] | None = Field(
+        default=None, max_length=50, description="Only entities of these types (see list_entity_types)."
+    )
+    limit: int = Field(default=10, ge=1, le=100, description="Maximum number of results.")
+
+
+class SearchEntitiesArgs(ToolArgs):
+    query: Query
+    type: TypeName | None = Field(default=None, description="Only entities of this type.")
+    limit: int = Field(default=20, ge=1, le=100, description="Maximum number of results.")
+
+
+class SemanticSearchArgs(ToolArgs):
+    query: Query
+    type: TypeName | None = Field(default=None, description="Only entities of this type.")
+    limit: int = Field(default=10, ge=1, le=100, description="Maximum number of results.")
+
+
+class QueryEntitiesArgs(ToolArgs):
+    type: TypeName | None = Field(default=None, description="Only entities of this type.")
+    properties: dict[str, Any] | None = Field(
+        default=None, description='Exact property values the entities must have, e.g. {"country": "PT"}.'
+    )
+    limit: int = Field(default=50, ge=1, le=500, description="Maximum number of results (a page).")
+    offset: int = Field(default=0, ge=0, le=1_000_000, description="How many results to skip (paging).")
+
+
+class FindSimilarArgs(ToolArgs):
+    entity_id: EntityRef
+    limit: int = Field(default=10, ge=1, le=100, description="Maximum number of results.")
+
+
+class EntityEdgesArgs(ToolArgs):
+    entity_id: EntityRef
+    direction: Direction = Field(
+        default="both", description='"out": the entity is the source; "in": the target; "both".'
+    )
+    relationship_type: TypeName | None = Field(default=None, description="Only relationships of this type.")
+    limit: int = Field(default=100, ge=1, le=1000, description="Maximum number of edges.")
+
+
+class TraverseGraphArgs(ToolArgs):
+    start_entity_id: EntityRef
+    max_depth: int = Field(default=2, ge=1, le=5, description="How many hops to walk (1 to 5).")
+    relationship_types: list[TypeName] | None = Field(
+        default=None, max_length=50, description="Only follow relationships of these types."
+    )
+    direction: Direction = Field(
+        default="both", description='"out": follow edges from source to target; "in": backwards; "both".'
+    )
+    limit: int = Field(default=200, ge=1, le=1000, description="Maximum number of nodes, the start included.")
+
+
+class ListRelationshipsArgs(ToolArgs):
+    relationship_type: TypeName | None = Field(default=None, description="Only this relationship type.")
+    entity_type: TypeName | None = Field(
+        default=None, description="Only relationships with an entity of this type at either end."
+    )
+    limit: int = Field(default=100, ge=1, le=1000, description="Maximum number of relationship types.")
+
+
+def _db(func: Any) -> Any:
+    return sync_to_async(func, thread_sensitive=True)
+
+
+async def _embed_query(query: str) -> tuple[Any, list[float]]:
+    embedder = get_embedder()
+    vector = await sync_to_async(embedder.embed_query, thread_sensitive=False)(query)
+    return embedder, vector
+
+
+async def _hybrid_search(ctx: ToolContext, args: HybridSearchArgs) -> dict[str, Any]:
+    embedder, vector = await _embed_query(args.query)
+    results = await _db(search.hybrid_search)(
+        project_id=ctx.project_id,
+        embedder=embedder,
+        query=args.query,
+        types=args.types,
+        limit=args.limit,
+        query_vector=vector,
+    )
+    return {"results": results}
+
+
+async def _search_entities(ctx: ToolContext, args: SearchEntitiesArgs) -> dict[str, Any]:
+    results = await _db(search.text_search)(
+        project_id=ctx.project_id, query=args.query, type=args.type, limit=args.limit
+    )
+    return {"results": results}
+
+
+async def _semantic_search(ctx: ToolContext, args: SemanticSearchArgs) -> dict[str, Any]:
+    embedder, vector = await _embed_query(args.query)
+    results = await _db(search.vector_search)(
+        project_id=ctx.project_id,
+        embedder=embedder,
+        vector=vector,
+        types=[args.type] if args.type else None,
+        limit=args.limit,
+    )
+    return {"results": results}
+
+
+async def _query_entities(ctx: ToolContext, args: QueryEntitiesArgs) -> dict[str, Any]:
+    result: dict[str, Any] = await _db(graph_queries.entity_query)(
+        project_id=ctx.project_id,
+        type=args.type,
+        properties=args.properties,
+        limit=args.limit,
+        offset=args.offset,
+    )
+    return result
+
+
+def _find_similar_sync(ctx: ToolContext, args: FindSimilarArgs) -> dict[str, Any]:
+    entity = graph_queries.entity_resolve(project_id=ctx.project_id, ref=args.entity_id)
+    results = search.find_similar(
+        project_id=ctx.project_id, embedder=get_embedder(), entity=entity, limit=args.limit
+    )
+    return {"results": results}
+
+
+async def _find_similar(ctx: ToolContext, args: FindSimilarArgs) -> dict[str, Any]:
+    result: dict[str, Any] = await _db(_find_similar_sync)(ctx, args)
+    return result
+
+
+async def _get_entity_edges(ctx: ToolContext, args: EntityEdgesArgs) -> dict[str, Any]:
+    result: dict[str, Any] = await _db(graph_queries.entity_edges)(
+        project_id=ctx.project_id,
+        entity_id=args.entity_id,
+        direction=args.direction,
+        relationship_type=args.relationship_type,
+        limit=args.limit,
+    )
+    return result
+
+
+async def _traverse_graph(ctx: ToolContext, args: TraverseGraphArgs) -> dict[str, Any]:
+    result: dict[str, Any] = await _db(graph_queries.graph_traverse)(
+        project_id=ctx.project_id,
+        start_entity_id=args.start_entity_id,
+        max_depth=args.max_depth,
+        relationship_types=args.relationship_types,
+        direction=args.direction,
+        limit=args.limit,
+    )
+    return result
+
+
 async def _list_entity_types(ctx: ToolContext, args: NoArgs) -> dict[str, Any]:
+    from django.db.models import Count
+
+    from apps.graph_tools.models import GraphObject
+
     rows = (
         GraphObject.objects.filter(project_id=ctx.project_id)
         .values("type")
@@ -24,11 +200,124 @@ async def _list_entity_types(ctx: ToolContext, args: NoArgs) -> dict[str, Any]:
     return {"types": [{"type": r["type"], "count": r["count"]} async for r in rows]}
 
 
+async def _schema_version(ctx: ToolContext, args: NoArgs) -> dict[str, Any]:
+    result: dict[str, Any] = await _db(graph_queries.schema_version)(project_id=ctx.project_id)
+    return result
+
+
+async def _list_relationships(ctx: ToolContext, args: ListRelationshipsArgs) -> dict[str, Any]:
+    types = await _db(graph_queries.relationship_summary)(
+        project_id=ctx.project_id,
+        relationship_type=args.relationship_type,
+        entity_type=args.entity_type,
+        limit=args.limit,
+    )
+    return {"relationship_types": types}
+
+
+register(
+    GraphTool(
+        name="hybrid_search",
+        description=(
+            "Find entities relevant to a question or phrase. Combines keyword full-text search, fuzzy "
+            "name matching and semantic (meaning) similarity; the best first tool to find where to start. "
+            "Returns entities (id, key, type, name, description) with a relevance score."
+        ),
+        args_model=HybridSearchArgs,
+        handler=_hybrid_search,
+    )
+)
+register(
+    GraphTool(
+        name="search_entities",
+        description=(
+            "Keyword search over entity names and descriptions (all words must match; a name may also "
+            "contain the query as a substring). Use for exact names or terms."
+        ),
+        args_model=SearchEntitiesArgs,
+        handler=_search_entities,
+    )
+)
+register(
+    GraphTool(
+        name="semantic_search",
+        description=(
+            "Find entities whose meaning is close to the query (embedding similarity only), even when no "
+            "word matches. Score is cosine similarity."
+        ),
+        args_model=SemanticSearchArgs,
+        handler=_semantic_search,
+    )
+)
+register(
+    GraphTool(
+        name="query_entities",
+        description=(
+            "List entities by type and/or exact property values, with paging (limit, offset) and the total "
+            "count. Results include each entity's properties."
+        ),
+        args_model=QueryEntitiesArgs,
+        handler=_query_entities,
+    )
+)
+register(
+    GraphTool(
+        name="find_similar",
+        description="Find the entities most similar in meaning to a given entity (never the entity itself).",
+        args_model=FindSimilarArgs,
+        handler=_find_similar,
+    )
+)
+register(
+    GraphTool(
+        name="get_entity_edges",
+        description=(
+            "Show one entity (with its properties) and its relationships: for each edge its type, its "
+            'direction ("out": the entity is the source, "in": the target) and the entity at the other end.'
+        ),
+        args_model=EntityEdgesArgs,
+        handler=_get_entity_edges,
+    )
+)
+register(
+    GraphTool(
+        name="traverse_graph",
+        description=(
+            "Walk the graph breadth-first from an entity up to max_depth hops (1-5), optionally following "
+            "only some relationship types or one direction. Returns the nodes reached with their depth, the "
+            "relationships among them, and truncated=true when the node limit cut the walk short."
+        ),
+        args_model=TraverseGraphArgs,
+        handler=_traverse_graph,
+    )
+)
 register(
     GraphTool(
         name="list_entity_types",
         description="List the entity types of the knowledge graph with how many entities each has.",
         args_model=NoArgs,
         handler=_list_entity_types,
+    )
+)
+register(
+    GraphTool(
+        name="schema_version",
+        description=(
+            "The graph's schema: its entity types and relationship types, a version string that changes "
+            "whenever those sets change, and when the graph last changed."
+        ),
+        args_model=NoArgs,
+        handler=_schema_version,
+    )
+)
+register(
+    GraphTool(
+        name="list_relationships",
+        description=(
+            "List the relationship types with their counts and the entity types found at their source and "
+            "target ends; filter by relationship type or by an entity type at either end."
+        ),
+        args_model=ListRelationshipsArgs,
+        handler=_list_relationships,
     )
 )

