@@ -425,29 +425,3 @@ def test_no_tool_returns_another_projects_data(graph: SmallGraph):
     for name, arguments in calls:
         text = repr(graph.call(name, **arguments))
         assert not any(f in text for f in foreign), name
-
-
-def test_vector_search_uses_the_partial_hnsw_index(graph: SmallGraph):
-    from django.db import connection, transaction
-
-    from apps.graph_tools import search
-    from apps.graph_tools.embeddings import get_embedder, hnsw_index_name
-
-    embedder = get_embedder()
-    captured: list[tuple[str, Any]] = []
-
-    def capture(execute, sql, params, many, context):
-        captured.append((sql, params))
-        return execute(sql, params, many, context)
-
-    with connection.execute_wrapper(capture):
-        search.vector_search(
-            project_id=graph.project.id, embedder=embedder, vector=embedder.embed_query("graph"), limit=3
-        )
-    sql, params = next((s, p) for s, p in captured if "nearest" in s)
-    with transaction.atomic(), connection.cursor() as cursor:
-        cursor.execute("SET LOCAL enable_seqscan = off")
-        cursor.execute("EXPLAIN " + sql, params)
-        plan = "\n".join(row[0] for row in cursor.fetchall())
-
-    assert hnsw_index_name(embedder.name) in plan
