@@ -55,10 +55,12 @@ def on_unexpected(request: HttpRequest, exc: Exception) -> HttpResponse:
 
 def _register_routers() -> None:
     from apps.graph_tools.api import router as graph_router
+    from apps.graph_tools.tools_api import router as graph_tools_router
     from apps.projects.api import router as projects_router
 
     api.add_router("/", projects_router)
     api.add_router("/", graph_router)
+    api.add_router("/", graph_tools_router)
 
 
 _register_routers()

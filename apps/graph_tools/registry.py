@@ -41,6 +41,11 @@ class ToolArgumentError(ToolError):
         super().__init__(message)
         self.argument = argument
 
+    @property
+    def extra(self) -> dict[str, str]:
+        """Extra keys of the REST error body: the argument at fault, when known."""
+        return {"argument": self.argument} if self.argument else {}
+
 
 class UnknownTool(NotFound):
     """No such tool."""

@@ -1,0 +1,132 @@
+"""REST access to the graph tools: GET/POST /api/projects/{projectId}/graph/tools[/{toolName}]."""
+
+from __future__ import annotations
+
+import pytest
+from django.test import Client
+
+from apps.graph_tools.registry import tool_names
+from tests.factories import add_member, make_token, make_user
+from tests.graph_tools.conftest import SmallGraph
+
+
+@pytest.fixture
+def member(graph: SmallGraph) -> Client:
+    user = make_user()
+    add_member(graph.project, user)
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+def url(graph: SmallGraph, tool: str | None = None, project_ref: object = None) -> str:
+    base = f"/api/projects/{project_ref or graph.project.id}/graph/tools"
+    return f"{base}/{tool}" if tool else base
+
+
+def test_list_tools_gives_name_description_schema_and_read_only(graph: SmallGraph, member: Client):
+    response = member.get(url(graph))
+
+    body = response.json()
+    assert response.status_code == 200
+    assert body["count"] == 10
+    assert [t["name"] for t in body["items"]] == tool_names()
+    traverse = next(t for t in body["items"] if t["name"] == "traverse_graph")
+    assert set(traverse) == {"name", "description", "inputSchema", "readOnly"}
+    assert traverse["readOnly"] is True
+    assert traverse["inputSchema"]["type"] == "object"
+    assert traverse["inputSchema"]["properties"]["max_depth"]["maximum"] == 5
+    assert traverse["inputSchema"]["required"] == ["start_entity_id"]
+
+
+def test_call_tool_answers_the_tool_result(graph: SmallGraph, member: Client):
+    response = member.post(
+        url(graph, "get_entity_edges"),
+        {"entity_id": "alice", "direction": "in"},
+        content_type="application/json",
+    )
+
+    assert response.status_code == 200
+    body = response.json()
+    assert body["entity"]["key"] == "alice"
+    assert [e["other"]["key"] for e in body["edges"]] == ["carol"]
+
+
+def test_call_tool_with_the_project_slug_and_no_body(graph: SmallGraph, member: Client):
+    response = member.post(
+        url(graph, "list_entity_types", project_ref=graph.project.slug), content_type="application/json"
+    )
+
+    assert response.status_code == 200
+    assert response.json()["types"][0] == {"type": "Person", "count": 5}
+
+
+def test_call_tool_with_bad_arguments_answers_400_naming_the_argument(graph: SmallGraph, member: Client):
+    response = member.post(
+        url(graph, "traverse_graph"),
+        {"start_entity_id": "alice", "max_depth": 9},
+        content_type="application/json",
+    )
+
+    assert response.status_code == 400
+    body = response.json()
+    assert body["code"] == "invalid_arguments"
+    assert "max_depth" in body["error"]
+    assert body["argument"] == "max_depth"
+
+
+def test_call_tool_with_a_body_that_is_not_an_object_answers_400(graph: SmallGraph, member: Client):
+    not_json = member.post(url(graph, "schema_version"), "{nope", content_type="application/json")
+    a_list = member.post(url(graph, "schema_version"), "[1]", content_type="application/json")
+
+    assert (not_json.status_code, not_json.json()["code"]) == (400, "invalid_arguments")
+    assert (a_list.status_code, a_list.json()["code"]) == (400, "invalid_arguments")
+
+
+def test_unknown_entity_answers_404(graph: SmallGraph, member: Client):
+    response = member.post(
+        url(graph, "find_similar"), {"entity_id": "nobody"}, content_type="application/json"
+    )
+
+    assert response.status_code == 404
+    assert response.json()["code"] == "entity_not_found"
+
+
+def test_unknown_tool_answers_404(graph: SmallGraph, member: Client):
+    response = member.post(url(graph, "drop_everything"), {}, content_type="application/json")
+
+    assert response.status_code == 404
+    assert response.json()["code"] == "unknown_tool"
+
+
+def test_a_project_i_am_not_a_member_of_answers_404(graph: SmallGraph):
+    outsider = make_user()
+    client = Client()
+    client.force_login(outsider)
+
+    listed = client.get(url(graph))
+    called = client.post(url(graph, "list_entity_types"), {}, content_type="application/json")
+
+    assert listed.status_code == 404
+    assert called.status_code == 404
+    assert called.json()["code"] == "project_not_found"
+
+
+def test_bearer_token_calls_a_tool_and_no_token_answers_401(graph: SmallGraph):
+    user = make_user()
+    add_member(graph.project, user)
+    token = make_token(user, graph.project)
+
+    with_token = Client().post(
+        url(graph, "search_entities"),
+        {"query": "graph"},
+        content_type="application/json",
+        headers={"Authorization": f"Bearer {token}"},
+    )
+    without = Client().post(
+        url(graph, "search_entities"), {"query": "graph"}, content_type="application/json"
+    )
+
+    assert with_token.status_code == 200
+    assert [r["key"] for r in with_token.json()["results"]] == ["acme", "alice"]
+    assert without.status_code == 401
