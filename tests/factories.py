@@ -46,3 +46,11 @@ def make_relationship(
     return GraphRelationship.objects.create(
         project=project, src=src, type=type, dst=dst, properties=properties
     )
+
+
+def make_agent_definition(project: Project, name: str | None = None, **fields: Any) -> Any:
+    """An agent definition of ``project``; ``fields`` override the model defaults."""
+    from apps.agents.models import AgentDefinition
+
+    fields.setdefault("model", {"name": "scripted/test", "temperature": 0.1})
+    return AgentDefinition.objects.create(project=project, name=name or f"agent-{next(_seq)}", **fields)

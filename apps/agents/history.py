@@ -12,7 +12,7 @@ import json
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 
 DEFAULT_HISTORY_LIMIT = 10
 DEFAULT_TOKEN_BUDGET = 32000
@@ -23,9 +23,21 @@ class HistoryToolCall(BaseModel):
 
     id: str
     name: str
-    input: dict[str, Any] | str | None = None  # a JSON string in older rows
+    input: dict[str, Any] | None = None
     output: Any = None
     error: str | None = None
+
+    @field_validator("input", mode="before")
+    @classmethod
+    def _parse_input(cls, value: Any) -> Any:
+        # Older rows store the arguments as a JSON string.
+        if isinstance(value, str):
+            try:
+                parsed = json.loads(value) if value.strip() else {}
+            except ValueError:
+                return {"raw": value}
+            return parsed if isinstance(parsed, dict) else {"value": parsed}
+        return value
 
 
 class HistoryMessage(BaseModel):
