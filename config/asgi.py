@@ -1,4 +1,4 @@
-"""The ASGI application: Django for HTTP, Channels for the chat websocket."""
+"""The ASGI application: Django for HTTP, the MCP server at /mcp, Channels for the chat websocket."""
 
 from __future__ import annotations
 
@@ -14,10 +14,22 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
 from apps.chat.routing import websocket_urlpatterns  # noqa: E402
+from apps.graph_tools.mcp_server import mcp_asgi_app  # noqa: E402
+
+mcp_app = mcp_asgi_app()
+
+
+async def http_app(scope, receive, send):
+    """Route ``/mcp`` to the MCP server (PROTOCOL §6), everything else to Django."""
+    path = scope.get("path", "")
+    if path == "/mcp" or path.startswith("/mcp/"):
+        return await mcp_app(scope, receive, send)
+    return await django_asgi_app(scope, receive, send)
+
 
 application = ProtocolTypeRouter(
     {
-        "http": django_asgi_app,
+        "http": http_app,
         "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
     }
 )

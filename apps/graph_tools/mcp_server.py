@@ -1,0 +1,203 @@
+"""The graph tools as an MCP server (PROTOCOL §6): streamable HTTP at ``/mcp`` and stdio.
+
+Tools are listed from the one registry with their JSON Schemas and every call goes through
+``registry.tool_call``, so MCP can do nothing that REST cannot. A tool failure becomes an
+``isError`` result carrying the message.
+
+HTTP: ``Authorization: Bearer <api token>`` only. The project is the token's, or the one named
+by ``X-Project-ID`` (id or slug), which must be a project the token's user may see. The
+transport is stateless with JSON responses, so any of several server processes can answer any
+request. Daphne sends no ASGI lifespan events, so the SDK's session manager is started on the
+first request (once per event loop).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import uuid
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from django.http.request import split_domain_port, validate_host
+from mcp.server.mcpserver import MCPServer
+from mcp.server.transport_security import TransportSecuritySettings
+from mcp_types import CallToolResult, TextContent, ToolAnnotations
+from mcp_types import Tool as MCPTool
+
+from apps.graph_tools.registry import UnknownTool, tool_call, tool_get, tool_list
+from apps.projects.errors import ServiceError
+from apps.projects.selectors import principal_from_token, project_get
+
+log = logging.getLogger("kgchat.mcp")
+
+PROJECT_SCOPE_KEY = "kgchat.project_id"
+INSTRUCTIONS = (
+    "Tools over one project's knowledge graph. Start with hybrid_search to find entities, then "
+    "get_entity_edges or traverse_graph to follow relationships; schema_version, list_entity_types and "
+    "list_relationships describe the graph. Entities are named by id or key."
+)
+
+
+class GraphMCPServer(MCPServer):
+    """An MCP server whose tools are the graph tool registry, scoped to one project per call.
+
+    ``project_id`` fixes the project (stdio); over HTTP it comes from the authenticated request.
+    """
+
+    def __init__(self, *, project_id: uuid.UUID | None = None) -> None:
+        super().__init__(name="kgchat-graph", instructions=INSTRUCTIONS, version="1", log_level="WARNING")
+        self.project_id = project_id
+
+    async def list_tools(self) -> list[MCPTool]:
+        return [
+            MCPTool(
+                name=t.name,
+                description=t.description,
+                input_schema=t.input_schema(),
+                annotations=ToolAnnotations(read_only_hint=t.read_only, open_world_hint=False),
+            )
+            for t in tool_list()
+        ]
+
+    def _tool_input_schema(self, name: str) -> dict[str, Any] | None:
+        try:
+            return tool_get(name).input_schema()
+        except UnknownTool:
+            return None
+
+    def _project_of(self, context: Any) -> uuid.UUID | None:
+        if self.project_id is not None:
+            return self.project_id
+        request = getattr(getattr(context, "_request_context", None), "request", None)
+        scope = getattr(request, "scope", None) or {}
+        project_id = scope.get(PROJECT_SCOPE_KEY)
+        return project_id if isinstance(project_id, uuid.UUID) else None
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> CallToolResult:
+        project_id = self._project_of(context)
+        if project_id is None:
+            return _error_result("no project: this request carries no authenticated project")
+        try:
+            result = await tool_call(project_id=project_id, name=name, arguments=arguments)
+        except ServiceError as exc:
+            return _error_result(exc.message)
+        except Exception:
+            log.exception("graph tool %s failed", name)
+            return _error_result(f"internal error in tool {name}")
+        return CallToolResult(
+            content=[TextContent(type="text", text=json.dumps(result, ensure_ascii=False))],
+            structured_content=result,
+        )
+
+
+def _error_result(message: str) -> CallToolResult:
+    return CallToolResult(content=[TextContent(type="text", text=message)], is_error=True)
+
+
+class McpUnauthorized(ServiceError):
+    """authentication required: 'Authorization: Bearer <api token>'"""
+
+    status = 401
+    code = "unauthorized"
+
+
+def mcp_project_resolve(*, authorization_secret: str | None, project_ref: str | None) -> uuid.UUID:
+    """Return the project an MCP request works on, from its API token and optional ``X-Project-ID``."""
+    principal = principal_from_token(secret=authorization_secret or "")
+    if principal is None:
+        raise McpUnauthorized()
+    if project_ref:
+        return project_get(principal=principal, project_ref=project_ref).id
+    if principal.token_project_id is not None:
+        return principal.token_project_id
+    raise ServiceError(
+        "this token is not bound to a project: name one with the X-Project-ID header", code="project_required"
+    )
+
+
+async def _send_json(
+    send: Any, status: int, body: dict[str, Any], headers: list[tuple[bytes, bytes]]
+) -> None:
+    payload = json.dumps(body).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(payload)).encode()),
+                *headers,
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": payload})
+
+
+class McpHttpApp:
+    """ASGI app serving the MCP streamable HTTP endpoint, with kgchat's token auth in front."""
+
+    def __init__(self) -> None:
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._server: GraphMCPServer | None = None
+        self._ready: asyncio.Event | None = None
+        self._runner: asyncio.Task[None] | None = None
+
+    async def _session_manager(self) -> Any:
+        loop = asyncio.get_running_loop()
+        if self._loop is not loop:
+            # First request on this event loop: a session manager runs once, in one loop.
+            self._loop, self._ready = loop, asyncio.Event()
+            self._server = GraphMCPServer()
+            # Requests are authenticated here (a bearer token, not a cookie), and the Host header
+            # is checked against ALLOWED_HOSTS below, so the SDK's localhost-only guard is off.
+            self._server.streamable_http_app(
+                stateless_http=True,
+                json_response=True,
+                transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+            )
+            self._runner = loop.create_task(self._run(self._server, self._ready))
+        assert self._ready is not None and self._server is not None
+        await self._ready.wait()
+        return self._server.session_manager
+
+    @staticmethod
+    async def _run(server: GraphMCPServer, ready: asyncio.Event) -> None:
+        async with server.session_manager.run():
+            ready.set()
+            await asyncio.Event().wait()
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
+        host, _port = split_domain_port(headers.get("host", ""))
+        if not host or not validate_host(host, settings.ALLOWED_HOSTS):
+            await _send_json(send, 400, {"error": "host not allowed", "code": "bad_host"}, [])
+            return
+        scheme, _, value = headers.get("authorization", "").partition(" ")
+        secret = value.strip() if scheme.lower() == "bearer" else None
+        try:
+            project_id = await sync_to_async(mcp_project_resolve)(
+                authorization_secret=secret, project_ref=headers.get("x-project-id")
+            )
+        except ServiceError as exc:
+            extra = [(b"www-authenticate", b"Bearer")] if exc.status == 401 else []
+            await _send_json(send, exc.status, {"error": exc.message, "code": exc.code}, extra)
+            return
+        manager = await self._session_manager()
+        await manager.handle_request({**scope, PROJECT_SCOPE_KEY: project_id}, receive, send)
+
+
+def mcp_asgi_app() -> McpHttpApp:
+    return McpHttpApp()
+
+
+async def mcp_stdio_serve(*, project_id: uuid.UUID) -> None:
+    """Serve the graph tools of one project over stdin/stdout until the client closes them."""
+    await GraphMCPServer(project_id=project_id).run_stdio_async()
+
+
+__all__ = ["GraphMCPServer", "McpHttpApp", "mcp_asgi_app", "mcp_stdio_serve"]

@@ -1,0 +1,212 @@
+"""The MCP server driven by the official ``mcp`` client: streamable HTTP at /mcp of the real ASGI
+app served by daphne on a loopback port (no lifespan events, like production), and stdio through
+the management command. Both processes use this test run's database, so data is committed."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+import httpx2
+import pytest
+from django.db import connection
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
+
+from apps.graph_tools.registry import tool_get, tool_names
+from tests.factories import add_member, make_project, make_token, make_user
+from tests.graph_tools.conftest import SmallGraph, build_small_graph
+
+BASE_DIR = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def child_env() -> dict[str, str]:
+    """Environment for a server process that must use this test run's database."""
+    db = connection.settings_dict
+    url = f"postgresql://{db['USER']}@{quote(db['HOST'] or '', safe='')}/{db['NAME']}"
+    if db.get("PORT"):
+        url = f"postgresql://{db['USER']}@{quote(db['HOST'], safe='')}:{db['PORT']}/{db['NAME']}"
+    return {**os.environ, "DATABASE_URL": url, "DJANGO_SETTINGS_MODULE": "config.settings.test"}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def daphne_url(django_db_setup: None, django_db_blocker: Any) -> Iterator[str]:
+    with django_db_blocker.unblock():
+        env = child_env()
+    port = free_port()
+    process = subprocess.Popen(
+        [
+            str(Path(sys.executable).parent / "daphne"),
+            "-b",
+            "127.0.0.1",
+            "-p",
+            str(port),
+            "config.asgi:application",
+        ],
+        cwd=BASE_DIR,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            assert process.poll() is None, process.stderr.read().decode() if process.stderr else "daphne died"
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                    break
+            except OSError:
+                time.sleep(0.2)
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+
+
+@pytest.fixture
+def live_graph(transactional_db: None) -> SmallGraph:
+    return build_small_graph()
+
+
+@pytest.fixture
+def token(live_graph: SmallGraph) -> str:
+    user = make_user()
+    add_member(live_graph.project, user)
+    return make_token(user, live_graph.project)
+
+
+def http_client(url: str, headers: dict[str, str]) -> Client:
+    return Client(streamable_http_client(url, http_client=httpx2.AsyncClient(headers=headers, timeout=60)))
+
+
+def payload(result: Any) -> dict[str, Any]:
+    assert result.is_error is False, result.content
+    data: dict[str, Any] = json.loads(result.content[0].text)
+    assert result.structured_content == data
+    return data
+
+
+async def test_http_lists_the_registry_tools_with_their_schemas(daphne_url: str, token: str):
+    async with http_client(daphne_url, {"Authorization": f"Bearer {token}"}) as client:
+        listed = await client.list_tools()
+
+    assert [t.name for t in listed.tools] == tool_names()
+    traverse = next(t for t in listed.tools if t.name == "traverse_graph")
+    assert traverse.input_schema == tool_get("traverse_graph").input_schema()
+    assert traverse.annotations is not None and traverse.annotations.read_only_hint is True
+
+
+async def test_http_hybrid_search_runs_on_the_tokens_project(
+    daphne_url: str, token: str, live_graph: SmallGraph
+):
+    async with http_client(daphne_url, {"Authorization": f"Bearer {token}"}) as client:
+        result = await client.call_tool("hybrid_search", {"query": "Alice", "limit": 3})
+
+    results = payload(result)["results"]
+    assert results[0]["key"] == "alice"
+    assert results[0]["id"] == str(live_graph.e["alice"].id)
+
+
+async def test_http_bad_arguments_and_unknown_entity_are_is_error_results(daphne_url: str, token: str):
+    async with http_client(daphne_url, {"Authorization": f"Bearer {token}"}) as client:
+        bad = await client.call_tool("traverse_graph", {"start_entity_id": "alice", "max_depth": 9})
+        missing = await client.call_tool("get_entity_edges", {"entity_id": "nobody"})
+        after = await client.call_tool("list_entity_types", {})
+
+    assert bad.is_error is True
+    assert "max_depth" in bad.content[0].text
+    assert missing.is_error is True
+    assert "not found" in missing.content[0].text
+    assert payload(after)["types"][0] == {"type": "Person", "count": 5}
+
+
+async def test_http_without_a_valid_token_is_refused_with_401(daphne_url: str, token: str):
+    init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}}
+    async with httpx.AsyncClient(timeout=30) as raw:
+        no_token = await raw.post(daphne_url, json=init)
+        bad_token = await raw.post(daphne_url, json=init, headers={"Authorization": "Bearer kgc_wrong"})
+
+    assert no_token.status_code == 401
+    assert no_token.json()["code"] == "unauthorized"
+    assert no_token.headers["www-authenticate"] == "Bearer"
+    assert bad_token.status_code == 401
+    with pytest.raises(Exception):  # noqa: B017 - the client surfaces the 401 as its own error type
+        async with http_client(daphne_url, {}) as client:
+            await client.list_tools()
+
+
+@pytest.fixture
+def member_tokens(live_graph: SmallGraph) -> tuple[str, str]:
+    """A token not bound to a project, and one bound to another project, of a member of project A."""
+    user = make_user()
+    add_member(live_graph.project, user)
+    return make_token(user), make_token(user, make_project(owner=user))
+
+
+async def test_http_x_project_id_selects_a_project_of_the_tokens_user(
+    daphne_url: str, live_graph: SmallGraph, member_tokens: tuple[str, str]
+):
+    unbound, bound_elsewhere = member_tokens
+
+    async with http_client(
+        daphne_url, {"Authorization": f"Bearer {unbound}", "X-Project-ID": live_graph.project.slug}
+    ) as client:
+        types = payload(await client.call_tool("list_entity_types", {}))["types"]
+    async with httpx.AsyncClient(timeout=30) as raw:
+        init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}}
+        foreign = await raw.post(
+            daphne_url,
+            json=init,
+            headers={"Authorization": f"Bearer {unbound}", "X-Project-ID": str(live_graph.other.id)},
+        )
+        other_than_bound = await raw.post(
+            daphne_url,
+            json=init,
+            headers={
+                "Authorization": f"Bearer {bound_elsewhere}",
+                "X-Project-ID": str(live_graph.project.id),
+            },
+        )
+        no_project = await raw.post(daphne_url, json=init, headers={"Authorization": f"Bearer {unbound}"})
+
+    assert types[0] == {"type": "Person", "count": 5}
+    assert foreign.status_code == 404
+    assert other_than_bound.status_code == 404
+    assert no_project.status_code == 400
+    assert no_project.json()["code"] == "project_required"
+
+
+async def test_stdio_command_serves_the_projects_tools(live_graph: SmallGraph):
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["manage.py", "mcp_server", "--project", live_graph.project.slug],
+        env=child_env(),
+        cwd=BASE_DIR,
+    )
+
+    async with Client(params) as client:
+        listed = await client.list_tools()
+        edges = await client.call_tool("get_entity_edges", {"entity_id": "alice", "direction": "in"})
+        bad = await client.call_tool("hybrid_search", {"query": ""})
+
+    assert sorted(t.name for t in listed.tools) == sorted(tool_names())
+    assert [e["other"]["key"] for e in payload(edges)["edges"]] == ["carol"]
+    assert bad.is_error is True
+    assert "query" in bad.content[0].text
