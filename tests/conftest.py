@@ -12,3 +12,13 @@ def pytest_configure(config: pytest.Config) -> None:
         from config import embedded_db
 
         embedded_db.start()
+
+
+@pytest.fixture(autouse=True)
+async def _close_connections_of_async_threads():
+    """Close the connections Django opened in sync_to_async's thread, so test databases can be dropped."""
+    yield
+    from asgiref.sync import sync_to_async
+    from django.db import connections
+
+    await sync_to_async(connections.close_all)()

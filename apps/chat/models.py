@@ -22,6 +22,11 @@ class Conversation(models.Model):
     )
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(default=timezone.now)
+    # The turn in progress, claimed atomically so that turns of one conversation never overlap,
+    # even across server processes; cleared when the turn ends (or found stale after a crash).
+    active_turn_id = models.UUIDField(null=True, blank=True, editable=False)
+    active_turn_started_at = models.DateTimeField(null=True, blank=True, editable=False)
+    active_turn_worker = models.CharField(max_length=200, blank=True, default="", editable=False)
 
     class Meta:
         db_table = 'kb"."chat_conversations'

@@ -1,3 +1,7 @@
 """Websocket routes of the chat app."""
 
-websocket_urlpatterns: list = []
+from django.urls import path
+
+from apps.chat.consumers import ChatConsumer
+
+websocket_urlpatterns = [path("ws/chat/", ChatConsumer.as_asgi())]

@@ -125,6 +125,8 @@ else:
 
 # kgchat's own settings (PROTOCOL §7).
 KGCHAT_MODEL = os.environ.get("KGCHAT_MODEL", "")
+# The model of plain (not agent-backed) conversations, unless KGCHAT_MODEL overrides it.
+KGCHAT_CHAT_MODEL = os.environ.get("KGCHAT_CHAT_MODEL", "gemini-2.0-flash")
 KGCHAT_EMBEDDINGS = os.environ.get("KGCHAT_EMBEDDINGS", "")
 KGCHAT_MAX_MESSAGE_CHARS = env_int("KGCHAT_MAX_MESSAGE_CHARS", 32000)
 KGCHAT_IMPORT_MAX_BYTES = env_int("KGCHAT_IMPORT_MAX_BYTES", 50 * 1024 * 1024)

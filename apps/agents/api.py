@@ -1,0 +1,156 @@
+"""REST routes for agent definitions and the default-agent installation (PROTOCOL §2)."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Any
+
+from django.http import HttpRequest
+from ninja import Router, Schema, Status
+
+from apps.agents import definitions
+from apps.agents.models import AgentDefinition
+from apps.projects.auth import principal_of
+from apps.projects.models import Role
+from apps.projects.selectors import project_get
+
+router = Router(tags=["agents"])
+
+
+class ModelOut(Schema):
+    name: str
+    temperature: float | None = None
+
+
+class AgentDefinitionOut(Schema):
+    id: uuid.UUID
+    projectId: uuid.UUID
+    name: str
+    description: str
+    systemPrompt: str
+    model: ModelOut
+    tools: list[str]
+    flowType: str
+    isDefault: bool
+    maxSteps: int
+    visibility: str
+    createdAt: datetime
+    updatedAt: datetime
+
+
+class AgentDefinitionList(Schema):
+    items: list[AgentDefinitionOut]
+    count: int
+
+
+class AgentDefinitionIn(Schema):
+    name: str | None = None
+    description: str | None = None
+    systemPrompt: str | None = None
+    model: dict[str, Any] | None = None
+    tools: list[str] | None = None
+    flowType: str | None = None
+    isDefault: bool | None = None
+    maxSteps: int | None = None
+    visibility: str | None = None
+    subAgents: list[str] | None = None
+    mcpServers: list[dict[str, Any]] | None = None
+    historyLimit: int | None = None
+    tokenBudget: int | None = None
+
+
+class InstallOut(Schema):
+    installed: list[str]
+    existing: list[str]
+
+
+FIELD_NAMES = {
+    "name": "name",
+    "description": "description",
+    "systemPrompt": "system_prompt",
+    "model": "model",
+    "tools": "tools",
+    "flowType": "flow_type",
+    "isDefault": "is_default",
+    "maxSteps": "max_steps",
+    "visibility": "visibility",
+    "subAgents": "sub_agents",
+    "mcpServers": "mcp_servers",
+    "historyLimit": "history_limit",
+    "tokenBudget": "token_budget",
+}
+
+
+def _fields(payload: AgentDefinitionIn) -> dict[str, Any]:
+    given = payload.dict(exclude_unset=True)
+    return {FIELD_NAMES[k]: v for k, v in given.items() if k in FIELD_NAMES}
+
+
+def definition_out(d: AgentDefinition) -> AgentDefinitionOut:
+    model = d.model or {}
+    return AgentDefinitionOut(
+        id=d.id,
+        projectId=d.project_id,
+        name=d.name,
+        description=d.description,
+        systemPrompt=d.system_prompt,
+        model=ModelOut(name=str(model.get("name", "")), temperature=model.get("temperature")),
+        tools=list(d.tools or []),
+        flowType=d.flow_type,
+        isDefault=d.is_default,
+        maxSteps=d.max_steps,
+        visibility=d.visibility,
+        createdAt=d.created_at,
+        updatedAt=d.updated_at,
+    )
+
+
+@router.get("/projects/{project_id}/agent-definitions", response=AgentDefinitionList)
+def list_definitions(request: HttpRequest, project_id: str) -> AgentDefinitionList:
+    principal = principal_of(request)
+    project = project_get(principal=principal, project_ref=project_id)
+    items = [
+        definition_out(d) for d in definitions.agent_definition_list(principal=principal, project=project)
+    ]
+    return AgentDefinitionList(items=items, count=len(items))
+
+
+@router.post("/projects/{project_id}/agent-definitions", response={201: AgentDefinitionOut})
+def create_definition(
+    request: HttpRequest, project_id: str, payload: AgentDefinitionIn
+) -> Status[AgentDefinitionOut]:
+    definition = definitions.agent_definition_create(
+        principal=principal_of(request), project_ref=project_id, fields=_fields(payload)
+    )
+    return Status(201, definition_out(definition))
+
+
+@router.get("/agent-definitions/{definition_id}", response=AgentDefinitionOut)
+def get_definition(request: HttpRequest, definition_id: str) -> AgentDefinitionOut:
+    return definition_out(
+        definitions.agent_definition_get(principal=principal_of(request), definition_id=definition_id)
+    )
+
+
+@router.patch("/agent-definitions/{definition_id}", response=AgentDefinitionOut)
+def update_definition(
+    request: HttpRequest, definition_id: str, payload: AgentDefinitionIn
+) -> AgentDefinitionOut:
+    definition = definitions.agent_definition_update(
+        principal=principal_of(request), definition_id=definition_id, fields=_fields(payload)
+    )
+    return definition_out(definition)
+
+
+@router.delete("/agent-definitions/{definition_id}", response={204: None})
+def delete_definition(request: HttpRequest, definition_id: str) -> Status[None]:
+    definitions.agent_definition_delete(principal=principal_of(request), definition_id=definition_id)
+    return Status(204, None)
+
+
+@router.post("/admin/projects/{project_id}/install-default-agents", response=InstallOut)
+def install_default_agents(request: HttpRequest, project_id: str) -> InstallOut:
+    project = project_get(principal=principal_of(request), project_ref=project_id, min_role=Role.OWNER)
+    result = definitions.default_agents_install(project=project)
+    return InstallOut(installed=result.installed, existing=result.existing)

@@ -1,0 +1,45 @@
+"""The default agent definitions every project can have (design Decision 6)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+GRAPH_QUERY_AGENT: dict[str, Any] = {
+    "name": "graph-query-agent",
+    "description": (
+        "Knowledge graph assistant that can search, query, and traverse the project's knowledge "
+        "graph to answer questions."
+    ),
+    "system_prompt": (
+        "You are a knowledge graph assistant for this project. Use the available tools to answer "
+        "questions about the knowledge graph -- its entities, relationships, schema, and structure. "
+        "Always use tools to look up real data rather than guessing. When presenting results, cite "
+        "the entities and relationships you found. If a search returns no results, say so clearly "
+        "rather than fabricating an answer."
+    ),
+    "model": {"name": "gemini-2.0-flash", "temperature": 0.1},
+    "tools": [
+        "hybrid_search",
+        "query_entities",
+        "search_entities",
+        "semantic_search",
+        "find_similar",
+        "get_entity_edges",
+        "traverse_graph",
+        "list_entity_types",
+        "schema_version",
+        "list_relationships",
+    ],
+    "flow_type": "single",
+    "is_default": True,
+    "max_steps": 15,
+    "visibility": "project",
+}
+
+DEFAULT_AGENTS: list[dict[str, Any]] = [GRAPH_QUERY_AGENT]
+
+# Added to every agent's instructions by the chat layer: how to cite so citations can be checked.
+CITATION_INSTRUCTIONS = (
+    "Cite every entity you mention as a Markdown link whose target is entity:<id>, using the id a "
+    "tool returned, for example [Paris](entity:123e4567-e89b-12d3-a456-426614174000). Never invent ids."
+)

@@ -1,0 +1,166 @@
+"""Writes and reads of agent definitions, and the installation of the default agents."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.db import IntegrityError, transaction
+from django.db.models import QuerySet
+
+from apps.agents.defaults import DEFAULT_AGENTS
+from apps.agents.models import AgentDefinition, FlowType, Visibility
+from apps.graph_tools.registry import tool_names
+from apps.projects.errors import NotFound, ServiceError
+from apps.projects.models import Project, Role
+from apps.projects.selectors import Principal, parse_uuid, project_get, project_list
+
+EDITABLE = (
+    "name",
+    "description",
+    "system_prompt",
+    "model",
+    "tools",
+    "flow_type",
+    "is_default",
+    "max_steps",
+    "visibility",
+    "sub_agents",
+    "mcp_servers",
+    "history_limit",
+    "token_budget",
+)
+
+
+class AgentDefinitionNotFound(NotFound):
+    """agent definition not found"""
+
+    code = "agent_definition_not_found"
+
+
+class InvalidAgentDefinition(ServiceError):
+    """invalid agent definition"""
+
+    code = "invalid_agent_definition"
+
+
+def _validate(fields: dict[str, Any]) -> dict[str, Any]:
+    out = {k: v for k, v in fields.items() if k in EDITABLE}
+    if "name" in out:
+        name = str(out["name"] or "").strip()
+        if not name or len(name) > 100:
+            raise InvalidAgentDefinition("name must be 1 to 100 characters")
+        out["name"] = name
+    if "model" in out:
+        model = out["model"]
+        if not isinstance(model, dict) or not isinstance(model.get("name"), str) or not model["name"].strip():
+            raise InvalidAgentDefinition('model must be {"name": "<model>", "temperature": <0..2>}')
+        temperature = model.get("temperature", 0.1)
+        if not isinstance(temperature, int | float) or not 0 <= float(temperature) <= 2:
+            raise InvalidAgentDefinition("model.temperature must be a number from 0 to 2")
+        out["model"] = {"name": model["name"].strip(), "temperature": float(temperature)}
+    if "tools" in out:
+        known = set(tool_names())
+        unknown = [t for t in out["tools"] or [] if t not in known]
+        if unknown:
+            raise InvalidAgentDefinition(
+                f"unknown tools: {', '.join(unknown)}; known: {', '.join(sorted(known))}"
+            )
+        out["tools"] = list(dict.fromkeys(out["tools"] or []))
+    if "flow_type" in out and out["flow_type"] not in FlowType.values:
+        raise InvalidAgentDefinition(f"flow_type must be one of {', '.join(FlowType.values)}")
+    if "visibility" in out and out["visibility"] not in Visibility.values:
+        raise InvalidAgentDefinition(f"visibility must be one of {', '.join(Visibility.values)}")
+    for number, low, high in (
+        ("max_steps", 1, 100),
+        ("history_limit", 1, 500),
+        ("token_budget", 0, 2_000_000),
+    ):
+        if number in out and (not isinstance(out[number], int) or not low <= out[number] <= high):
+            raise InvalidAgentDefinition(f"{number} must be an integer from {low} to {high}")
+    if "mcp_servers" in out and not isinstance(out["mcp_servers"], list):
+        raise InvalidAgentDefinition("mcp_servers must be a list")
+    return out
+
+
+def agent_definition_list(*, principal: Principal, project: Project) -> QuerySet[AgentDefinition]:
+    return AgentDefinition.objects.filter(project=project).order_by("-is_default", "name")
+
+
+def agent_definition_get(*, principal: Principal, definition_id: object) -> AgentDefinition:
+    did = parse_uuid(definition_id)
+    definition = (
+        AgentDefinition.objects.filter(id=did, project__in=project_list(principal=principal)).first()
+        if did
+        else None
+    )
+    if definition is None:
+        raise AgentDefinitionNotFound()
+    return definition
+
+
+def agent_definition_for_project(*, project_id: uuid.UUID, definition_id: object) -> AgentDefinition:
+    """Return a definition of that project; another project's (or none) is ``AgentDefinitionNotFound``."""
+    did = parse_uuid(definition_id)
+    definition = AgentDefinition.objects.filter(id=did, project_id=project_id).first() if did else None
+    if definition is None:
+        raise AgentDefinitionNotFound("agent definition not found", status=400)
+    return definition
+
+
+def _save(definition: AgentDefinition) -> AgentDefinition:
+    try:
+        with transaction.atomic():
+            definition.save()
+    except IntegrityError:
+        raise InvalidAgentDefinition(
+            f"an agent definition named {definition.name!r} already exists in this project",
+            code="agent_definition_exists",
+            status=409,
+        ) from None
+    return definition
+
+
+def agent_definition_create(
+    *, principal: Principal, project_ref: object, fields: dict[str, Any]
+) -> AgentDefinition:
+    project = project_get(principal=principal, project_ref=project_ref, min_role=Role.EDITOR)
+    data = _validate(fields)
+    if "name" not in data:
+        raise InvalidAgentDefinition("name is required")
+    return _save(AgentDefinition(project=project, **data))
+
+
+def agent_definition_update(
+    *, principal: Principal, definition_id: object, fields: dict[str, Any]
+) -> AgentDefinition:
+    definition = agent_definition_get(principal=principal, definition_id=definition_id)
+    project_get(principal=principal, project_ref=definition.project_id, min_role=Role.EDITOR)
+    for key, value in _validate(fields).items():
+        setattr(definition, key, value)
+    return _save(definition)
+
+
+def agent_definition_delete(*, principal: Principal, definition_id: object) -> None:
+    definition = agent_definition_get(principal=principal, definition_id=definition_id)
+    project_get(principal=principal, project_ref=definition.project_id, min_role=Role.EDITOR)
+    definition.delete()
+
+
+@dataclass
+class InstallResult:
+    installed: list[str] = field(default_factory=list)
+    existing: list[str] = field(default_factory=list)
+
+
+@transaction.atomic
+def default_agents_install(*, project: Project) -> InstallResult:
+    """Create the default agent definitions the project lacks (by name); never change existing ones."""
+    result = InstallResult()
+    for spec in DEFAULT_AGENTS:
+        _, created = AgentDefinition.objects.get_or_create(
+            project=project, name=spec["name"], defaults={k: v for k, v in spec.items() if k != "name"}
+        )
+        (result.installed if created else result.existing).append(spec["name"])
+    return result

@@ -1,0 +1,244 @@
+"""REST and SSE routes of the chat (PROTOCOL §2–§3). Each route makes one service call."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import AsyncIterator
+from datetime import datetime
+from typing import Any
+
+from django.http import HttpRequest, StreamingHttpResponse
+from ninja import Router, Schema, Status
+
+from apps.chat import selectors, services
+from apps.chat.bus import get_bus
+from apps.chat.models import Conversation, Message
+from apps.projects.auth import principal_of
+from apps.projects.selectors import parse_uuid
+
+router = Router(tags=["chat"])
+
+
+class ToolCallOut(Schema):
+    id: str
+    name: str
+    input: Any = None
+    output: Any = None
+    error: str | None = None
+
+
+class MessageOut(Schema):
+    id: uuid.UUID
+    role: str
+    content: str
+    toolCalls: list[ToolCallOut]
+    retrievalContext: Any = None
+    citations: list[dict[str, Any]]
+    createdAt: datetime
+
+
+class ConversationOut(Schema):
+    id: uuid.UUID
+    projectId: uuid.UUID
+    title: str
+    agentDefinitionId: uuid.UUID | None
+    createdAt: datetime
+    updatedAt: datetime
+
+
+class ConversationWithMessagesOut(ConversationOut):
+    messages: list[MessageOut]
+
+
+class ConversationList(Schema):
+    items: list[ConversationOut]
+    count: int
+
+
+class RenameIn(Schema):
+    title: str
+
+
+class StreamRequestIn(Schema):
+    message: Any = None
+    projectId: str | None = None
+    conversationId: str | None = None
+    agentDefinitionId: str | None = None
+
+
+class CancelOut(Schema):
+    cancelled: bool
+
+
+def conversation_out(c: Conversation) -> ConversationOut:
+    return ConversationOut(
+        id=c.id,
+        projectId=c.project_id,
+        title=c.title,
+        agentDefinitionId=c.agent_definition_id,
+        createdAt=c.created_at,
+        updatedAt=c.updated_at,
+    )
+
+
+def message_out(m: Message) -> MessageOut:
+    return MessageOut(
+        id=m.id,
+        role=m.role,
+        content=m.content,
+        toolCalls=[
+            ToolCallOut(**{k: c.get(k) for k in ("id", "name", "input", "output", "error")})
+            for c in m.tool_calls or []
+        ],
+        retrievalContext=m.retrieval_context,
+        citations=m.citations or [],
+        createdAt=m.created_at,
+    )
+
+
+@router.get("/chat/conversations", response=ConversationList)
+def list_conversations(
+    request: HttpRequest, projectId: str | None = None, limit: int = 50, offset: int = 0
+) -> ConversationList:
+    project_id = parse_uuid(projectId) if projectId else None
+    if projectId and project_id is None:
+        return ConversationList(items=[], count=0)
+    qs = selectors.conversation_list(principal=principal_of(request), project_id=project_id)
+    limit, offset = max(1, min(limit, 200)), max(0, offset)
+    return ConversationList(
+        items=[conversation_out(c) for c in qs[offset : offset + limit]], count=qs.count()
+    )
+
+
+@router.get("/chat/conversations/{conversation_id}", response=ConversationWithMessagesOut)
+def get_conversation(request: HttpRequest, conversation_id: str) -> ConversationWithMessagesOut:
+    conversation = selectors.conversation_get(
+        principal=principal_of(request), conversation_id=conversation_id
+    )
+    messages = [message_out(m) for m in selectors.message_list(conversation=conversation)]
+    return ConversationWithMessagesOut(**conversation_out(conversation).dict(), messages=messages)
+
+
+@router.patch("/chat/conversations/{conversation_id}", response=ConversationOut)
+def rename_conversation(request: HttpRequest, conversation_id: str, payload: RenameIn) -> ConversationOut:
+    conversation = services.conversation_rename(
+        principal=principal_of(request), conversation_id=conversation_id, title=payload.title
+    )
+    return conversation_out(conversation)
+
+
+@router.delete("/chat/conversations/{conversation_id}", response={204: None})
+def delete_conversation(request: HttpRequest, conversation_id: str) -> Status[None]:
+    services.conversation_delete(principal=principal_of(request), conversation_id=conversation_id)
+    return Status(204, None)
+
+
+@router.post("/chat/conversations/{conversation_id}/cancel", response=CancelOut)
+async def cancel_turn(request: HttpRequest, conversation_id: str) -> CancelOut:
+    cancelled = await services.turn_cancel(principal=principal_of(request), conversation_id=conversation_id)
+    return CancelOut(cancelled=cancelled)
+
+
+async def _sse(conversation_id: str) -> AsyncIterator[bytes]:
+    async for frame in get_bus().subscribe(conversation_id):
+        data = json.dumps(frame.wire(), ensure_ascii=False)
+        yield f"event: {frame.type}\ndata: {data}\n\n".encode()
+
+
+@router.post("/chat/stream")
+async def stream(request: HttpRequest, payload: StreamRequestIn) -> StreamingHttpResponse:
+    handle = await services.turn_start(
+        principal=principal_of(request),
+        message=payload.message,
+        project_id=payload.projectId,
+        conversation_id=payload.conversationId,
+        agent_definition_id=payload.agentDefinitionId,
+    )
+    response = StreamingHttpResponse(_sse(handle.conversation_id), content_type="text/event-stream")
+    response["Cache-Control"] = "no-cache"
+    response["X-Accel-Buffering"] = "no"
+    return response
+
+
+class RunToolCallOut(Schema):
+    id: uuid.UUID
+    callId: str
+    toolName: str
+    input: Any = None
+    output: Any = None
+    error: str | None = None
+    durationMs: int
+    stepNumber: int
+
+
+class RunMessageOut(Schema):
+    id: uuid.UUID
+    role: str
+    content: str
+    toolCalls: Any = None
+    stepNumber: int
+    createdAt: datetime
+
+
+class UsageOut(Schema):
+    inputTokens: int
+    outputTokens: int
+
+
+class AgentRunOut(Schema):
+    id: uuid.UUID
+    agentDefinitionId: uuid.UUID | None
+    conversationId: uuid.UUID | None
+    status: str
+    stopReason: str | None
+    error: str | None
+    model: str
+    stepCount: int
+    usage: UsageOut
+    startedAt: datetime
+    completedAt: datetime | None
+    messages: list[RunMessageOut]
+    toolCalls: list[RunToolCallOut]
+
+
+@router.get("/agent-runs/{run_id}", response=AgentRunOut)
+def get_agent_run(request: HttpRequest, run_id: str) -> AgentRunOut:
+    run = selectors.agent_run_get(principal=principal_of(request), run_id=run_id)
+    return AgentRunOut(
+        id=run.id,
+        agentDefinitionId=run.agent_definition_id,
+        conversationId=run.conversation_id,
+        status=run.status,
+        stopReason=run.stop_reason or None,
+        error=run.error or None,
+        model=run.model,
+        stepCount=run.step_count,
+        usage=UsageOut(inputTokens=run.input_tokens, outputTokens=run.output_tokens),
+        startedAt=run.started_at,
+        completedAt=run.completed_at,
+        messages=[
+            RunMessageOut(
+                id=m.id,
+                role=m.role,
+                content=m.content,
+                toolCalls=m.tool_calls,
+                stepNumber=m.step_number,
+                createdAt=m.created_at,
+            )
+            for m in run.messages.all()
+        ],
+        toolCalls=[
+            RunToolCallOut(
+                id=t.id,
+                callId=t.call_id,
+                toolName=t.tool_name,
+                input=t.input,
+                output=t.output,
+                error=t.error or None,
+                durationMs=t.duration_ms,
+                stepNumber=t.step_number,
+            )
+            for t in run.tool_calls.all()
+        ],
+    )

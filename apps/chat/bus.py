@@ -1,0 +1,205 @@
+"""The frame bus: where a running turn publishes its frames and where sockets read them.
+
+A turn runs as its own task, detached from the socket or HTTP request that started it. Its
+frames are kept until the turn is over (and a little after), so a second tab or a reconnecting
+client replays them from any ``seq`` and then follows live. ``cancel`` reaches the running turn.
+
+``InProcessFrameBus`` serves one server process. Several processes share turns through
+``RedisFrameBus`` (see ``apps.chat.redis_bus``), chosen when ``REDIS_URL`` is set.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any, Protocol, TypeVar
+
+from apps.chat.frames import AnyFrame
+
+T = TypeVar("T")
+
+# How long a finished turn's frames stay available to late subscribers.
+RETENTION_SECONDS = 120.0
+
+
+class FrameBus(Protocol):
+    async def begin(self, conversation_id: str, turn_id: str) -> None:
+        """Open a new turn of ``conversation_id`` (dropping a finished one's frames)."""
+
+    async def publish(self, conversation_id: str, frame: AnyFrame) -> None:
+        """Append ``frame`` to the running turn and wake its subscribers."""
+
+    async def finish(self, conversation_id: str) -> None:
+        """Mark the running turn over; subscribers drain and stop."""
+
+    def subscribe(
+        self, conversation_id: str, *, after_seq: int = 0, include_finished: bool = True
+    ) -> AsyncIterator[AnyFrame]:
+        """Yield the turn's frames with ``seq > after_seq``, then follow until it is over."""
+
+    async def cancel(self, conversation_id: str) -> bool:
+        """Ask the running turn to stop; False when none is running."""
+
+    def cancel_signal(self, conversation_id: str) -> asyncio.Event:
+        """The event the running turn (in this process) watches for cancellation."""
+
+
+@dataclass
+class _TurnLog:
+    turn_id: str
+    frames: list[AnyFrame] = field(default_factory=list)
+    finished: bool = False
+    cancel: asyncio.Event = field(default_factory=asyncio.Event)
+    waiters: set[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = field(default_factory=set)
+
+    def wake(self) -> None:
+        for loop, event in list(self.waiters):
+            if loop.is_closed():
+                self.waiters.discard((loop, event))
+                continue
+            loop.call_soon_threadsafe(event.set)
+
+
+class InProcessFrameBus:
+    def __init__(self, retention_seconds: float = RETENTION_SECONDS) -> None:
+        self._logs: dict[str, _TurnLog] = {}
+        self._retention = retention_seconds
+
+    async def begin(self, conversation_id: str, turn_id: str) -> None:
+        old = self._logs.get(conversation_id)
+        if old is not None and not old.finished:
+            old.finished = True
+            old.wake()
+        self._logs[conversation_id] = _TurnLog(turn_id=turn_id)
+
+    async def publish(self, conversation_id: str, frame: AnyFrame) -> None:
+        log = self._logs.get(conversation_id)
+        if log is None or log.finished:
+            return
+        log.frames.append(frame)
+        log.wake()
+
+    async def finish(self, conversation_id: str) -> None:
+        log = self._logs.get(conversation_id)
+        if log is None or log.finished:
+            return
+        log.finished = True
+        log.wake()
+        turn_id = log.turn_id
+
+        def forget() -> None:
+            current = self._logs.get(conversation_id)
+            if current is not None and current.turn_id == turn_id:
+                del self._logs[conversation_id]
+
+        asyncio.get_running_loop().call_later(self._retention, forget)
+
+    def is_running(self, conversation_id: str) -> bool:
+        log = self._logs.get(conversation_id)
+        return log is not None and not log.finished
+
+    async def subscribe(
+        self, conversation_id: str, *, after_seq: int = 0, include_finished: bool = True
+    ) -> AsyncIterator[AnyFrame]:
+        log = self._logs.get(conversation_id)
+        if log is None or (log.finished and not include_finished):
+            return
+        loop = asyncio.get_running_loop()
+        index = 0
+        while True:
+            while index < len(log.frames):
+                frame = log.frames[index]
+                index += 1
+                if frame.seq > after_seq:
+                    yield frame
+            if log.finished:
+                return
+            event = asyncio.Event()
+            waiter = (loop, event)
+            log.waiters.add(waiter)
+            try:
+                if index >= len(log.frames) and not log.finished:
+                    await event.wait()
+            finally:
+                log.waiters.discard(waiter)
+
+    async def cancel(self, conversation_id: str) -> bool:
+        log = self._logs.get(conversation_id)
+        if log is None or log.finished:
+            return False
+        log.cancel.set()
+        return True
+
+    def cancel_signal(self, conversation_id: str) -> asyncio.Event:
+        log = self._logs.get(conversation_id)
+        if log is None:
+            raise KeyError(conversation_id)
+        return log.cancel
+
+
+_bus: FrameBus | None = None
+
+
+def get_bus() -> FrameBus:
+    """Return the process's frame bus (Redis-backed when ``REDIS_URL`` is set)."""
+    global _bus
+    if _bus is None:
+        from django.conf import settings
+
+        if getattr(settings, "REDIS_URL", ""):
+            from apps.chat.redis_bus import RedisFrameBus
+
+            _bus = RedisFrameBus(settings.REDIS_URL)
+        else:
+            _bus = InProcessFrameBus()
+    return _bus
+
+
+def set_bus(bus: FrameBus | None) -> None:
+    """Replace the process's bus (tests)."""
+    global _bus
+    _bus = bus
+
+
+class _Cancelled:
+    def __repr__(self) -> str:
+        return "CANCELLED"
+
+
+CANCELLED: Any = _Cancelled()
+
+
+async def until_cancelled(stream: AsyncIterator[T], cancel: asyncio.Event) -> AsyncIterator[T]:
+    """Iterate ``stream`` until ``cancel`` is set; then yield ``CANCELLED`` once and close the stream.
+
+    The wait for the next item races the cancel signal, so a slow model is stopped at once.
+    """
+    iterator = aiter(stream)
+    waiter = asyncio.ensure_future(cancel.wait())
+    try:
+        while True:
+            step = asyncio.ensure_future(anext(iterator))
+            await asyncio.wait({step, waiter}, return_when=asyncio.FIRST_COMPLETED)
+            if step.done():
+                try:
+                    item = step.result()
+                except StopAsyncIteration:
+                    return
+                yield item
+                if cancel.is_set():
+                    yield CANCELLED
+                    return
+                continue
+            step.cancel()
+            with contextlib.suppress(asyncio.CancelledError, StopAsyncIteration, Exception):
+                await step
+            yield CANCELLED
+            return
+    finally:
+        waiter.cancel()
+        aclose = getattr(iterator, "aclose", None)
+        if aclose is not None:
+            with contextlib.suppress(Exception):
+                await aclose()

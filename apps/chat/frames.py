@@ -1,0 +1,82 @@
+"""The stream frames of a turn (PROTOCOL §3): typed models; only transports turn them into JSON."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+
+class Frame(BaseModel):
+    seq: int = 0
+
+    def wire(self) -> dict[str, Any]:
+        """The frame as sent on the wire (camelCase keys, ``seq`` included)."""
+        return self.model_dump(mode="json")
+
+
+class MetaFrame(Frame):
+    type: Literal["meta"] = "meta"
+    conversationId: str
+    messageId: str
+    agentDefinitionId: str | None
+    runId: str | None
+    model: str
+
+
+class TokenFrame(Frame):
+    type: Literal["token"] = "token"
+    token: str
+
+
+class McpToolFrame(Frame):
+    type: Literal["mcp_tool"] = "mcp_tool"
+    tool: str
+    callId: str
+    status: Literal["started", "completed", "error"]
+    input: dict[str, Any] | None = None
+    result: Any = None
+    error: str | None = None
+
+    def wire(self) -> dict[str, Any]:
+        data = super().wire()
+        keep = {"started": "input", "completed": "result", "error": "error"}[self.status]
+        for key in ("input", "result", "error"):
+            if key != keep:
+                data.pop(key, None)
+        return data
+
+
+class ErrorFrame(Frame):
+    type: Literal["error"] = "error"
+    error: str
+    code: str
+
+
+class Citation(BaseModel):
+    id: str
+    key: str
+    type: str
+    name: str
+
+
+class DoneFrame(Frame):
+    type: Literal["done"] = "done"
+    messageId: str | None
+    runId: str | None
+    citations: list[Citation] = Field(default_factory=list)
+
+
+AnyFrame = MetaFrame | TokenFrame | McpToolFrame | ErrorFrame | DoneFrame
+
+
+def frame_from_wire(data: dict[str, Any]) -> AnyFrame:
+    """Rebuild a frame from its wire form (frames cross process boundaries through Redis)."""
+    kinds: dict[str, type[AnyFrame]] = {
+        "meta": MetaFrame,
+        "token": TokenFrame,
+        "mcp_tool": McpToolFrame,
+        "error": ErrorFrame,
+        "done": DoneFrame,
+    }
+    return kinds[data["type"]].model_validate(data)
