@@ -9,6 +9,7 @@ from typing import Any
 
 from django.db import transaction
 
+from apps.graph_tools.embeddings import graph_objects_embed_on_commit
 from apps.graph_tools.models import GraphObject, GraphRelationship
 from apps.projects.errors import ServiceError
 from apps.projects.models import Project
@@ -226,4 +227,5 @@ def graph_import(*, project: Project, lines: Iterable[str | bytes]) -> ImportRes
         )
 
     result.entity_ids = [ids[k] for k in keys]
+    graph_objects_embed_on_commit(project_id=project.id, object_ids=result.entity_ids)
     return result

@@ -1,0 +1,51 @@
+"""Embed a project's entities: ``python manage.py embed_graph --project <slug-or-id> [--all|--missing]``."""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from apps.graph_tools.embeddings import get_embedder, graph_objects_embed
+from apps.projects.selectors import ProjectNotFound, project_get_by_ref
+
+
+class Command(BaseCommand):
+    help = "Compute embeddings of a project's entities with the configured model (KGCHAT_EMBEDDINGS)."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--project", required=True, help="The project's slug or id.")
+        which = parser.add_mutually_exclusive_group()
+        which.add_argument("--all", action="store_true", help="Re-embed every entity.")
+        which.add_argument(
+            "--missing", action="store_true", help="Only entities without a vector of this model (default)."
+        )
+        parser.add_argument("--batch-size", type=int, default=32)
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        try:
+            project = project_get_by_ref(project_ref=options["project"])
+        except ProjectNotFound as exc:
+            raise CommandError(exc.message) from None
+        embedder = get_embedder()
+        started = time.monotonic()
+        interactive = sys.stderr.isatty()
+
+        def progress(done: int, total: int) -> None:
+            width = 30
+            filled = width * done // total if total else width
+            rate = done / max(time.monotonic() - started, 1e-6)
+            line = f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{total} entities ({rate:.1f}/s)"
+            if interactive or done == total:
+                self.stderr.write(line, ending="\n" if done == total else "")
+
+        count = graph_objects_embed(
+            project_id=project.id,
+            only_missing=not options["all"],
+            batch_size=max(1, options["batch_size"]),
+            progress=progress,
+            embedder=embedder,
+        )
+        self.stdout.write(f"embedded {count} entities of {project.slug} with {embedder.name}")

