@@ -4,8 +4,11 @@ from django import forms
 from django.contrib import admin
 from django.http import HttpRequest
 
+from apps.agents.definitions import default_agents_install
 from apps.agents.models import AgentDefinition, AgentRun, AgentRunMessage, AgentRunToolCall
 from apps.graph_tools.registry import tool_names
+from apps.projects.admin import ProjectAdmin
+from apps.projects.models import Project
 
 
 class AgentDefinitionForm(forms.ModelForm):
@@ -63,6 +66,22 @@ class AgentDefinitionAdmin(admin.ModelAdmin):
     list_display = ["name", "project", "is_default", "max_steps", "visibility", "updated_at"]
     list_filter = ["project", "is_default", "visibility"]
     search_fields = ["name", "description"]
+
+
+admin.site.unregister(Project)
+
+
+@admin.register(Project)
+class ProjectWithAgentsAdmin(ProjectAdmin):
+    """The project admin, plus an action installing the default agents (agents sit above projects)."""
+
+    actions = ["install_default_agents"]
+
+    @admin.action(description="Install the default agents (graph-query-agent)")
+    def install_default_agents(self, request: HttpRequest, queryset: Any) -> None:
+        for project in queryset:
+            result = default_agents_install(project=project)
+            self.message_user(request, f"{project}: installed {', '.join(result.installed) or 'nothing new'}")
 
 
 class ReadOnlyInline(admin.TabularInline):

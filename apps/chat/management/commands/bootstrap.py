@@ -5,6 +5,7 @@ import secrets
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandParser
 
+from apps.agents.definitions import default_agents_install
 from apps.graph_tools.demo import demo_graph_lines
 from apps.graph_tools.importer import graph_import
 from apps.graph_tools.models import GraphObject
@@ -42,3 +43,7 @@ class Command(BaseCommand):
             result = graph_import(project=project, lines=demo_graph_lines())
             counts = ", ".join(f"{k}={v}" for k, v in result.as_counts().items())
             self.stdout.write(f"Demo graph loaded: {counts}")
+
+        installed = default_agents_install(project=project)
+        if installed.installed:
+            self.stdout.write(f"Installed default agents: {', '.join(installed.installed)}")
