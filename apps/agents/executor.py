@@ -23,7 +23,7 @@ import uuid
 from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import aclosing
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from google.adk.agents import BaseAgent, LlmAgent
@@ -139,7 +139,7 @@ class ExecuteResult(BaseModel):
     steps: int = 0
 
 
-_AGENT_NOT_FOUND = re.compile(r"Agent '?([\w.-]+)'? not found")
+_AGENT_NOT_FOUND = re.compile(r"agent '?([\w.-]+)'? not found", re.IGNORECASE)
 
 
 def describe_failure(exc: BaseException) -> tuple[str, str]:
@@ -154,7 +154,7 @@ def describe_failure(exc: BaseException) -> tuple[str, str]:
 
 
 @dataclass
-class _RunState:
+class RunState:
     callback: StreamCallback | None
     max_steps: int
     steps: int = 0
@@ -274,7 +274,7 @@ class AgentExecutor:
             conversation_id=request.conversation_id,
             model=request.provider.name if request.provider else effective_model_name(model_name),
         )
-        state = _RunState(callback=request.stream_callback, max_steps=max(1, definition.max_steps))
+        state = RunState(callback=request.stream_callback, max_steps=max(1, definition.max_steps))
         service: HistorySessionService | None = None
         runner: Runner | None = None
         model = run.model
@@ -333,7 +333,7 @@ class AgentExecutor:
         self,
         definition: AgentDefinition,
         provider: Provider,
-        state: _RunState,
+        state: RunState,
         *,
         project_id: uuid.UUID,
         sub_definitions: list[AgentDefinition],
@@ -379,7 +379,7 @@ class AgentExecutor:
     async def _finish(
         self,
         run: Any,
-        state: _RunState,
+        state: RunState,
         service: HistorySessionService | None,
         session_id: str,
         model: str,
@@ -483,3 +483,55 @@ def _sub_provider(sub: AgentDefinition, fallback: Provider) -> Provider:
     except LLMError:
         logger.warning("sub-agent %r cannot use its model; it shares the root agent's", sub.name)
         return fallback
+
+
+# --- batch use ---------------------------------------------------------------------------------
+
+_FAILED_TO_FIND_AGENT = re.compile(r"failed to find agent: ([\w.-]+)")
+CORRECTION_MESSAGE = (
+    '[System: Agent "{name}" does not exist. Valid agents: {valid}. '
+    "Please retry using one of the valid agent names listed above.]"
+)
+
+
+async def run_and_collect(request: ExecuteRequest, *, executor: AgentExecutor | None = None) -> ExecuteResult:
+    """Run a turn for a batch caller; retry once when the model named a sub-agent that does not exist.
+
+    The text is collected from partial events or the final event, never both (see ``RunState``).
+    On ``failed to find agent: <name>`` with sub-agents registered, the correction message is sent
+    as the next user message (after the failed attempt's messages) and the run is retried exactly
+    once; its result, success or error, is returned. Any other error is returned at once.
+    """
+    executor = executor or AgentExecutor()
+    result = await executor.execute(request)
+    match = _FAILED_TO_FIND_AGENT.search(result.error or "") if result.status == RunStatus.ERROR else None
+    if match is None:
+        return result
+    definition = request.agent_definition
+    subs = request.sub_agent_definitions
+    if subs is None:
+        subs = await agent_definitions_by_names(
+            project_id=request.project_id or definition.project_id, names=list(definition.sub_agents or [])
+        )
+    if not subs:
+        return result
+    correction = CORRECTION_MESSAGE.format(
+        name=match.group(1), valid=", ".join(adk_name(d.name) for d in subs)
+    )
+    history = [*request.history, HistoryMessage(role="user", content=request.message), *result.messages]
+    retry = replace(request, message=correction, history=history, sub_agent_definitions=subs)
+    return await executor.execute(retry)
+
+
+async def agent_question_answer(*, project_ref: str, agent_name: str, question: str) -> ExecuteResult:
+    """Ask one agent of a project one question, in batch mode (the ``run_agent`` command)."""
+    from asgiref.sync import sync_to_async
+
+    from apps.agents.selectors import agent_definition_by_name
+    from apps.projects.selectors import project_get_by_ref
+
+    project = await sync_to_async(project_get_by_ref)(project_ref=project_ref)
+    definition = await sync_to_async(agent_definition_by_name)(project=project, name=agent_name)
+    return await run_and_collect(
+        ExecuteRequest(agent_definition=definition, message=question, project_id=project.id)
+    )
