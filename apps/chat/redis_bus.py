@@ -1,0 +1,148 @@
+"""The frame bus over Redis, for several server processes (``REDIS_URL``).
+
+Each conversation's running turn is a Redis stream ``kgchat:turn:<conversation>``: frames are
+appended with ``XADD`` and read with blocking ``XREAD`` by any process, so a client connected to
+process A follows a turn running on process B, in order, from any ``seq``. The end of a turn is
+an entry ``{"end": "1"}``; the stream then expires. ``cancel`` publishes on
+``kgchat:cancel:<conversation>``; the process running the turn listens there and sets the
+turn's local cancel event.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from collections.abc import AsyncIterator
+from typing import Any
+
+import redis.asyncio as redis
+
+from apps.chat.bus import RETENTION_SECONDS
+from apps.chat.frames import AnyFrame, frame_from_wire
+
+log = logging.getLogger("kgchat.bus")
+
+MAX_FRAMES = 100_000
+BLOCK_MS = 5_000
+
+
+def _stream(conversation_id: str) -> str:
+    return f"kgchat:turn:{conversation_id}"
+
+
+def _state(conversation_id: str) -> str:
+    return f"kgchat:turn:{conversation_id}:state"
+
+
+def _cancel_channel(conversation_id: str) -> str:
+    return f"kgchat:cancel:{conversation_id}"
+
+
+class RedisFrameBus:
+    def __init__(self, url: str, retention_seconds: float = RETENTION_SECONDS) -> None:
+        self.url = url
+        self.retention = int(retention_seconds)
+        self._clients: dict[asyncio.AbstractEventLoop, redis.Redis] = {}
+        self._cancels: dict[str, asyncio.Event] = {}
+        self._listeners: dict[str, asyncio.Task[None]] = {}
+
+    def _client(self) -> redis.Redis:
+        loop = asyncio.get_running_loop()
+        client = self._clients.get(loop)
+        if client is None:
+            for old in [lp for lp in self._clients if lp.is_closed()]:
+                del self._clients[old]
+            client = redis.Redis.from_url(self.url, decode_responses=True)
+            self._clients[loop] = client
+        return client
+
+    async def begin(self, conversation_id: str, turn_id: str) -> None:
+        client = self._client()
+        async with client.pipeline(transaction=True) as pipe:
+            pipe.delete(_stream(conversation_id))
+            pipe.set(_state(conversation_id), json.dumps({"turn": turn_id, "running": True}))
+            await pipe.execute()
+        event = asyncio.Event()
+        self._cancels[conversation_id] = event
+        ready = asyncio.Event()
+        self._listeners[conversation_id] = asyncio.create_task(self._listen(conversation_id, event, ready))
+        await ready.wait()
+
+    async def _listen(self, conversation_id: str, event: asyncio.Event, ready: asyncio.Event) -> None:
+        pubsub = self._client().pubsub()
+        try:
+            await pubsub.subscribe(_cancel_channel(conversation_id))
+            ready.set()
+            async for message in pubsub.listen():
+                if message.get("type") == "message":
+                    event.set()
+        except asyncio.CancelledError:
+            pass
+        except Exception:
+            log.exception("cancel listener of %s failed", conversation_id)
+        finally:
+            ready.set()
+            with contextlib.suppress(Exception):
+                await pubsub.aclose()
+
+    async def publish(self, conversation_id: str, frame: AnyFrame) -> None:
+        await self._client().xadd(
+            _stream(conversation_id),
+            {"frame": json.dumps(frame.wire(), ensure_ascii=False)},
+            maxlen=MAX_FRAMES,
+            approximate=True,
+        )
+
+    async def finish(self, conversation_id: str) -> None:
+        client = self._client()
+        async with client.pipeline(transaction=True) as pipe:
+            pipe.xadd(_stream(conversation_id), {"end": "1"})
+            pipe.expire(_stream(conversation_id), self.retention)
+            pipe.set(_state(conversation_id), json.dumps({"running": False}), ex=self.retention)
+            await pipe.execute()
+        listener = self._listeners.pop(conversation_id, None)
+        if listener is not None:
+            listener.cancel()
+        self._cancels.pop(conversation_id, None)
+
+    async def _running(self, conversation_id: str) -> bool:
+        raw = await self._client().get(_state(conversation_id))
+        return bool(raw and json.loads(raw).get("running"))
+
+    async def subscribe(
+        self, conversation_id: str, *, after_seq: int = 0, include_finished: bool = True
+    ) -> AsyncIterator[AnyFrame]:
+        client = self._client()
+        key = _stream(conversation_id)
+        running = await self._running(conversation_id)
+        if not running and (not include_finished or not await client.exists(key)):
+            return
+        last_id = "0-0"
+        while True:
+            entries: Any = await client.xread({key: last_id}, block=BLOCK_MS, count=500)
+            if not entries:
+                if not await client.exists(key) and not await self._running(conversation_id):
+                    return
+                continue
+            for _, items in entries:
+                for entry_id, fields in items:
+                    last_id = entry_id
+                    if "end" in fields:
+                        return
+                    frame = frame_from_wire(json.loads(fields["frame"]))
+                    if frame.seq > after_seq:
+                        yield frame
+
+    async def cancel(self, conversation_id: str) -> bool:
+        if not await self._running(conversation_id):
+            return False
+        local = self._cancels.get(conversation_id)
+        if local is not None:
+            local.set()
+        await self._client().publish(_cancel_channel(conversation_id), "cancel")
+        return True
+
+    def cancel_signal(self, conversation_id: str) -> asyncio.Event:
+        return self._cancels[conversation_id]

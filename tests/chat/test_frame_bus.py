@@ -1,0 +1,92 @@
+"""The frame bus: replay from any seq, follow live, cancel — in process and across processes (Redis)."""
+
+import asyncio
+
+import pytest
+
+from apps.chat.bus import InProcessFrameBus
+from apps.chat.frames import DoneFrame, MetaFrame, TokenFrame
+from apps.chat.redis_bus import RedisFrameBus
+from tests.support.redis_server import redis_server
+
+
+@pytest.fixture(scope="module")
+def redis_url():
+    with redis_server() as url:
+        yield url
+
+
+def meta(seq: int) -> MetaFrame:
+    return MetaFrame(
+        seq=seq, conversationId="c", messageId="m", agentDefinitionId=None, runId=None, model="x"
+    )
+
+
+async def drive(publisher, conversation: str, *, with_meta: bool = True) -> None:
+    if with_meta:
+        await publisher.publish(conversation, meta(1))
+    for i, token in enumerate(["a", "b", "c"], start=2):
+        await asyncio.sleep(0.01)
+        await publisher.publish(conversation, TokenFrame(seq=i, token=token))
+    await publisher.publish(conversation, DoneFrame(seq=5, messageId=None, runId=None))
+    await publisher.finish(conversation)
+
+
+async def collect(bus, conversation: str, after_seq: int = 0) -> list[int]:
+    return [f.seq async for f in bus.subscribe(conversation, after_seq=after_seq)]
+
+
+@pytest.mark.parametrize("kind", ["memory", "redis"])
+async def test_subscriber_replays_then_follows_live_in_order(kind, request):
+    if kind == "memory":
+        publisher = reader = InProcessFrameBus()
+    else:
+        url = request.getfixturevalue("redis_url")
+        publisher, reader = RedisFrameBus(url), RedisFrameBus(url)
+    await publisher.begin("conv-1", "turn-1")
+    await publisher.publish("conv-1", meta(1))
+
+    early = asyncio.create_task(collect(reader, "conv-1"))
+    resumed = asyncio.create_task(collect(reader, "conv-1", after_seq=3))
+    await asyncio.sleep(0.05)
+    await drive(publisher, "conv-1", with_meta=False)
+
+    assert await asyncio.wait_for(early, 10) == [1, 2, 3, 4, 5]
+    assert await asyncio.wait_for(resumed, 10) == [4, 5]
+
+
+@pytest.mark.parametrize("kind", ["memory", "redis"])
+async def test_frames_of_a_turn_arrive_once_and_in_order(kind, request):
+    if kind == "memory":
+        publisher = reader = InProcessFrameBus()
+    else:
+        url = request.getfixturevalue("redis_url")
+        publisher, reader = RedisFrameBus(url), RedisFrameBus(url)
+    await publisher.begin("conv-2", "turn-1")
+
+    task = asyncio.create_task(collect(reader, "conv-2"))
+    await asyncio.sleep(0.05)
+    await drive(publisher, "conv-2")
+
+    assert await asyncio.wait_for(task, 10) == [1, 2, 3, 4, 5]
+
+
+async def test_cancel_from_another_process_reaches_the_running_turn(redis_url):
+    runner, other = RedisFrameBus(redis_url), RedisFrameBus(redis_url)
+    await runner.begin("conv-3", "turn-1")
+    signal = runner.cancel_signal("conv-3")
+
+    accepted = await other.cancel("conv-3")
+
+    await asyncio.wait_for(signal.wait(), 5)
+    assert accepted
+    await runner.finish("conv-3")
+    assert await other.cancel("conv-3") is False
+
+
+async def test_subscribing_to_a_conversation_without_a_turn_ends_at_once(redis_url):
+    bus = RedisFrameBus(redis_url)
+
+    frames = await asyncio.wait_for(collect(bus, "never-ran"), 2)
+
+    assert frames == []
