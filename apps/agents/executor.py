@@ -110,6 +110,8 @@ class ExecuteRequest:
     provider: Provider | None = None
     cancel: asyncio.Event | None = None
     sub_agent_definitions: list[AgentDefinition] | None = None
+    # The id the run row gets, when the caller must announce it before the run starts.
+    run_id: uuid.UUID | None = None
 
 
 class ToolCallRecord(BaseModel):
@@ -273,6 +275,7 @@ class AgentExecutor:
             agent_definition_id=definition.pk,
             conversation_id=request.conversation_id,
             model=request.provider.name if request.provider else effective_model_name(model_name),
+            run_id=request.run_id,
         )
         state = RunState(callback=request.stream_callback, max_steps=max(1, definition.max_steps))
         service: HistorySessionService | None = None

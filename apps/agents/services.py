@@ -27,8 +27,10 @@ async def agent_run_start(
     agent_definition_id: uuid.UUID | None,
     conversation_id: uuid.UUID | None,
     model: str = "",
+    run_id: uuid.UUID | None = None,
 ) -> AgentRun:
     return await AgentRun.objects.acreate(
+        id=run_id or uuid.uuid4(),
         project_id=project_id,
         agent_definition_id=agent_definition_id,
         conversation_id=conversation_id,
