@@ -1,0 +1,144 @@
+"""The agent branch of a turn: the executor with a stream callback mapped to frames (Decisions 1–5)."""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+from apps.agents.defaults import CITATION_INSTRUCTIONS
+from apps.agents.executor import (
+    AgentExecutor,
+    Error,
+    ExecuteRequest,
+    StreamEvent,
+    TextDelta,
+    ToolCallEnd,
+    ToolCallStart,
+)
+from apps.agents.history import HistoryMessage
+from apps.agents.llm.base import Provider
+from apps.chat.citations import CitationFilter
+from apps.chat.frames import AnyFrame, DoneFrame, ErrorFrame, McpToolFrame, TokenFrame
+from apps.chat.models import Message, MessageRole
+
+if TYPE_CHECKING:
+    from apps.chat.services import _Turn
+
+# Statuses whose partial answer is kept as the assistant message, with the stop reason.
+KEEP_PARTIAL = {"max_steps", "doom_loop", "cancelled"}
+MAX_TOOL_RESULT_CHARS = 200_000
+
+Emit = Callable[[AnyFrame], Awaitable[None]]
+
+
+def _bounded(value: Any) -> Any:
+    """Tool output as sent to the browser: very large results are cut (the audit keeps them whole)."""
+    text = json.dumps(value, default=str, ensure_ascii=False)
+    if len(text) <= MAX_TOOL_RESULT_CHARS:
+        return value
+    return {"truncated": True, "preview": text[:MAX_TOOL_RESULT_CHARS]}
+
+
+def _chat_rows(turn: _Turn, messages: list[HistoryMessage]) -> list[Message]:
+    """The turn's tool calls and tool results as ``kb.chat_messages`` rows (for the next turn's context)."""
+    rows = []
+    for m in messages:
+        if not m.tool_calls:
+            continue
+        calls = [c.model_dump(mode="json") for c in m.tool_calls]
+        if m.role == "tool":
+            rows.append(
+                Message(
+                    conversation=turn.conversation, role=MessageRole.TOOL, content=m.content, tool_calls=calls
+                )
+            )
+        else:
+            # The text the model said before calling tools is part of the final answer's content.
+            rows.append(
+                Message(
+                    conversation=turn.conversation, role=MessageRole.ASSISTANT, content="", tool_calls=calls
+                )
+            )
+    return rows
+
+
+async def run_agent_turn(turn: _Turn, provider: Provider | None, *, emit: Emit) -> None:
+    from apps.chat.services import _history_before, _known_entities, _persist_assistant
+
+    definition = turn.agent_definition
+    assert definition is not None and turn.run_id is not None
+    conversation_key = str(turn.conversation.id)
+    run_id = str(turn.run_id)
+    known = await _known_entities(turn.conversation.id)
+    citations = CitationFilter(known)
+    parts: list[str] = []
+
+    async def send_text(text: str) -> None:
+        if text:
+            parts.append(text)
+            await emit(TokenFrame(token=text))
+
+    async def on_event(event: StreamEvent) -> None:
+        if isinstance(event, TextDelta):
+            await send_text(citations.feed(event.text))
+        elif isinstance(event, ToolCallStart):
+            await emit(
+                McpToolFrame(tool=event.tool, callId=event.call_id, status="started", input=event.input)
+            )
+        elif isinstance(event, ToolCallEnd):
+            if event.error:
+                await emit(
+                    McpToolFrame(tool=event.tool, callId=event.call_id, status="error", error=event.error)
+                )
+            else:
+                known.add_result(event.output)
+                await emit(
+                    McpToolFrame(
+                        tool=event.tool,
+                        callId=event.call_id,
+                        status="completed",
+                        result=_bounded(event.output),
+                    )
+                )
+        elif isinstance(event, Error):
+            await send_text(citations.flush())
+            await emit(ErrorFrame(error=event.message, code=event.code))
+
+    agent = copy.copy(definition)
+    agent.system_prompt = "\n\n".join(p for p in (definition.system_prompt, CITATION_INSTRUCTIONS) if p)
+    history = await _history_before(turn, max(1, definition.history_limit))
+    result = await AgentExecutor().execute(
+        ExecuteRequest(
+            agent_definition=agent,
+            message=turn.user_message.content,
+            project_id=turn.project.id,
+            history=history,
+            conversation_id=turn.conversation.id,
+            user_id=str(turn.conversation.user_id),
+            stream_callback=on_event,
+            provider=provider,
+            cancel=turn.bus.cancel_signal(conversation_key),
+            run_id=turn.run_id,
+        )
+    )
+    await send_text(citations.flush())
+
+    if result.status == "success" or result.stop_reason in KEEP_PARTIAL:
+        if result.status != "success" and not parts and result.stop_reason == "cancelled":
+            await emit(DoneFrame(messageId=None, runId=run_id))
+            return
+        context: dict[str, Any] = {"agent_run_id": run_id}
+        if result.status != "success":
+            context["stop_reason"] = result.stop_reason
+        message = await _persist_assistant(
+            turn,
+            content="".join(parts),
+            retrieval_context=context,
+            citations=citations.citations,
+            extra=_chat_rows(turn, result.messages),
+        )
+        await emit(DoneFrame(messageId=str(message.id), runId=run_id, citations=citations.citations))
+        return
+    await emit(DoneFrame(messageId=None, runId=run_id))

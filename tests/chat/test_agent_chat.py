@@ -1,0 +1,486 @@
+"""Agent-backed conversations end to end (agent-backed-chat requirements), over SSE and websocket."""
+
+import json
+
+import pytest
+from asgiref.sync import sync_to_async
+from channels.testing import WebsocketCommunicator
+from django.db import IntegrityError, InternalError, connection
+
+from apps.agents.definitions import default_agents_install
+from apps.agents.llm.scripted import Delay, error, text, tool_call
+from apps.agents.models import AgentDefinition, AgentRun, AgentRunMessage, AgentRunToolCall
+from apps.chat.models import Conversation, Message
+from config.asgi import application
+from tests.chat.conftest import adb, sse_turn, tokens, types
+from tests.factories import make_project, make_user
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def agent(world):
+    default_agents_install(project=world["project"])
+    return AgentDefinition.objects.get(project=world["project"], name="graph-query-agent")
+
+
+def start(world, agent, message="Which country is Paris the capital of?"):
+    return {"message": message, "projectId": str(world["project"].id), "agentDefinitionId": str(agent.id)}
+
+
+async def ws_connect(user):
+    communicator = WebsocketCommunicator(application, "/ws/chat/", headers=[(b"origin", b"http://127.0.0.1")])
+    session = await sync_to_async(_session_cookie)(user)
+    communicator.scope["headers"].append((b"cookie", f"sessionid={session}".encode()))
+    connected, _ = await communicator.connect()
+    assert connected
+    return communicator
+
+
+def _session_cookie(user):
+    from django.test import Client
+
+    client = Client()
+    client.force_login(user)
+    return client.cookies["sessionid"].value
+
+
+async def ws_turn(communicator, payload, *, wait=10):
+    await communicator.send_json_to(payload)
+    frames = []
+    while True:
+        frame = await communicator.receive_json_from(timeout=wait)
+        frames.append(frame)
+        if frame["type"] == "done" or (frame["type"] == "error" and "seq" not in frame):
+            return frames
+
+
+# --- creating and continuing -----------------------------------------------------------------
+
+
+async def test_create_agent_backed_conversation(world, agent, scripted):
+    scripted.turns.append(text("Hello."))
+
+    status, frames = await sse_turn(world["client"], start(world, agent))
+
+    conversation = await Conversation.objects.aget(id=frames[0]["conversationId"])
+    assert status == 200
+    assert conversation.agent_definition_id == agent.id
+    assert frames[0]["agentDefinitionId"] == str(agent.id)
+    assert frames[0]["runId"] == frames[-1]["runId"]
+    assert await AgentRun.objects.filter(id=frames[0]["runId"], conversation_id=conversation.id).aexists()
+
+
+async def test_continue_existing_agent_backed_conversation_ignores_agent_in_request(world, agent, scripted):
+    other = await AgentDefinition.objects.acreate(project=world["project"], name="other", tools=[])
+    scripted.turns += [text("first"), text("second")]
+    _, frames = await sse_turn(world["client"], start(world, agent))
+    conversation_id = frames[0]["conversationId"]
+
+    _, second = await sse_turn(
+        world["client"],
+        {"message": "again", "conversationId": conversation_id, "agentDefinitionId": str(other.id)},
+    )
+
+    assert second[0]["agentDefinitionId"] == str(agent.id)
+    run = await AgentRun.objects.aget(id=second[0]["runId"])
+    assert run.agent_definition_id == agent.id
+    assert (await Conversation.objects.aget(id=conversation_id)).agent_definition_id == agent.id
+
+
+@pytest.mark.parametrize("which", ["unknown", "other-project", "not-a-uuid"])
+async def test_invalid_agent_definition_returns_400_and_creates_nothing(world, scripted, which):
+    if which == "unknown":
+        definition_id = "00000000-0000-0000-0000-000000000000"
+    elif which == "other-project":
+        foreign = await adb(make_project)()
+        definition_id = str((await AgentDefinition.objects.acreate(project=foreign, name="theirs")).id)
+    else:
+        definition_id = "nope"
+
+    status, body = await sse_turn(
+        world["client"],
+        {"message": "hi", "projectId": str(world["project"].id), "agentDefinitionId": definition_id},
+    )
+
+    assert status == 400
+    assert body == {"error": "agent definition not found", "code": "agent_definition_not_found"}
+    assert not await Conversation.objects.aexists()
+    assert not await Message.objects.aexists()
+
+
+# --- the streaming flow ----------------------------------------------------------------------
+
+
+async def test_agent_backed_streaming_flow_maps_callback_events_to_frames(world, agent, scripted):
+    paris_id = str(world["paris"].id)
+    scripted.turns += [
+        [text("Let me look. ")[0], tool_call("get_entity_edges", {"entity_id": "paris"}, id="call-1")],
+        text(
+            "[Paris](entity:",
+            paris_id,
+            ") is the capital of ",
+            f"[France](entity:{world['france'].id}).",
+            " Also [Rome](entity:x).",
+        ),
+    ]
+
+    status, frames = await sse_turn(world["client"], start(world, agent))
+
+    assert status == 200
+    assert types(frames)[0] == "meta" and types(frames)[-1] == "done"
+    tool_frames = [f for f in frames if f["type"] == "mcp_tool"]
+    assert [(f["tool"], f["status"], f["callId"]) for f in tool_frames] == [
+        ("get_entity_edges", "started", "call-1"),
+        ("get_entity_edges", "completed", "call-1"),
+    ]
+    assert tool_frames[0]["input"] == {"entity_id": "paris"}
+    assert tool_frames[1]["result"]["edges"][0]["other"]["key"] == "france"
+    started_at = types(frames).index("mcp_tool")
+    assert types(frames)[1:started_at] == ["token"]
+    answer = await Message.objects.aget(id=frames[-1]["messageId"])
+    assert tokens(frames) == answer.content
+    assert answer.content == (
+        f"Let me look. [Paris](entity:{paris_id}) is the capital of [France](entity:{world['france'].id}). Also Rome."
+    )
+    assert [c["key"] for c in frames[-1]["citations"]] == ["paris", "france"]
+    assert answer.citations == frames[-1]["citations"]
+
+
+async def test_tool_call_error_event_is_not_fatal(world, agent, scripted):
+    scripted.turns += [
+        [tool_call("get_entity_edges", {"entity_id": "atlantis"}, id="c1")],
+        [tool_call("get_entity_edges", {"entity_id": "paris", "direction": "sideways"}, id="c2")],
+        text("Atlantis is not in the graph."),
+    ]
+
+    _, frames = await sse_turn(world["client"], start(world, agent))
+
+    tool_frames = [(f["callId"], f["status"]) for f in frames if f["type"] == "mcp_tool"]
+    assert tool_frames == [("c1", "started"), ("c1", "error"), ("c2", "started"), ("c2", "error")]
+    errors = [f["error"] for f in frames if f["type"] == "mcp_tool" and f["status"] == "error"]
+    assert "atlantis" in errors[0] and "direction" in errors[1]
+    assert types(frames)[-1] == "done" and frames[-1]["messageId"]
+    assert "error" not in types(frames)
+
+
+async def test_dual_persistence_of_an_agent_turn(world, agent, scripted):
+    scripted.turns += [[tool_call("hybrid_search", {"query": "Paris"}, id="s1")], text("Found Paris.")]
+
+    _, frames = await sse_turn(world["client"], start(world, agent))
+
+    run_id = frames[-1]["runId"]
+    rows = [
+        m
+        async for m in Message.objects.filter(conversation_id=frames[0]["conversationId"]).order_by(
+            "created_at"
+        )
+    ]
+    assert [r.role for r in rows] == ["user", "assistant", "tool", "assistant"]
+    assert rows[0].content == "Which country is Paris the capital of?"
+    assert rows[1].tool_calls[0]["id"] == "s1" and rows[1].tool_calls[0]["name"] == "hybrid_search"
+    assert rows[2].tool_calls[0]["id"] == "s1"
+    assert rows[3].content == "Found Paris." and rows[3].retrieval_context == {"agent_run_id": run_id}
+    run = await AgentRun.objects.aget(id=run_id)
+    assert run.status == "success" and run.step_count == 2
+    calls = [c async for c in AgentRunToolCall.objects.filter(run=run)]
+    assert [(c.tool_name, c.call_id, c.input) for c in calls] == [("hybrid_search", "s1", {"query": "Paris"})]
+    assert any(r["key"] == "paris" for r in calls[0].output["results"])
+    assert await AgentRunMessage.objects.filter(run=run).acount() >= 3
+
+
+async def test_tool_results_are_real_graph_data(world, agent, scripted):
+    scripted.turns += [[tool_call("get_entity_edges", {"entity_id": "paris"}, id="e")], text("ok")]
+
+    _, frames = await sse_turn(world["client"], start(world, agent))
+
+    completed = next(f for f in frames if f["type"] == "mcp_tool" and f["status"] == "completed")
+    assert completed["result"]["entity"]["id"] == str(world["paris"].id)
+    assert [(e["type"], e["direction"], e["other"]["id"]) for e in completed["result"]["edges"]] == [
+        ("CAPITAL_OF", "out", str(world["france"].id))
+    ]
+
+
+# --- history -----------------------------------------------------------------------------------
+
+
+async def test_first_message_in_conversation_goes_alone(world, agent, scripted):
+    scripted.turns.append(text("hi"))
+
+    await sse_turn(world["client"], start(world, agent, "hello"))
+
+    sent = [(m.role, m.content) for m in scripted.calls[0].messages if m.role != "system"]
+    assert sent == [("user", "hello")]
+
+
+async def test_load_conversation_history_and_tool_results_appear_in_subsequent_context(
+    world, agent, scripted
+):
+    scripted.turns += [
+        [tool_call("hybrid_search", {"query": "Paris"}, id="s1")],
+        text("Paris is a city."),
+        text("yes"),
+    ]
+    _, frames = await sse_turn(world["client"], start(world, agent, "Tell me about Paris"))
+
+    await sse_turn(world["client"], {"message": "Is it big?", "conversationId": frames[0]["conversationId"]})
+
+    sent = [m for m in scripted.calls[2].messages if m.role != "system"]
+    assert [m.role for m in sent] == ["user", "assistant", "tool", "assistant", "user"]
+    assert sent[0].content == "Tell me about Paris" and sent[-1].content == "Is it big?"
+    assert sent[1].tool_calls[0].id == "s1" and sent[2].tool_call_id == "s1"
+    assert "paris" in sent[2].content
+    assert sent[3].content == "Paris is a city."
+
+
+async def test_conversation_history_respects_turn_limit(world, agent, scripted):
+    await AgentDefinition.objects.filter(id=agent.id).aupdate(history_limit=4)
+    scripted.turns += [text(f"answer {i}") for i in range(4)]
+    _, frames = await sse_turn(world["client"], start(world, agent, "question 0"))
+    for i in range(1, 4):
+        await sse_turn(
+            world["client"], {"message": f"question {i}", "conversationId": frames[0]["conversationId"]}
+        )
+
+    sent = [m.content for m in scripted.calls[3].messages if m.role != "system"]
+
+    assert sent == ["question 1", "answer 1", "question 2", "answer 2", "question 3"]
+
+
+# --- failures and limits -----------------------------------------------------------------------
+
+
+async def test_llm_failure_ends_with_error_and_done_without_message(world, agent, scripted):
+    scripted.turns.append(error("quota exceeded", status=429))
+
+    _, frames = await sse_turn(world["client"], start(world, agent))
+
+    assert types(frames) == ["meta", "error", "done"]
+    assert frames[1]["code"] == "llm_error" and frames[2]["messageId"] is None
+    roles = [m.role async for m in Message.objects.filter(conversation_id=frames[0]["conversationId"])]
+    assert roles == ["user"]
+    run = await AgentRun.objects.aget(id=frames[0]["runId"])
+    assert run.status == "error" and run.stop_reason == "llm_error"
+
+
+async def test_iteration_limit_prevents_infinite_loop(world, agent, scripted):
+    await AgentDefinition.objects.filter(id=agent.id).aupdate(max_steps=3)
+    scripted.turns += [
+        [text("Searching… ")[0], tool_call("hybrid_search", {"query": f"q{i}"}, id=f"s{i}")]
+        for i in range(10)
+    ]
+
+    _, frames = await sse_turn(world["client"], start(world, agent))
+
+    error_frame = next(f for f in frames if f["type"] == "error")
+    assert error_frame["code"] == "max_steps"
+    assert types(frames)[-1] == "done"
+    answer = await Message.objects.aget(id=frames[-1]["messageId"])
+    assert answer.content == tokens(frames)
+    assert answer.retrieval_context["stop_reason"] == "max_steps"
+    run = await AgentRun.objects.aget(id=frames[0]["runId"])
+    assert run.stop_reason == "max_steps" and run.status != "running"
+
+
+async def test_doom_loop_is_stopped_with_its_own_code(world, agent, scripted):
+    scripted.turns += [[tool_call("hybrid_search", {"query": "same"})] for _ in range(6)]
+
+    _, frames = await sse_turn(world["client"], start(world, agent))
+
+    assert next(f for f in frames if f["type"] == "error")["code"] == "doom_loop"
+    run = await AgentRun.objects.aget(id=frames[0]["runId"])
+    assert run.stop_reason == "doom_loop" and run.status == "error"
+
+
+# --- websocket ---------------------------------------------------------------------------------
+
+
+async def test_websocket_agent_turn_streams_the_same_frames(world, agent, scripted):
+    scripted.turns += [
+        [tool_call("get_entity_edges", {"entity_id": "paris"}, id="w1")],
+        text("Paris ", "is in France."),
+    ]
+    communicator = await ws_connect(world["user"])
+
+    frames = await ws_turn(communicator, {"type": "chat.message", **start(world, agent)})
+
+    assert types(frames) == ["meta", "mcp_tool", "mcp_tool", "token", "token", "done"]
+    assert tokens(frames) == "Paris is in France."
+    assert [f["seq"] for f in frames] == [1, 2, 3, 4, 5, 6]
+    await communicator.disconnect()
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        "{not json",
+        json.dumps([1]),
+        json.dumps({"type": "chat.nope"}),
+        json.dumps({"type": "chat.message"}),
+        json.dumps({"type": "chat.subscribe"}),
+    ],
+)
+async def test_websocket_malformed_input_gets_invalid_request_and_stays_open(world, raw):
+    communicator = await ws_connect(world["user"])
+
+    await communicator.send_to(text_data=raw)
+    frame = await communicator.receive_json_from(timeout=5)
+    await communicator.send_to(text_data=json.dumps({"type": "chat.nope"}))
+    again = await communicator.receive_json_from(timeout=5)
+
+    assert frame["type"] == "error" and frame["code"] == "invalid_request"
+    assert again["code"] == "invalid_request"
+    await communicator.disconnect()
+
+
+async def test_websocket_invalid_agent_definition_gets_the_rest_code(world, scripted):
+    communicator = await ws_connect(world["user"])
+
+    frames = await ws_turn(
+        communicator,
+        {
+            "type": "chat.message",
+            "message": "hi",
+            "projectId": str(world["project"].id),
+            "agentDefinitionId": "00000000-0000-0000-0000-000000000000",
+        },
+    )
+
+    assert frames == [
+        {"type": "error", "error": "agent definition not found", "code": "agent_definition_not_found"}
+    ]
+    assert not await Conversation.objects.aexists()
+    await communicator.disconnect()
+
+
+async def test_websocket_without_session_is_closed_4401():
+    communicator = WebsocketCommunicator(application, "/ws/chat/", headers=[(b"origin", b"http://127.0.0.1")])
+
+    connected, _ = await communicator.connect()
+    closed = await communicator.receive_output(timeout=5)
+
+    assert connected
+    assert closed == {"type": "websocket.close", "code": 4401}
+
+
+async def test_websocket_refuses_another_users_conversation(world, agent, scripted):
+    scripted.turns += [text("private")]
+    _, frames = await sse_turn(world["client"], start(world, agent))
+    stranger = await adb(make_user)()
+    communicator = await ws_connect(stranger)
+
+    await communicator.send_json_to({"type": "chat.subscribe", "conversationId": frames[0]["conversationId"]})
+    refused = await communicator.receive_json_from(timeout=5)
+    sent = await ws_turn(
+        communicator, {"type": "chat.message", "message": "x", "conversationId": frames[0]["conversationId"]}
+    )
+
+    assert refused["code"] == "conversation_not_found"
+    assert sent[0]["code"] == "conversation_not_found"
+    await communicator.disconnect()
+
+
+async def test_cancel_stops_the_run_and_ends_the_turn(world, agent, scripted):
+    scripted.turns += [[text("Thinking ")[0], Delay(5), *text("never")]]
+    communicator = await ws_connect(world["user"])
+    await communicator.send_json_to({"type": "chat.message", **start(world, agent)})
+    meta = await communicator.receive_json_from(timeout=5)
+    first_token = await communicator.receive_json_from(timeout=5)
+
+    await communicator.send_json_to({"type": "chat.cancel", "conversationId": meta["conversationId"]})
+    rest = []
+    while not rest or rest[-1]["type"] != "done":
+        rest.append(await communicator.receive_json_from(timeout=5))
+
+    assert first_token["token"] == "Thinking "
+    assert [f["type"] for f in rest] == ["error", "done"] and rest[0]["code"] == "cancelled"
+    run = await AgentRun.objects.aget(id=meta["runId"])
+    assert run.status == "cancelled"
+    answer = await Message.objects.aget(id=rest[-1]["messageId"])
+    assert answer.content == "Thinking " and answer.retrieval_context["stop_reason"] == "cancelled"
+    await communicator.disconnect()
+
+
+async def test_subscribe_after_seq_replays_the_running_turn_in_a_second_socket(world, agent, scripted):
+    scripted.turns += [[*text("one ", "two "), Delay(0.3), *text("three")]]
+    first = await ws_connect(world["user"])
+    await first.send_json_to({"type": "chat.message", **start(world, agent)})
+    meta = await first.receive_json_from(timeout=5)
+    await first.receive_json_from(timeout=5)
+
+    second = await ws_connect(world["user"])
+    await second.send_json_to(
+        {"type": "chat.subscribe", "conversationId": meta["conversationId"], "afterSeq": 1}
+    )
+    replayed = []
+    while not replayed or replayed[-1]["type"] != "done":
+        replayed.append(await second.receive_json_from(timeout=5))
+
+    assert [f["seq"] for f in replayed] == [2, 3, 4, 5]
+    assert tokens(replayed) == "one two three"
+    await first.disconnect()
+    await second.disconnect()
+
+
+async def test_closing_the_socket_does_not_lose_the_turn(world, agent, scripted):
+    scripted.turns += [[*text("slow "), Delay(0.3), *text("answer")]]
+    communicator = await ws_connect(world["user"])
+    await communicator.send_json_to({"type": "chat.message", **start(world, agent)})
+    meta = await communicator.receive_json_from(timeout=5)
+
+    await communicator.disconnect()
+    from apps.chat.services import turn_wait_all
+
+    await turn_wait_all()
+
+    rows = [
+        m.content
+        async for m in Message.objects.filter(conversation_id=meta["conversationId"]).order_by("created_at")
+    ]
+    assert rows[-1] == "slow answer"
+
+
+# --- invariants (conversation-state.spec.md) ---------------------------------------------------
+
+
+async def test_messages_are_append_only(world, agent, scripted):
+    scripted.turns.append(text("fixed"))
+    _, frames = await sse_turn(world["client"], start(world, agent))
+
+    def overwrite():
+        with pytest.raises((IntegrityError, InternalError)):
+            Message.objects.filter(id=frames[-1]["messageId"]).update(content="changed")
+        connection.close()
+
+    await sync_to_async(overwrite)()
+
+    assert (await Message.objects.aget(id=frames[-1]["messageId"])).content == "fixed"
+
+
+async def test_messages_have_unique_stable_ids_in_chronological_order(world, agent, scripted):
+    scripted.turns += [text("a1"), text("a2"), text("a3")]
+    _, frames = await sse_turn(world["client"], start(world, agent, "q1"))
+    conversation_id = frames[0]["conversationId"]
+    ids_before = [
+        m.id async for m in Message.objects.filter(conversation_id=conversation_id).order_by("created_at")
+    ]
+    await sse_turn(world["client"], {"message": "q2", "conversationId": conversation_id})
+    await sse_turn(world["client"], {"message": "q3", "conversationId": conversation_id})
+
+    rows = [
+        m async for m in Message.objects.filter(conversation_id=conversation_id).order_by("created_at", "id")
+    ]
+
+    assert [r.content for r in rows] == ["q1", "a1", "q2", "a2", "q3", "a3"]
+    assert [r.id for r in rows[:2]] == ids_before
+    assert len({r.id for r in rows}) == 6
+
+
+async def test_greeting_is_answered_in_chat_mode_without_tools(world, agent, scripted):
+    scripted.turns.append(text("Hello! How can I help with the graph?"))
+
+    _, frames = await sse_turn(world["client"], start(world, agent, "hello, how are you?"))
+
+    assert "mcp_tool" not in types(frames)
+    rows = [m.role async for m in Message.objects.filter(conversation_id=frames[0]["conversationId"])]
+    assert sorted(rows) == ["assistant", "user"]
