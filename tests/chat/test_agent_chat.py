@@ -89,7 +89,7 @@ async def test_continue_existing_agent_backed_conversation_ignores_agent_in_requ
 
 
 @pytest.mark.parametrize("which", ["unknown", "other-project", "not-a-uuid"])
-async def test_invalid_agent_definition_returns_400_and_creates_nothing(world, scripted, which):
+async def test_invalid_agent_definition_id_returns_400_and_creates_nothing(world, scripted, which):
     if which == "unknown":
         definition_id = "00000000-0000-0000-0000-000000000000"
     elif which == "other-project":
@@ -164,29 +164,76 @@ async def test_tool_call_error_event_is_not_fatal(world, agent, scripted):
     assert "error" not in types(frames)
 
 
-async def test_dual_persistence_of_an_agent_turn(world, agent, scripted):
+async def _search_turn(world, agent, scripted):
     scripted.turns += [[tool_call("hybrid_search", {"query": "Paris"}, id="s1")], text("Found Paris.")]
-
     _, frames = await sse_turn(world["client"], start(world, agent))
-
-    run_id = frames[-1]["runId"]
     rows = [
         m
         async for m in Message.objects.filter(conversation_id=frames[0]["conversationId"]).order_by(
             "created_at"
         )
     ]
+    return frames, rows
+
+
+async def test_user_message_persisted_to_chat_tables(world, agent, scripted):
+    frames, rows = await _search_turn(world, agent, scripted)
+
+    assert (rows[0].role, rows[0].content) == ("user", "Which country is Paris the capital of?")
+    assert frames[0]["messageId"] == str(rows[0].id)
+
+
+async def test_assistant_response_persisted_to_chat_tables(world, agent, scripted):
+    frames, rows = await _search_turn(world, agent, scripted)
+
     assert [r.role for r in rows] == ["user", "assistant", "tool", "assistant"]
-    assert rows[0].content == "Which country is Paris the capital of?"
     assert rows[1].tool_calls[0]["id"] == "s1" and rows[1].tool_calls[0]["name"] == "hybrid_search"
     assert rows[2].tool_calls[0]["id"] == "s1"
-    assert rows[3].content == "Found Paris." and rows[3].retrieval_context == {"agent_run_id": run_id}
-    run = await AgentRun.objects.aget(id=run_id)
-    assert run.status == "success" and run.step_count == 2
+    assert rows[3].content == "Found Paris."
+    assert rows[3].retrieval_context == {"agent_run_id": frames[-1]["runId"]}
+    assert frames[-1]["messageId"] == str(rows[3].id)
+
+
+async def test_agent_execution_trace_persisted_to_agent_tables(world, agent, scripted):
+    frames, _ = await _search_turn(world, agent, scripted)
+
+    run = await AgentRun.objects.aget(id=frames[-1]["runId"])
+    assert run.status == "success" and run.step_count == 2 and run.completed_at is not None
     calls = [c async for c in AgentRunToolCall.objects.filter(run=run)]
     assert [(c.tool_name, c.call_id, c.input) for c in calls] == [("hybrid_search", "s1", {"query": "Paris"})]
     assert any(r["key"] == "paris" for r in calls[0].output["results"])
-    assert await AgentRunMessage.objects.filter(run=run).acount() >= 3
+    roles = [m.role async for m in AgentRunMessage.objects.filter(run=run).order_by("created_at")]
+    assert roles == ["user", "assistant", "tool", "assistant"]
+
+
+async def test_tool_call_started_event_carries_tool_and_input(world, agent, scripted):
+    scripted.turns += [[tool_call("list_entity_types", {}, id="t1")], text("Two types.")]
+
+    _, frames = await sse_turn(world["client"], start(world, agent))
+
+    started = next(f for f in frames if f["type"] == "mcp_tool")
+    assert started == {
+        "type": "mcp_tool",
+        "seq": 2,
+        "tool": "list_entity_types",
+        "callId": "t1",
+        "status": "started",
+        "input": {},
+    }
+
+
+async def test_tool_call_completed_event_carries_the_tool_output(world, agent, scripted):
+    scripted.turns += [[tool_call("list_entity_types", {}, id="t1")], text("Two types.")]
+
+    _, frames = await sse_turn(world["client"], start(world, agent))
+
+    completed = [f for f in frames if f["type"] == "mcp_tool"][1]
+    assert completed["status"] == "completed" and completed["tool"] == "list_entity_types"
+    assert sorted(completed["result"]["types"], key=lambda t: t["type"]) == [
+        {"type": "City", "count": 1},
+        {"type": "Country", "count": 1},
+    ]
+    assert "input" not in completed and "error" not in completed
 
 
 async def test_tool_results_are_real_graph_data(world, agent, scripted):
@@ -213,7 +260,7 @@ async def test_first_message_in_conversation_goes_alone(world, agent, scripted):
     assert sent == [("user", "hello")]
 
 
-async def test_load_conversation_history_and_tool_results_appear_in_subsequent_context(
+async def test_load_conversation_history_for_agent_and_tool_results_appear_in_subsequent_context(
     world, agent, scripted
 ):
     scripted.turns += [
@@ -250,7 +297,7 @@ async def test_conversation_history_respects_turn_limit(world, agent, scripted):
 # --- failures and limits -----------------------------------------------------------------------
 
 
-async def test_llm_failure_ends_with_error_and_done_without_message(world, agent, scripted):
+async def test_llm_failure_propagates_with_error_and_done_without_message(world, agent, scripted):
     scripted.turns.append(error("quota exceeded", status=429))
 
     _, frames = await sse_turn(world["client"], start(world, agent))
