@@ -1,0 +1,13 @@
+"""Page routes of the chat app (PROTOCOL §5)."""
+
+from django.urls import path
+
+from apps.chat import views
+
+app_name = "chat"
+
+urlpatterns = [
+    path("", views.index, name="index"),
+    path("chat/", views.chat_page, name="new"),
+    path("chat/<uuid:conversation_id>/", views.chat_page, name="conversation"),
+]

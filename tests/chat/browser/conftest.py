@@ -1,0 +1,151 @@
+"""Browser tests: Debian's chromium driven by Playwright against daphne on the test database.
+
+daphne runs in a forked process (``daphne.testing.DaphneProcess``, as Channels' live server test
+case does) and serves the real ASGI application: pages, static files, REST and the websocket.
+The model is the one thing replaced: every turn is forced onto ``openai/test-model`` served by
+``tests.llm_server.LLMTestServer``, a local OpenAI-compatible server whose answers each test
+queues. Test data is committed (``transactional_db``) so the server process sees it.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from functools import partial
+from typing import Any
+
+import pytest
+
+# Playwright's sync API keeps an event loop in this thread; the ORM calls made by the tests
+# themselves (factories, assertions) are plain synchronous code.
+os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+
+from channels.testing.live import make_application, set_database_connection
+from daphne.testing import DaphneProcess
+from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler
+from django.db import connections
+from playwright.sync_api import Browser, Page, expect, sync_playwright
+
+from apps.agents.models import AgentDefinition
+from tests.chat.browser.helpers import CHROMIUM, CHROMIUM_ARGS, TEST_MODEL, World
+from tests.factories import make_entity, make_project, make_relationship, make_user
+from tests.llm_server import LLMTestServer
+
+expect.set_options(timeout=15_000)
+
+
+@pytest.fixture(autouse=True)
+def _close_connections_of_async_threads() -> Iterator[None]:
+    """Replace the root conftest's async fixture: Playwright's sync API owns this thread's loop."""
+    yield
+
+
+@pytest.fixture(scope="session")
+def llm_server() -> Iterator[LLMTestServer]:
+    with LLMTestServer() as server:
+        yield server
+
+
+@pytest.fixture(autouse=True)
+def _empty_llm_queue(request: pytest.FixtureRequest) -> Iterator[None]:
+    yield
+    if "llm_server" in request.fixturenames:
+        server: LLMTestServer = request.getfixturevalue("llm_server")
+        with server._lock:
+            server.plans.clear()
+
+
+def _server_setup() -> None:
+    """In the server process: use the test database and report server errors on stderr."""
+    import logging
+    import sys
+
+    set_database_connection()
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("[daphne] %(levelname)s %(name)s: %(message)s"))
+    for name in ("django.request", "kgchat", "apps"):
+        logging.getLogger(name).addHandler(handler)
+        logging.getLogger(name).setLevel(logging.WARNING)
+
+
+@pytest.fixture(scope="session")
+def live_server_url(
+    django_db_setup: None, django_db_blocker: Any, llm_server: LLMTestServer
+) -> Iterator[str]:
+    """daphne serving the app on the test database, every model forced onto the test server."""
+    from django.conf import settings
+
+    settings.KGCHAT_MODEL = TEST_MODEL
+    settings.OPENAI_BASE_URL = llm_server.base_url
+    settings.OPENAI_API_KEY = "test-key"
+    # Fork while database access is unblocked: the server process inherits pytest-django's blocker.
+    with django_db_blocker.unblock():
+        connections.close_all()
+        process = DaphneProcess(
+            "127.0.0.1",
+            partial(make_application, static_wrapper=ASGIStaticFilesHandler),
+            setup=_server_setup,
+        )
+        process.start()
+    if not process.ready.wait(timeout=60):
+        process.terminate()
+        raise RuntimeError("daphne did not start")
+    yield f"http://127.0.0.1:{process.port.value}"
+    process.terminate()
+    process.join(timeout=10)
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator[Browser]:
+    if not os.path.exists(CHROMIUM):
+        pytest.fail(f"{CHROMIUM} is missing: run scripts/system_deps.sh (make test does)")
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def page(browser: Browser) -> Iterator[Page]:
+    context = browser.new_context(viewport={"width": 1280, "height": 860})
+    page = context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    yield page
+    context.close()
+    assert not errors, f"JavaScript errors on the page: {errors}"
+
+
+@pytest.fixture
+def world(transactional_db: None) -> World:
+    user = make_user("ada")
+    project = make_project(owner=user, name="Atlas")
+    e = {
+        "france": make_entity(
+            project, "france", type="Country", name="France", description="A country in Europe"
+        ),
+        "paris": make_entity(
+            project,
+            "paris",
+            type="City",
+            name="Paris",
+            description="Capital of France",
+            properties={"population": 2_100_000},
+        ),
+        "lyon": make_entity(project, "lyon", type="City", name="Lyon", description="A city on the Rhône"),
+        "euro": make_entity(project, "euro", type="Currency", name="Euro", description="The euro"),
+    }
+    make_relationship(project, e["paris"], "CAPITAL_OF", e["france"])
+    make_relationship(project, e["lyon"], "LOCATED_IN", e["france"])
+    make_relationship(project, e["france"], "USES_CURRENCY", e["euro"])
+    agent = AgentDefinition.objects.create(
+        project=project,
+        name="graph-query-agent",
+        description="Answers questions by calling the graph tools.",
+        system_prompt="You answer questions about the knowledge graph using the tools.",
+        model={"name": TEST_MODEL, "temperature": 0.1},
+        tools=["get_entity_edges", "traverse_graph", "hybrid_search", "search_entities"],
+        is_default=True,
+        max_steps=6,
+    )
+    return World(user=user, project=project, agent=agent, e=e)
