@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import copy
 import json
+import time
+import uuid
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
+
+from django.conf import settings
 
 from apps.agents.defaults import CITATION_INSTRUCTIONS
 from apps.agents.executor import (
@@ -19,6 +23,7 @@ from apps.agents.executor import (
 )
 from apps.agents.history import HistoryMessage
 from apps.agents.llm.base import Provider
+from apps.agents.models import AgentRun, RunStatus
 from apps.chat.citations import CitationFilter
 from apps.chat.frames import AnyFrame, DoneFrame, ErrorFrame, McpToolFrame, TokenFrame
 from apps.chat.models import Message, MessageRole
@@ -28,17 +33,34 @@ if TYPE_CHECKING:
 
 # Statuses whose partial answer is kept as the assistant message, with the stop reason.
 KEEP_PARTIAL = {"max_steps", "doom_loop", "cancelled"}
-MAX_TOOL_RESULT_CHARS = 200_000
 
 Emit = Callable[[AnyFrame], Awaitable[None]]
 
 
 def _bounded(value: Any) -> Any:
     """Tool output as sent to the browser: very large results are cut (the audit keeps them whole)."""
+    limit = settings.KGCHAT_FRAME_RESULT_MAX_CHARS
     text = json.dumps(value, default=str, ensure_ascii=False)
-    if len(text) <= MAX_TOOL_RESULT_CHARS:
+    if len(text) <= limit:
         return value
-    return {"truncated": True, "preview": text[:MAX_TOOL_RESULT_CHARS]}
+    return {"truncated": True, "preview": text[:limit]}
+
+
+class PartialTextSaver:
+    """Save the streamed text on the run now and then, so a crash does not lose what was shown."""
+
+    def __init__(self, run_id: uuid.UUID, every_seconds: float = 1.0) -> None:
+        self.run_id = run_id
+        self.every = every_seconds
+        self.last = time.monotonic()
+
+    async def maybe_save(self, parts: list[str]) -> None:
+        now = time.monotonic()
+        if now - self.last >= self.every:
+            self.last = now
+            await AgentRun.objects.filter(id=self.run_id, status=RunStatus.RUNNING).aupdate(
+                final_text="".join(parts)
+            )
 
 
 def _chat_rows(turn: _Turn, messages: list[HistoryMessage]) -> list[Message]:
@@ -74,11 +96,13 @@ async def run_agent_turn(turn: _Turn, provider: Provider | None, *, emit: Emit) 
     known = await _known_entities(turn.conversation.id)
     citations = CitationFilter(known)
     parts: list[str] = []
+    saver = PartialTextSaver(turn.run_id)
 
     async def send_text(text: str) -> None:
         if text:
             parts.append(text)
             await emit(TokenFrame(token=text))
+            await saver.maybe_save(parts)
 
     async def on_event(event: StreamEvent) -> None:
         if isinstance(event, TextDelta):
@@ -124,14 +148,17 @@ async def run_agent_turn(turn: _Turn, provider: Provider | None, *, emit: Emit) 
         )
     )
     await send_text(citations.flush())
+    stop_reason = "timeout" if turn.timed_out else result.stop_reason
+    if turn.timed_out:
+        await AgentRun.objects.filter(id=turn.run_id).aupdate(status=RunStatus.ERROR, stop_reason="timeout")
 
     if result.status == "success" or result.stop_reason in KEEP_PARTIAL:
-        if result.status != "success" and not parts and result.stop_reason == "cancelled":
+        if result.status != "success" and not parts and stop_reason in {"cancelled", "timeout"}:
             await emit(DoneFrame(messageId=None, runId=run_id))
             return
         context: dict[str, Any] = {"agent_run_id": run_id}
         if result.status != "success":
-            context["stop_reason"] = result.stop_reason
+            context["stop_reason"] = stop_reason
         message = await _persist_assistant(
             turn,
             content="".join(parts),

@@ -62,6 +62,13 @@ class InvalidMessage(ServiceError):
     code = "invalid_request"
 
 
+class RateLimited(ServiceError):
+    """too many turns"""
+
+    status = 429
+    code = "rate_limited"
+
+
 class TurnInProgress(ServiceError):
     """a turn is already running in this conversation"""
 
@@ -115,6 +122,7 @@ class _Turn:
     model: str
     seq: int = 0
     bus: FrameBus = field(default_factory=get_bus)
+    timed_out: bool = False
 
 
 def _validate_message(message: object) -> str:
@@ -142,6 +150,18 @@ def _release(conversation_id: uuid.UUID, turn_id: uuid.UUID) -> None:
     )
 
 
+def _check_rate(principal: Principal) -> None:
+    limit = settings.KGCHAT_TURNS_PER_MINUTE
+    if limit <= 0:
+        return
+    since = timezone.now() - timedelta(minutes=1)
+    recent = Message.objects.filter(
+        role=MessageRole.USER, conversation__user_id=principal.user_id, created_at__gte=since
+    ).count()
+    if recent >= limit:
+        raise RateLimited(f"at most {limit} messages a minute; try again shortly")
+
+
 @sync_to_async
 def _prepare(
     *,
@@ -152,6 +172,7 @@ def _prepare(
     agent_definition_id: object,
 ) -> _Turn:
     turn_id = uuid.uuid4()
+    _check_rate(principal)
     with transaction.atomic():
         if conversation_id:
             conversation = selectors.conversation_get(principal=principal, conversation_id=conversation_id)
@@ -207,6 +228,7 @@ async def turn_start(
     project, 409 turn in progress) before anything is persisted or streamed.
     """
     text = _validate_message(message)
+    await recover_once()
     if conversation_id and not parse_uuid(conversation_id):
         raise selectors.ConversationNotFound()
     turn = await _prepare(
@@ -242,6 +264,11 @@ async def turn_wait_all() -> None:
 
 
 async def _emit(turn: _Turn, frame: AnyFrame) -> None:
+    if turn.timed_out and isinstance(frame, ErrorFrame) and frame.code == "cancelled":
+        frame = ErrorFrame(
+            error=f"the turn took longer than {settings.KGCHAT_TURN_TIMEOUT_SECONDS} s and was stopped",
+            code="timeout",
+        )
     turn.seq += 1
     frame.seq = turn.seq
     await turn.bus.publish(str(turn.conversation.id), frame)
@@ -292,6 +319,13 @@ async def _persist_assistant(
 
 async def _run_turn(turn: _Turn, provider: Provider | None) -> None:
     conversation_key = str(turn.conversation.id)
+    cancel = turn.bus.cancel_signal(conversation_key)
+
+    def time_out() -> None:
+        turn.timed_out = True
+        cancel.set()
+
+    watchdog = asyncio.get_running_loop().call_later(settings.KGCHAT_TURN_TIMEOUT_SECONDS, time_out)
     try:
         await _emit(
             turn,
@@ -314,6 +348,7 @@ async def _run_turn(turn: _Turn, provider: Provider | None) -> None:
         await _emit(turn, ErrorFrame(error="the turn failed unexpectedly", code="internal_error"))
         await _emit(turn, DoneFrame(messageId=None, runId=str(turn.run_id) if turn.run_id else None))
     finally:
+        watchdog.cancel()
         try:
             await sync_to_async(_release)(turn.conversation.id, turn.turn_id)
         finally:
@@ -385,6 +420,7 @@ async def _run_plain_turn(turn: _Turn, provider: Provider | None) -> None:
         return
     await send(citations.flush())
     text = "".join(parts)
+    stop_reason = "timeout" if turn.timed_out else "cancelled"
     if cancelled:
         await _emit(turn, ErrorFrame(error="the turn was cancelled", code="cancelled"))
         if not text:
@@ -396,7 +432,7 @@ async def _run_plain_turn(turn: _Turn, provider: Provider | None) -> None:
         "entities": [{k: e[k] for k in ("id", "key", "type", "name")} for e in retrieval.entities],
     }
     if cancelled:
-        context["stop_reason"] = "cancelled"
+        context["stop_reason"] = stop_reason
     message = await _persist_assistant(
         turn, content=text, retrieval_context=context, citations=citations.citations, extra=[]
     )
@@ -405,3 +441,18 @@ async def _run_plain_turn(turn: _Turn, provider: Provider | None) -> None:
 
 def frame_json(frame: AnyFrame) -> str:
     return json.dumps(frame.wire(), ensure_ascii=False)
+
+
+# --- crash recovery --------------------------------------------------------------------------
+
+_recovered = False
+
+
+async def recover_once() -> None:
+    """Recover turns orphaned by dead processes, once per process (before its first turn)."""
+    global _recovered
+    if not _recovered:
+        _recovered = True
+        from apps.chat.recovery import interrupted_turns_recover
+
+        await sync_to_async(interrupted_turns_recover)()

@@ -130,6 +130,14 @@ KGCHAT_CHAT_MODEL = os.environ.get("KGCHAT_CHAT_MODEL", "gemini-2.0-flash")
 KGCHAT_EMBEDDINGS = os.environ.get("KGCHAT_EMBEDDINGS", "")
 KGCHAT_MAX_MESSAGE_CHARS = env_int("KGCHAT_MAX_MESSAGE_CHARS", 32000)
 KGCHAT_IMPORT_MAX_BYTES = env_int("KGCHAT_IMPORT_MAX_BYTES", 50 * 1024 * 1024)
+# Largest tool result (JSON characters) sent to the model; longer lists are halved until it fits.
+KGCHAT_TOOL_RESULT_MAX_CHARS = env_int("KGCHAT_TOOL_RESULT_MAX_CHARS", 40_000)
+# Largest tool result sent to browsers in an mcp_tool frame (the audit trail keeps it whole).
+KGCHAT_FRAME_RESULT_MAX_CHARS = env_int("KGCHAT_FRAME_RESULT_MAX_CHARS", 200_000)
+# Turns a user may start per minute (across all processes); 0 disables the limit.
+KGCHAT_TURNS_PER_MINUTE = env_int("KGCHAT_TURNS_PER_MINUTE", 30)
+# A turn running longer than this is stopped with an error frame of code "timeout".
+KGCHAT_TURN_TIMEOUT_SECONDS = env_int("KGCHAT_TURN_TIMEOUT_SECONDS", 300)
 OPENAI_BASE_URL = os.environ.get("OPENAI_BASE_URL", "")
 OPENAI_API_KEY = os.environ.get("OPENAI_API_KEY", "")
 OLLAMA_BASE_URL = os.environ.get("OLLAMA_BASE_URL", "http://127.0.0.1:11434/v1")

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 import uuid
 from typing import Any
 
+from django.conf import settings
 from google.adk.agents.readonly_context import ReadonlyContext
 from google.adk.tools.base_tool import BaseTool
 from google.adk.tools.mcp_tool.mcp_session_manager import (
@@ -49,9 +51,38 @@ class GraphAdkTool(BaseTool):
 
     async def run_async(self, *, args: dict[str, Any], tool_context: ToolContext) -> Any:
         try:
-            return await tool_call(project_id=self.project_id, name=self.name, arguments=args)
+            result = await tool_call(project_id=self.project_id, name=self.name, arguments=args)
         except ServiceError as exc:
             return {"error": exc.message, "code": exc.code}
+        return shrink_result(result, max_chars=settings.KGCHAT_TOOL_RESULT_MAX_CHARS)
+
+
+def _size(value: Any) -> int:
+    return len(json.dumps(value, default=str, ensure_ascii=False))
+
+
+def shrink_result(result: Any, *, max_chars: int) -> Any:
+    """Cap what the model is sent: halve the longest lists of a large result until it fits.
+
+    The model is told the result was shortened (``truncated``) so it can ask for less; the
+    audit trail and the browser get the result as the tool returned it.
+    """
+    if max_chars <= 0 or _size(result) <= max_chars:
+        return result
+    if isinstance(result, dict):
+        shrunk = dict(result)
+        while _size(shrunk) > max_chars:
+            lists = [(len(v), k) for k, v in shrunk.items() if isinstance(v, list) and v]
+            if not lists:
+                break
+            _, key = max(lists)
+            shrunk[key] = shrunk[key][: len(shrunk[key]) // 2]
+        shrunk["truncated"] = True
+        shrunk["note"] = "result shortened to fit the context; ask for fewer results or narrow the query"
+        if _size(shrunk) <= max_chars:
+            return shrunk
+    text = json.dumps(result, default=str, ensure_ascii=False)
+    return {"truncated": True, "preview": text[:max_chars]}
 
 
 def graph_tools(names: list[str], *, project_id: uuid.UUID) -> list[BaseTool]:

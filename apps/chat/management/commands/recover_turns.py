@@ -1,0 +1,11 @@
+from django.core.management.base import BaseCommand
+
+from apps.chat.recovery import interrupted_turns_recover
+
+
+class Command(BaseCommand):
+    help = "Mark agent runs and turns left running by stopped server processes as interrupted."
+
+    def handle(self, *args: object, **options: object) -> None:
+        closed = interrupted_turns_recover()
+        self.stdout.write(f"{closed} interrupted run(s) recovered")

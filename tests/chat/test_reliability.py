@@ -1,0 +1,183 @@
+"""Limits and crash safety of turns (issue 7): rate limit, timeout, result caps, recovery, failed writes."""
+
+import os
+import socket
+from datetime import timedelta
+
+import pytest
+from django.db import DatabaseError
+from django.utils import timezone
+
+from apps.agents.adk.tools import shrink_result
+from apps.agents.definitions import default_agents_install
+from apps.agents.llm.scripted import Delay, text, tool_call
+from apps.agents.models import AgentDefinition, AgentRun
+from apps.chat.models import Conversation, Message
+from apps.chat.recovery import interrupted_turns_recover, worker_is_dead
+from tests.chat.conftest import sse_turn, tokens, types
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def agent(world):
+    default_agents_install(project=world["project"])
+    return AgentDefinition.objects.get(project=world["project"], name="graph-query-agent")
+
+
+def start(world, agent, message="Where is Paris?"):
+    return {"message": message, "projectId": str(world["project"].id), "agentDefinitionId": str(agent.id)}
+
+
+async def test_turns_over_the_rate_limit_get_429_and_nothing_persisted(world, agent, scripted, settings):
+    settings.KGCHAT_TURNS_PER_MINUTE = 2
+    scripted.turns += [text("a"), text("b"), text("c")]
+    await sse_turn(world["client"], start(world, agent))
+    await sse_turn(world["client"], start(world, agent))
+
+    status, body = await sse_turn(world["client"], start(world, agent))
+
+    assert status == 429 and body["code"] == "rate_limited"
+    assert await Conversation.objects.acount() == 2
+    assert await Message.objects.filter(role="user").acount() == 2
+
+
+async def test_a_turn_past_its_timeout_ends_with_timeout_and_keeps_what_was_said(
+    world, agent, scripted, settings
+):
+    settings.KGCHAT_TURN_TIMEOUT_SECONDS = 1
+    scripted.turns.append([*text("Partial "), Delay(10), *text("never")])
+
+    _, frames = await sse_turn(world["client"], start(world, agent))
+
+    assert types(frames) == ["meta", "token", "error", "done"]
+    assert frames[2]["code"] == "timeout"
+    answer = await Message.objects.aget(id=frames[-1]["messageId"])
+    assert answer.content == tokens(frames) == "Partial "
+    assert answer.retrieval_context["stop_reason"] == "timeout"
+    run = await AgentRun.objects.aget(id=frames[0]["runId"])
+    assert (run.status, run.stop_reason) == ("error", "timeout")
+
+
+async def test_plain_turn_timeout_without_text_writes_no_answer(world, scripted, settings):
+    settings.KGCHAT_TURN_TIMEOUT_SECONDS = 1
+    scripted.turns.append([Delay(10), *text("never")])
+
+    _, frames = await sse_turn(world["client"], {"message": "hi", "projectId": str(world["project"].id)})
+
+    assert types(frames) == ["meta", "error", "done"]
+    assert frames[1]["code"] == "timeout" and frames[2]["messageId"] is None
+
+
+async def test_a_failed_database_write_ends_the_turn_with_an_error_and_no_half_written_turn(
+    world, agent, scripted, monkeypatch
+):
+    scripted.turns += [[tool_call("hybrid_search", {"query": "Paris"}, id="x")], text("answer")]
+    original = Message.objects.create
+
+    def failing_create(**kwargs):
+        if kwargs.get("role") == "assistant":
+            raise DatabaseError("disk full")
+        return original(**kwargs)
+
+    monkeypatch.setattr(Message.objects, "create", failing_create)
+
+    _, frames = await sse_turn(world["client"], start(world, agent))
+
+    assert types(frames)[-2:] == ["error", "done"]
+    assert frames[-2]["code"] == "internal_error" and frames[-1]["messageId"] is None
+    roles = [m.role async for m in Message.objects.filter(conversation_id=frames[0]["conversationId"])]
+    assert roles == ["user"]
+    conversation = await Conversation.objects.aget(id=frames[0]["conversationId"])
+    assert conversation.active_turn_id is None
+
+
+def test_large_tool_results_are_shrunk_for_the_model():
+    result = {"results": [{"id": str(i), "name": "x" * 100} for i in range(1000)], "total": 1000}
+
+    shrunk = shrink_result(result, max_chars=5_000)
+
+    assert shrunk["truncated"] is True and shrunk["total"] == 1000
+    assert 0 < len(shrunk["results"]) < 1000
+    assert len(__import__("json").dumps(shrunk)) <= 5_000
+    assert shrink_result({"a": 1}, max_chars=5_000) == {"a": 1}
+
+
+def test_worker_liveness():
+    me = f"{socket.gethostname()}:{os.getpid()}"
+    now = timezone.now()
+
+    assert not worker_is_dead(me, now)
+    assert worker_is_dead(f"{socket.gethostname()}:4194303", now)
+    assert not worker_is_dead("other-host:1", now)
+    assert worker_is_dead("other-host:1", now - timedelta(hours=1))
+
+
+def test_runs_of_a_dead_process_are_marked_interrupted_with_their_partial_text(world, agent):
+    conversation = Conversation.objects.create(
+        project=world["project"], user=world["user"], agent_definition=agent
+    )
+    Message.objects.create(conversation=conversation, role="user", content="question")
+    dead = f"{socket.gethostname()}:4194303"
+    orphan = AgentRun.objects.create(
+        project=world["project"],
+        agent_definition=agent,
+        conversation_id=conversation.id,
+        worker=dead,
+        final_text="Half an ans",
+    )
+    alive = AgentRun.objects.create(
+        project=world["project"], agent_definition=agent, worker=f"{socket.gethostname()}:{os.getpid()}"
+    )
+    Conversation.objects.filter(id=conversation.id).update(
+        active_turn_id=orphan.id, active_turn_started_at=timezone.now(), active_turn_worker=dead
+    )
+
+    closed = interrupted_turns_recover()
+
+    orphan.refresh_from_db()
+    alive.refresh_from_db()
+    conversation.refresh_from_db()
+    assert closed == 1
+    assert (orphan.status, orphan.stop_reason) == ("interrupted", "interrupted") and orphan.completed_at
+    assert alive.status == "running"
+    assert conversation.active_turn_id is None
+    answer = Message.objects.get(conversation=conversation, role="assistant")
+    assert answer.content == "Half an ans"
+    assert answer.retrieval_context == {"agent_run_id": str(orphan.id), "stop_reason": "interrupted"}
+    assert interrupted_turns_recover() == 0
+
+
+async def test_a_stale_claim_does_not_block_the_conversation_forever(world, scripted):
+    scripted.turns += [text("first"), text("second")]
+    _, frames = await sse_turn(world["client"], {"message": "hi", "projectId": str(world["project"].id)})
+    conversation_id = frames[0]["conversationId"]
+    await Conversation.objects.filter(id=conversation_id).aupdate(
+        active_turn_id=frames[0]["messageId"],
+        active_turn_started_at=timezone.now() - timedelta(hours=1),
+        active_turn_worker="gone-host:1",
+    )
+
+    status, again = await sse_turn(world["client"], {"message": "again", "conversationId": conversation_id})
+
+    assert status == 200 and tokens(again) == "second"
+
+
+async def test_sse_client_disconnect_does_not_lose_the_turn(world, agent, scripted):
+    scripted.turns.append([*text("one "), Delay(0.3), *text("two")])
+    response = await world["client"].post(
+        "/api/chat/stream", start(world, agent), content_type="application/json"
+    )
+    stream = response.streaming_content.__aiter__()
+    first = await stream.__anext__()
+    await stream.aclose()
+    from apps.chat.services import turn_wait_all
+
+    await turn_wait_all()
+
+    conversation_id = __import__("json").loads(first.decode().split("data: ", 1)[1])["conversationId"]
+    contents = [
+        m.content
+        async for m in Message.objects.filter(conversation_id=conversation_id).order_by("created_at")
+    ]
+    assert contents[-1] == "one two"
