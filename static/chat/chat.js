@@ -284,6 +284,7 @@
       this.chips = new Map();
       this.results = [];
       this.citations = [];
+      this.linkable = [];
       this.finished = false;
       this.dirty = new Set();
 
@@ -391,6 +392,7 @@
       const graph = KGGraph.collect(this.results);
       graph.nodes.forEach(add);
       this.citations.forEach(add);
+      this.linkable.forEach(add);
       return names;
     }
 
@@ -567,6 +569,8 @@
         }
         const ctx = m.retrievalContext || {};
         if (ctx.agent_run_id) turn.runId = ctx.agent_run_id;
+        // Plain chats keep what their one search found: those names link too.
+        if (Array.isArray(ctx.entities)) turn.linkable = ctx.entities;
         if (ctx.model) turn.setModel(ctx.model);
         if (Array.isArray(m.citations) && m.citations.length) turn.citations = m.citations;
         turn.el.dataset.messageId = m.id;
@@ -665,23 +669,10 @@
 
   function onFrame(frame) {
     if (frame.type === "meta") return onMeta(frame);
+    if (frame.type === "error" && typeof frame.seq !== "number") return onRequestError(frame);
     if (state.ignoring) return;
     const turn = state.turn;
-    if (!turn) {
-      // Errors before any turn began: a refused request (no done frame follows).
-      if (frame.type === "error") {
-        if (state.pending) {
-          state.pending.showError(frame);
-          state.pending.finish(null);
-          state.pending = null;
-          state.pendingCancel = false;
-          setBusy(false);
-        } else if (frame.code !== "invalid_request" || state.busy) {
-          announce("Error: " + (frame.error || frame.code));
-        }
-      }
-      return;
-    }
+    if (!turn) return;
     if (typeof frame.seq === "number") {
       if (frame.seq <= turn.lastSeq) return; // already seen (replay overlap, second delivery)
       if (frame.seq > turn.lastSeq + 1) {
@@ -717,6 +708,25 @@
       default:
         break;
     }
+  }
+
+  /* An error about a request of mine (not part of a turn): a refused message, cancel or subscribe. */
+  function onRequestError(frame) {
+    if (state.pending) {
+      state.pending.showError(frame);
+      state.pending.finish(null);
+      state.pending = null;
+      state.pendingCancel = false;
+      const bubble = ui.messages.querySelector("article.message-user.pending");
+      if (bubble) bubble.classList.replace("pending", "refused");
+      setBusy(false);
+      return;
+    }
+    if (frame.code === "not_running") {
+      if (state.turn === null) setBusy(false);
+      return;
+    }
+    announce("Error: " + (frame.error || frame.code));
   }
 
   function onMeta(frame) {
@@ -952,7 +962,7 @@
     del.type = "button";
     del.setAttribute("aria-label", `Delete “${conversationTitle(c)}”`);
     del.title = "Delete";
-    del.appendChild(el("span", null, "🗑")).setAttribute("aria-hidden", "true");
+    del.appendChild(el("span", null, "✕")).setAttribute("aria-hidden", "true");
     del.addEventListener("click", () => confirmDelete(c));
     li.append(link, rename, del);
     return li;
