@@ -20,6 +20,8 @@ from apps.graph_tools.models import TEXT_SEARCH_CONFIG
 RRF_K = 60
 # How many candidates each ranker contributes to the fusion, at least.
 FUSION_CANDIDATES = 50
+# At most this many full-text matches are ranked in hybrid_search.
+FTS_RANKED = 1000
 # HNSW search breadth: higher is better recall, slower. 100 gives recall@10 above 0.95 at 100k.
 HNSW_EF_SEARCH = 100
 
@@ -175,8 +177,7 @@ def hybrid_search(
     """Fuse three rankings with reciprocal-rank fusion (k=60): full text, name trigrams, vectors.
 
     Full text uses the query's words OR-ed (a question rarely has all its words in one entity)
-    ranked by cover density; trigrams compare the query with names (similarity, or the query
-    as a word inside the name); vectors compare the query embedding with entity embeddings of
+    ranked by cover density; trigrams rank names by similarity to the query (GiST KNN); vectors compare the query embedding with entity embeddings of
     the current model. ``score`` is the fused RRF score.
     """
     candidates = max(FUSION_CANDIDATES, limit * 2)
@@ -185,23 +186,29 @@ def hybrid_search(
         "q": query,
         "trgm_q": query[:200],
         "candidates": candidates,
+        "fts_ranked": FTS_RANKED,
         "limit": limit,
         "k": RRF_K,
     }
     where = _type_clause(types, params)
     branches = [
-        f"""(SELECT o.id, row_number() OVER (ORDER BY ts_rank_cd(o.search_vector, q.tsq) DESC, o.id) AS rank
-            FROM kb.graph_objects o,
-                 (SELECT replace(websearch_to_tsquery('{TEXT_SEARCH_CONFIG}', %(q)s)::text, ' & ', ' | ')::tsquery
-                  AS tsq) q
-            WHERE o.project_id = %(project)s AND o.search_vector @@ q.tsq {where}
+        # Full text: ranking every match of a very common word would dominate the latency, so at
+        # most FTS_RANKED matches are ranked (such a word carries little signal anyway).
+        f"""(SELECT m.id, row_number() OVER (ORDER BY ts_rank_cd(m.search_vector, m.tsq) DESC, m.id) AS rank
+            FROM (SELECT o.id, o.search_vector, q.tsq
+                  FROM kb.graph_objects o,
+                       (SELECT replace(websearch_to_tsquery('{TEXT_SEARCH_CONFIG}', %(q)s)::text, ' & ', ' | ')::tsquery
+                        AS tsq) q
+                  WHERE o.project_id = %(project)s AND o.search_vector @@ q.tsq {where}
+                  LIMIT %(fts_ranked)s) m
             ORDER BY rank LIMIT %(candidates)s)""",
-        f"""(SELECT o.id, row_number() OVER (
-                ORDER BY greatest(similarity(o.name, %(trgm_q)s), word_similarity(%(trgm_q)s, o.name)) DESC, o.id
-            ) AS rank
-            FROM kb.graph_objects o
-            WHERE o.project_id = %(project)s AND (o.name %% %(trgm_q)s OR %(trgm_q)s <%% o.name) {where}
-            ORDER BY rank LIMIT %(candidates)s)""",
+        # Name trigrams: nearest names first straight from the GiST index (KNN), no full ranking.
+        f"""(SELECT t.id, row_number() OVER (ORDER BY t.distance, t.id) AS rank
+            FROM (SELECT o.id, o.name <-> %(trgm_q)s AS distance
+                  FROM kb.graph_objects o
+                  WHERE o.project_id = %(project)s AND o.name %% %(trgm_q)s {where}
+                  ORDER BY o.name <-> %(trgm_q)s
+                  LIMIT %(candidates)s) t)""",
     ]
     if embedder is not None:
         vector = query_vector if query_vector is not None else embedder.embed_query(query)
