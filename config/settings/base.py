@@ -138,6 +138,8 @@ KGCHAT_FRAME_RESULT_MAX_CHARS = env_int("KGCHAT_FRAME_RESULT_MAX_CHARS", 200_000
 KGCHAT_TURNS_PER_MINUTE = env_int("KGCHAT_TURNS_PER_MINUTE", 30)
 # A turn running longer than this is stopped with an error frame of code "timeout".
 KGCHAT_TURN_TIMEOUT_SECONDS = env_int("KGCHAT_TURN_TIMEOUT_SECONDS", 300)
+# A graph tool call running longer than this answers the model {"error", "code": "timeout"}.
+KGCHAT_TOOL_TIMEOUT_SECONDS = env_int("KGCHAT_TOOL_TIMEOUT_SECONDS", 30)
 OPENAI_BASE_URL = os.environ.get("OPENAI_BASE_URL", "")
 OPENAI_API_KEY = os.environ.get("OPENAI_API_KEY", "")
 OLLAMA_BASE_URL = os.environ.get("OLLAMA_BASE_URL", "http://127.0.0.1:11434/v1")

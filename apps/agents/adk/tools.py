@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import re
@@ -35,7 +36,11 @@ def adk_name(name: str) -> str:
 
 
 class GraphAdkTool(BaseTool):
-    """One graph registry tool, scoped to a project. A ``ToolError`` becomes ``{"error", "code"}``."""
+    """One graph registry tool, scoped to a project. A ``ToolError`` becomes ``{"error", "code"}``.
+
+    A call running longer than ``KGCHAT_TOOL_TIMEOUT_SECONDS`` is abandoned with a ``timeout``
+    error result, so a hung query cannot hold the turn until the turn's own timeout.
+    """
 
     def __init__(self, tool: GraphTool, *, project_id: uuid.UUID) -> None:
         super().__init__(name=tool.name, description=tool.description)
@@ -50,10 +55,15 @@ class GraphAdkTool(BaseTool):
         )
 
     async def run_async(self, *, args: dict[str, Any], tool_context: ToolContext) -> Any:
+        limit = settings.KGCHAT_TOOL_TIMEOUT_SECONDS
         try:
-            result = await tool_call(project_id=self.project_id, name=self.name, arguments=args)
+            result = await asyncio.wait_for(
+                tool_call(project_id=self.project_id, name=self.name, arguments=args), timeout=limit
+            )
         except ServiceError as exc:
             return {"error": exc.message, "code": exc.code}
+        except TimeoutError:
+            return {"error": f"tool timed out after {limit} s", "code": "timeout"}
         return shrink_result(result, max_chars=settings.KGCHAT_TOOL_RESULT_MAX_CHARS)
 
 
