@@ -320,6 +320,7 @@
       if (before) ui.messages.insertBefore(this.el, before);
       else ui.messages.appendChild(this.el);
       this.el.dataset.state = live ? "streaming" : "done";
+      this.el.turnView = this;
     }
 
     bindMeta(frame) {
@@ -1127,23 +1128,33 @@
       ["Tokens in", usage.inputTokens],
       ["Tokens out", usage.outputTokens],
       ["Duration", started && completed ? formatDuration(completed - started) : run.status === "running" ? "running" : ""],
+      ["Model", run.model],
+      ["Error", run.error],
       ["Run id", run.id],
     ]);
     summary.classList.add("trace-summary");
     const body = [summary];
-    const bySteps = new Map();
-    for (const c of calls) {
-      const step = c.stepNumber === undefined || c.stepNumber === null ? "?" : c.stepNumber;
-      if (!bySteps.has(step)) bySteps.set(step, []);
-      bySteps.get(step).push(c);
-    }
+    const messages = Array.isArray(run.messages) ? run.messages : [];
+    // One entry per step: what the model said in it and the tools it called.
+    const steps = new Map();
+    const stepOf = (n) => {
+      const key = n === undefined || n === null ? 0 : n;
+      if (!steps.has(key)) steps.set(key, { said: [], calls: [] });
+      return steps.get(key);
+    };
+    for (const m of messages) if (m.role === "assistant" && m.content) stepOf(m.stepNumber).said.push(m.content);
+    for (const c of calls) stepOf(c.stepNumber).calls.push(c);
     body.push(el("h3", null, "Steps"));
-    if (!calls.length) body.push(el("p", "muted small", "No tool calls: the model answered directly."));
+    if (!steps.size) body.push(el("p", "muted small", "No steps were recorded."));
     const ol = el("ol", "trace-steps");
-    for (const [step, stepCalls] of bySteps) {
+    for (const key of Array.from(steps.keys()).sort((a, b) => a - b)) {
+      const step = steps.get(key);
       const li = el("li", "trace-step");
-      li.appendChild(el("div", "trace-step-title", `Step ${step}`));
-      for (const c of stepCalls) {
+      li.appendChild(el("div", "trace-step-title", `Step ${key}`));
+      for (const text of step.said) {
+        li.appendChild(el("p", "trace-said", text.length > 240 ? text.slice(0, 240) + "…" : text));
+      }
+      for (const c of step.calls) {
         const d = el("details", "trace-call");
         d.dataset.status = c.error ? "error" : "completed";
         const s = el("summary");
@@ -1159,7 +1170,6 @@
       ol.appendChild(li);
     }
     body.push(ol);
-    const messages = Array.isArray(run.messages) ? run.messages : [];
     if (messages.length) {
       const d = el("details", "trace-messages");
       d.appendChild(el("summary", null, `Run messages (${messages.length})`));
@@ -1240,6 +1250,22 @@
     });
   }
 
+  /* History does not store the model; the latest agent run knows which one served it. */
+  async function showServedModel() {
+    const turns = Array.from(ui.messages.querySelectorAll("article.message-assistant"));
+    const last = turns.map((node) => node.turnView).filter((t) => t && t.runId).pop();
+    if (!last) return;
+    try {
+      const run = await api("GET", `/agent-runs/${last.runId}`);
+      if (run.model) {
+        last.setModel(run.model);
+        if (ui.modelBadge.hidden) showModel(run.model);
+      }
+    } catch (_) {
+      /* the badge stays hidden */
+    }
+  }
+
   async function loadConversation() {
     try {
       const conv = await api("GET", `/chat/conversations/${state.conversationId}`);
@@ -1264,6 +1290,7 @@
       const [conv] = await Promise.all([loadConversation(), loadAgents(), loadConversations()]);
       state.historyLoaded = true;
       if (conv) {
+        showServedModel();
         const agent = state.agents.find((a) => a.id === conv.agentDefinitionId);
         showAgentBadge(conv.agentDefinitionId ? (agent ? agent.name : "Agent") : "Plain chat");
       }

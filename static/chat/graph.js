@@ -124,7 +124,7 @@
     const xs = pos.map((p) => p.x);
     const ys = pos.map((p) => p.y);
     const minX = Math.min(...xs), maxX = Math.max(...xs), minY = Math.min(...ys), maxY = Math.max(...ys);
-    const mx = 70, my = 28;
+    const mx = Math.min(70, width * 0.14), my = 28;
     return pos.map((p) => ({
       x: maxX - minX < 1 ? width / 2 : mx + ((p.x - minX) / (maxX - minX)) * (width - 2 * mx),
       y: maxY - minY < 1 ? height / 2 : my + ((p.y - minY) / (maxY - minY)) * (height - 2 * my),
@@ -158,7 +158,8 @@
     const edges = Array.from(graph.edges.values()).filter((e) => shown.has(e.src) && shown.has(e.dst));
     const types = Array.from(new Set(nodes.map((n) => n.type))).sort();
 
-    const width = 640;
+    // Draw at the container's own width so labels keep their size on a phone.
+    const width = Math.max(280, Math.min(760, Math.round(container.clientWidth || 640)));
     const height = nodes.length <= 3 ? 200 : nodes.length <= 12 ? 300 : 380;
     const pos = layout(nodes, edges, width, height);
     const id = "kg-graph-" + ++instances;

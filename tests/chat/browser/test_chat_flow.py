@@ -137,6 +137,10 @@ def test_agent_chat_shows_tool_chip_streamed_text_subgraph_and_trace(
     expect(panel.locator(".trace-summary")).to_contain_text("Tokens in")
     expect(panel.locator(".trace-summary")).to_contain_text("240")
     expect(panel.locator(".trace-call .trace-meta")).to_have_text(re.compile(r"\d+ ms · [\d.]+ (B|KB)"))
+    expect(panel.locator(".trace-step-title")).to_have_text(["Step 1", "Step 2"])
+    expect(panel.locator(".trace-said")).to_contain_text(
+        "**France** is linked to"
+    )  # raw, as the model said it
     screenshot(page, "run-trace-desktop.png")
 
     # Reloaded, the persisted turn looks the same: chip, text, graph, trace.
@@ -147,6 +151,7 @@ def test_agent_chat_shows_tool_chip_streamed_text_subgraph_and_trace(
     expect(turn.locator(".md")).to_contain_text("France is linked to its capital")
     expect(turn.locator(".answer-graph .graph-node")).to_have_count(4)
     expect(turn.get_by_role("button", name="Run trace")).to_be_visible()
+    expect(page.locator("#model-badge")).to_have_text(TEST_MODEL)  # from the run: history has no model
     assert page.evaluate("document.documentElement.scrollWidth") <= 360
     screenshot(page, "agent-answer-narrow.png")
 
@@ -233,3 +238,28 @@ def test_model_error_is_shown_in_place_with_retry(
 
     expect(answer(page).locator(".md")).to_have_text("It works now.")
     expect(page.locator("article.message-user")).to_have_count(2)
+
+
+def test_plain_chat_and_the_keyboard(
+    page: Page, live_server_url: str, world: World, llm_server: LLMTestServer
+) -> None:
+    llm_server.enqueue(Stream(text_chunks("Paris is the capital of France.")))
+    log_in(page, live_server_url, "ada")
+    page.get_by_role("radio", name=re.compile("Plain chat")).check()
+
+    box = page.get_by_role("textbox", name="Message")
+    box.press_sequentially("Line one")
+    box.press("Shift+Enter")
+    box.press_sequentially("line two")
+    assert box.input_value() == "Line one\nline two"
+    box.press("Enter")
+
+    turn = answer(page)
+    expect(turn).to_have_attribute("data-state", "done")
+    expect(turn.locator(".md")).to_contain_text("Paris is the capital of France.")
+    expect(box).to_have_value("")
+    expect(page.locator("#agent-badge")).to_have_text("Plain chat")
+    expect(turn.get_by_role("button", name="Run trace")).to_have_count(0)
+    conversation = Conversation.objects.get(user=world.user)
+    assert conversation.agent_definition_id is None
+    assert Message.objects.get(conversation=conversation, role="user").content == "Line one\nline two"
