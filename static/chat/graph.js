@@ -159,7 +159,7 @@
     const types = Array.from(new Set(nodes.map((n) => n.type))).sort();
 
     // Draw at the container's own width so labels keep their size on a phone.
-    const width = Math.max(280, Math.min(760, Math.round(container.clientWidth || 640)));
+    const width = Math.max(280, Math.min(640, Math.round(container.clientWidth || 640)));
     const height = nodes.length <= 3 ? 200 : nodes.length <= 12 ? 300 : 380;
     const pos = layout(nodes, edges, width, height);
     const id = "kg-graph-" + ++instances;

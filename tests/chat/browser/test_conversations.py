@@ -165,4 +165,5 @@ def test_persisted_agent_turn_is_drawn_with_chips_graph_and_links(
     expect(panel).to_contain_text("A city on the Rhône")
     panel.locator("a.entity-link", has_text="France").click()
     expect(panel.get_by_role("heading", name="France")).to_be_visible()
+    expect(panel).to_contain_text("A country in Europe")
     screenshot(page, "history-entity-panel-desktop.png")
