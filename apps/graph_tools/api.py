@@ -6,6 +6,7 @@ import uuid
 from datetime import datetime
 from typing import Any
 
+from asgiref.sync import sync_to_async
 from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest
 from ninja import Router, Schema
@@ -53,6 +54,7 @@ class ImportOut(Schema):
     entitiesUpdated: int
     relationshipsCreated: int
     relationshipsUpdated: int
+    entitiesEmbedded: int
 
 
 def entity_out(obj: GraphObject) -> EntityOut:
@@ -76,13 +78,15 @@ class ImportTooLarge(ServiceError):
 
 
 @router.post("/projects/{project_id}/graph/import", response=ImportOut)
-def import_graph(request: HttpRequest, project_id: str) -> ImportOut:
-    project = project_get(principal=principal_of(request), project_ref=project_id, min_role=Role.EDITOR)
+async def import_graph(request: HttpRequest, project_id: str) -> ImportOut:
+    project = await sync_to_async(project_get)(
+        principal=principal_of(request), project_ref=project_id, min_role=Role.EDITOR
+    )
     try:
         body = request.body
     except RequestDataTooBig:
         raise ImportTooLarge() from None
-    result = importer.graph_import(project=project, lines=body.splitlines())
+    result = await importer.graph_import_async(project=project, lines=body.splitlines())
     return ImportOut(**result.as_counts())
 
 

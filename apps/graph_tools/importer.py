@@ -2,17 +2,22 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
+import logging
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db import transaction
+from asgiref.sync import sync_to_async
+from django.db import connections, transaction
 
-from apps.graph_tools.embeddings import graph_objects_embed_on_commit
+from apps.graph_tools.embeddings import graph_objects_embed
 from apps.graph_tools.models import GraphObject, GraphRelationship
 from apps.projects.errors import ServiceError
 from apps.projects.models import Project
+
+log = logging.getLogger("kgchat.import")
 
 MAX_KEY = 512
 MAX_TYPE = 128
@@ -36,6 +41,7 @@ class ImportResult:
     entities_updated: int = 0
     relationships_created: int = 0
     relationships_updated: int = 0
+    entities_embedded: int = 0
     entity_ids: list[Any] = field(default_factory=list)
 
     def as_counts(self) -> dict[str, int]:
@@ -44,6 +50,7 @@ class ImportResult:
             "entitiesUpdated": self.entities_updated,
             "relationshipsCreated": self.relationships_created,
             "relationshipsUpdated": self.relationships_updated,
+            "entitiesEmbedded": self.entities_embedded,
         }
 
 
@@ -227,5 +234,36 @@ def graph_import(*, project: Project, lines: Iterable[str | bytes]) -> ImportRes
         )
 
     result.entity_ids = [ids[k] for k in keys]
-    graph_objects_embed_on_commit(project_id=project.id, object_ids=result.entity_ids)
+    return result
+
+
+def graph_import_embed(*, project_id: Any, result: ImportResult, progress: Any = None) -> int:
+    """Embed the entities an import upserted (outside its transaction, so the model holds no locks).
+
+    A failure of the embedding model does not undo the import: it is logged, and the entities are
+    left for ``embed_graph --missing``. Return how many entities were embedded.
+    """
+    try:
+        return graph_objects_embed(project_id=project_id, object_ids=result.entity_ids, progress=progress)
+    except Exception:
+        log.exception(
+            "embedding %d imported entities failed; run embed_graph --missing", len(result.entity_ids)
+        )
+        return 0
+
+
+def _embed_in_worker_thread(project_id: Any, result: ImportResult) -> int:
+    try:
+        return graph_import_embed(project_id=project_id, result=result)
+    finally:
+        connections.close_all()  # this worker thread's connections only
+
+
+async def graph_import_async(*, project: Project, lines: Iterable[str | bytes]) -> ImportResult:
+    """Import, then embed in a worker thread: the event loop and Django's sync thread stay free.
+
+    When it returns, the entities are searchable by text and by meaning.
+    """
+    result = await sync_to_async(graph_import)(project=project, lines=lines)
+    result.entities_embedded = await asyncio.to_thread(_embed_in_worker_thread, project.id, result)
     return result

@@ -7,7 +7,9 @@ from django.core.management.base import BaseCommand, CommandParser
 
 from apps.agents.definitions import default_agents_install
 from apps.graph_tools.demo import demo_graph_lines
+from apps.graph_tools.embeddings import get_embedder, graph_objects_embed
 from apps.graph_tools.importer import graph_import
+from apps.graph_tools.management.progress import progress_bar
 from apps.graph_tools.models import GraphObject
 from apps.projects.models import Project
 from apps.projects.services import membership_set, project_create
@@ -43,6 +45,14 @@ class Command(BaseCommand):
             result = graph_import(project=project, lines=demo_graph_lines())
             counts = ", ".join(f"{k}={v}" for k, v in result.as_counts().items())
             self.stdout.write(f"Demo graph loaded: {counts}")
+
+        embedder = get_embedder()
+        missing = GraphObject.objects.filter(project=project).exclude(
+            embedding_model=embedder.name, embedding__isnull=False
+        )
+        if missing.exists():
+            self.stdout.write(f"Embedding the demo graph for semantic search with {embedder.name} (once)…")
+            graph_objects_embed(project_id=project.id, only_missing=True, progress=progress_bar(self.stderr))
 
         installed = default_agents_install(project=project)
         if installed.installed:

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import sys
-import time
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from apps.graph_tools.embeddings import get_embedder, graph_objects_embed
+from apps.graph_tools.management.progress import progress_bar
 from apps.projects.selectors import ProjectNotFound, project_get_by_ref
 
 
@@ -30,16 +29,7 @@ class Command(BaseCommand):
         except ProjectNotFound as exc:
             raise CommandError(exc.message) from None
         embedder = get_embedder()
-        started = time.monotonic()
-        interactive = sys.stderr.isatty()
-
-        def progress(done: int, total: int) -> None:
-            width = 30
-            filled = width * done // total if total else width
-            rate = done / max(time.monotonic() - started, 1e-6)
-            line = f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{total} entities ({rate:.1f}/s)"
-            if interactive or done == total:
-                self.stderr.write(line, ending="\n" if done == total else "")
+        progress = progress_bar(self.stderr)
 
         count = graph_objects_embed(
             project_id=project.id,
