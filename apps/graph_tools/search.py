@@ -22,6 +22,8 @@ RRF_K = 60
 FUSION_CANDIDATES = 50
 # At most this many full-text matches are ranked in hybrid_search.
 FTS_RANKED = 1000
+# Names less similar than this to the query (pg_trgm's default threshold) do not count.
+TRIGRAM_MIN_SIMILARITY = 0.3
 # HNSW search breadth: higher is better recall, slower. 100 gives recall@10 above 0.95 at 100k.
 HNSW_EF_SEARCH = 100
 
@@ -187,6 +189,7 @@ def hybrid_search(
         "trgm_q": query[:200],
         "candidates": candidates,
         "fts_ranked": FTS_RANKED,
+        "trgm_min": TRIGRAM_MIN_SIMILARITY,
         "limit": limit,
         "k": RRF_K,
     }
@@ -202,13 +205,15 @@ def hybrid_search(
                   WHERE o.project_id = %(project)s AND o.search_vector @@ q.tsq {where}
                   LIMIT %(fts_ranked)s) m
             ORDER BY rank LIMIT %(candidates)s)""",
-        # Name trigrams: nearest names first straight from the GiST index (KNN), no full ranking.
+        # Name trigrams: the nearest names straight from the GiST index (KNN), then only those
+        # similar enough. Filtering inside the KNN scan would walk the whole index when few match.
         f"""(SELECT t.id, row_number() OVER (ORDER BY t.distance, t.id) AS rank
             FROM (SELECT o.id, o.name <-> %(trgm_q)s AS distance
                   FROM kb.graph_objects o
-                  WHERE o.project_id = %(project)s AND o.name %% %(trgm_q)s {where}
+                  WHERE o.project_id = %(project)s {where}
                   ORDER BY o.name <-> %(trgm_q)s
-                  LIMIT %(candidates)s) t)""",
+                  LIMIT %(candidates)s) t
+            WHERE t.distance < 1 - %(trgm_min)s)""",
     ]
     if embedder is not None:
         vector = query_vector if query_vector is not None else embedder.embed_query(query)
