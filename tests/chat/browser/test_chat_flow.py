@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from playwright.sync_api import Page, expect
+from playwright.sync_api import Page, WebSocketRoute, expect
 
 from apps.agents.models import AgentRun
 from apps.chat.models import Conversation, Message
@@ -263,3 +263,29 @@ def test_plain_chat_and_the_keyboard(
     conversation = Conversation.objects.get(user=world.user)
     assert conversation.agent_definition_id is None
     assert Message.objects.get(conversation=conversation, role="user").content == "Line one\nline two"
+
+
+def test_a_dropped_socket_reconnects_and_resumes_the_turn(
+    page: Page, live_server_url: str, world: World, llm_server: LLMTestServer
+) -> None:
+    chunks = [f"bit{n:02d} " for n in range(30)]
+    llm_server.enqueue(Stream(text_chunks(*chunks), delay=0.2))
+    sockets: list[WebSocketRoute] = []
+
+    def through(ws: WebSocketRoute) -> None:
+        ws.connect_to_server()
+        sockets.append(ws)
+
+    page.route_web_socket(re.compile(r"/ws/chat/$"), through)
+    log_in(page, live_server_url, "ada")
+
+    send(page, "Keep talking.")
+    turn = answer(page)
+    expect(turn.locator(".md")).to_contain_text("bit03")
+    sockets[-1].close(code=4000, reason="network trouble")
+
+    expect(page.locator("#connection-status")).to_have_attribute("data-state", "closed")
+    expect(page.locator("#connection-status")).to_have_attribute("data-state", "open")
+    expect(turn).to_have_attribute("data-state", "done", timeout=30_000)
+    assert len(sockets) == 2
+    assert turn.locator(".md").inner_text().strip() == "".join(chunks).strip()
