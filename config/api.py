@@ -42,9 +42,18 @@ def on_validation_error(request: HttpRequest, exc: ValidationError) -> HttpRespo
     return _error(request, 400, f"invalid request: {summary}", "invalid_request", details=details)
 
 
+HTTP_CODES = {
+    400: "invalid_request",
+    401: "unauthorized",
+    403: "forbidden",
+    404: "not_found",
+    405: "method_not_allowed",
+}
+
+
 @api.exception_handler(HttpError)
 def on_http_error(request: HttpRequest, exc: HttpError) -> HttpResponse:
-    return _error(request, exc.status_code, str(exc), "http_error")
+    return _error(request, exc.status_code, str(exc), HTTP_CODES.get(exc.status_code, "http_error"))
 
 
 @api.exception_handler(Exception)

@@ -428,6 +428,7 @@ async def _run_plain_turn(turn: _Turn, provider: Provider | None) -> None:
             return
     context: dict[str, Any] = {
         "strategy": "always_retrieve",
+        "model": turn.model,
         "entity_ids": [e["id"] for e in retrieval.entities],
         "entities": [{k: e[k] for k in ("id", "key", "type", "name")} for e in retrieval.entities],
     }
