@@ -70,9 +70,14 @@ def live_server_url(
     """daphne serving the app on the test database, every model forced onto the test server."""
     from django.conf import settings
 
-    settings.KGCHAT_MODEL = TEST_MODEL
-    settings.OPENAI_BASE_URL = llm_server.base_url
-    settings.OPENAI_API_KEY = "test-key"
+    forced = {
+        "KGCHAT_MODEL": TEST_MODEL,
+        "OPENAI_BASE_URL": llm_server.base_url,
+        "OPENAI_API_KEY": "test-key",
+    }
+    previous = {name: getattr(settings, name) for name in forced}
+    for name, value in forced.items():
+        setattr(settings, name, value)
     # Fork while database access is unblocked: the server process inherits pytest-django's blocker.
     with django_db_blocker.unblock():
         connections.close_all()
@@ -85,9 +90,13 @@ def live_server_url(
     if not process.ready.wait(timeout=60):
         process.terminate()
         raise RuntimeError("daphne did not start")
-    yield f"http://127.0.0.1:{process.port.value}"
-    process.terminate()
-    process.join(timeout=10)
+    try:
+        yield f"http://127.0.0.1:{process.port.value}"
+    finally:
+        process.terminate()
+        process.join(timeout=10)
+        for name, value in previous.items():
+            setattr(settings, name, value)
 
 
 @pytest.fixture(scope="module")
