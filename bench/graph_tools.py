@@ -1,0 +1,289 @@
+"""Graph tools at scale: a synthetic graph (100k entities, 500k relationships by default), p50/p95
+of each tool's query, recall@10 of the HNSW vector search against exact brute force.
+
+Vectors are synthetic (clustered random unit vectors, 384 dimensions) under their own model
+label with their own partial HNSW index, since the point is the index, not the model; the real
+query-embedding time of the default model is measured separately. Everything lives in a
+throw-away project that is deleted at the end, with its index.
+
+    BENCH_ENTITIES=100000 BENCH_RELATIONSHIPS=500000 python -m bench graph_tools
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+from django.db import connection, transaction
+
+from apps.graph_tools import graph_queries, search
+from apps.graph_tools.embeddings import get_embedder, hnsw_index_name, vector_index_ensure
+from apps.projects.models import Project
+
+ENTITIES = int(os.environ.get("BENCH_ENTITIES", "100000"))
+RELATIONSHIPS = int(os.environ.get("BENCH_RELATIONSHIPS", "500000"))
+REPEAT = int(os.environ.get("BENCH_REPEAT", "100"))
+DIM = 384
+SEED = 7
+
+FIRST = "Ana Bruno Carla Diego Elena Fabio Gina Hugo Ines Joao Karin Luis Marta Nuno Olga Pedro Rita Sara Tiago Vera".split()
+LAST = "Silva Santos Costa Pereira Almeida Ferreira Rocha Gomes Lopes Marques Dias Moreira Nunes Reis Mendes".split()
+WORDS = (
+    "graph database engine query vector index search cluster river mountain city harbour bridge museum "
+    "library school hospital market bakery factory railway airport garden forest island castle church "
+    "festival concert theatre painting novel poem science physics chemistry biology medicine software "
+    "hardware network protocol energy solar wind water coffee wine cheese bread football tennis sailing"
+).split()
+# A vocabulary of real words plus pseudo-words, drawn with a skew (u**2), so that some words are
+# common and most are rare, as in real descriptions.
+_SYLLABLES = "ka lo mi ne ru ta vo zi be da fe gu ho ji pa sa".split()
+WORDS = WORDS + [a + b + c for a in _SYLLABLES for b in _SYLLABLES for c in _SYLLABLES[:12]]
+ENTITY_TYPES = ["Person", "Company", "City", "Product", "Event", "Place"]
+REL_TYPES = ["KNOWS", "WORKS_AT", "LOCATED_IN", "PART_OF", "MAKES", "ATTENDED"]
+
+
+class SyntheticEmbedder:
+    """Stands in for a model over the synthetic vectors: queries arrive as vectors already."""
+
+    name = f"bench/synthetic:{DIM}"
+    dimension = DIM
+
+    def embed_passages(self, texts: Sequence[str]) -> list[list[float]]:
+        raise RuntimeError("the benchmark passes vectors")
+
+    def embed_query(self, text: str) -> list[float]:
+        raise RuntimeError("the benchmark passes vectors")
+
+
+def clustered_unit_vectors(rng: np.random.Generator, n: int, centroids: np.ndarray) -> np.ndarray:
+    """Unit vectors around ``centroids``: like real embeddings, the data has topics."""
+    clusters = len(centroids)
+    vectors = centroids[rng.integers(0, clusters, n)] + 0.6 * rng.standard_normal((n, DIM)).astype(np.float32)
+    return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+
+
+def _sql_array(values: Sequence[str]) -> str:
+    return "ARRAY[" + ",".join("'" + v.replace("'", "''") + "'" for v in values) + "]"
+
+
+def build(project_id: uuid.UUID, vectors: np.ndarray) -> None:
+    from pgvector.psycopg import register_vector
+
+    with connection.cursor() as cursor:
+        raw = connection.connection
+        register_vector(raw)
+        cursor.execute("CREATE TEMP TABLE bench_vec (i int PRIMARY KEY, v vector) ON COMMIT DROP")
+        with raw.cursor().copy("COPY bench_vec (i, v) FROM STDIN WITH (FORMAT BINARY)") as copy:
+            copy.set_types(["int4", "vector"])
+            for i, v in enumerate(vectors, start=1):
+                copy.write_row((i, v))
+        cursor.execute(
+            f"""
+            INSERT INTO kb.graph_objects
+                (id, project_id, key, type, name, description, properties, embedding, embedding_model,
+                 created_at, updated_at)
+            SELECT gen_random_uuid(), %(p)s, 'e' || g.i,
+                   ({_sql_array(ENTITY_TYPES)})[1 + g.i %% {len(ENTITY_TYPES)}],
+                   ({_sql_array(FIRST)})[1 + (g.i * 7) %% {len(FIRST)}] || ' '
+                     || ({_sql_array(LAST)})[1 + (g.i / {len(FIRST)}) %% {len(LAST)}] || ' ' || g.i,
+                   (SELECT string_agg(w.words[1 + floor({len(WORDS)} * power(
+                        ((g.i * 2654435761::bigint * k) %% 1000003) / 1000003.0, 2))::int], ' ')
+                    FROM generate_series(1, 8) k),
+                   jsonb_build_object('bucket', g.i %% 100, 'even', g.i %% 2 = 0),
+                   bv.v, %(model)s, now(), now()
+            FROM generate_series(1, %(n)s) g(i) JOIN bench_vec bv ON bv.i = g.i,
+                 (SELECT {_sql_array(WORDS)} AS words) w
+            """,
+            {"p": project_id, "n": len(vectors), "model": SyntheticEmbedder.name},
+        )
+        cursor.execute(
+            "CREATE TEMP TABLE bench_ids ON COMMIT DROP AS "
+            "SELECT substr(key, 2)::int AS i, id FROM kb.graph_objects WHERE project_id = %s",
+            [project_id],
+        )
+        cursor.execute("CREATE UNIQUE INDEX ON bench_ids (i)")
+        cursor.execute(
+            f"""
+            INSERT INTO kb.graph_relationships (id, project_id, type, src_id, dst_id, properties, created_at, updated_at)
+            SELECT gen_random_uuid(), %(p)s, ({_sql_array(REL_TYPES)})[1 + j %% {len(REL_TYPES)}], s.id, d.id,
+                   '{{}}'::jsonb, now(), now()
+            FROM (SELECT j, 1 + (j %% %(n)s) AS si, 1 + floor(random() * %(n)s)::int AS di
+                  FROM generate_series(1, %(m)s) j OFFSET 0) x
+            JOIN bench_ids s ON s.i = x.si
+            JOIN bench_ids d ON d.i = x.di
+            ON CONFLICT DO NOTHING
+            """,
+            {"p": project_id, "m": RELATIONSHIPS, "n": len(vectors)},
+        )
+
+
+def timed(func: Callable[[int], Any], repeat: int) -> tuple[float, float]:
+    samples = []
+    for i in range(repeat):
+        started = time.perf_counter()
+        func(i)
+        samples.append((time.perf_counter() - started) * 1000)
+    samples.sort()
+    return statistics.median(samples), samples[min(len(samples) - 1, int(0.95 * len(samples)))]
+
+
+def exact_top(project_id: uuid.UUID, vector: np.ndarray, k: int) -> list[str]:
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute("SET LOCAL enable_indexscan = off")
+        cursor.execute("SET LOCAL enable_bitmapscan = off")
+        cursor.execute(
+            f"SELECT id FROM kb.graph_objects WHERE project_id = %s AND embedding_model = %s "
+            f"ORDER BY embedding::vector({DIM}) <=> %s::vector({DIM}) LIMIT %s",
+            [project_id, SyntheticEmbedder.name, search.vector_literal(vector), k],
+        )
+        return [str(r[0]) for r in cursor.fetchall()]
+
+
+def plan_uses_index(project_id: uuid.UUID, vector: np.ndarray, index: str) -> bool:
+    captured: list[tuple[str, Any]] = []
+
+    def capture(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
+        captured.append((sql, params))
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(capture):
+        search.vector_search(project_id=project_id, embedder=SyntheticEmbedder(), vector=vector, limit=10)
+    sql, params = next((s, p) for s, p in captured if "nearest" in s)
+    with connection.cursor() as cursor:
+        cursor.execute("EXPLAIN " + sql, params)
+        return index in "\n".join(r[0] for r in cursor.fetchall())
+
+
+def run() -> None:
+    rng = np.random.default_rng(SEED)
+    slug = f"bench-graph-tools-{uuid.uuid4().hex[:8]}"
+    project = Project.objects.create(name="bench graph tools", slug=slug)
+    pid = project.id
+    embedder = SyntheticEmbedder()
+    index = hnsw_index_name(embedder.name)
+    try:
+        centroids = rng.standard_normal((1000, DIM)).astype(np.float32)
+        vectors = clustered_unit_vectors(rng, ENTITIES, centroids)
+        started = time.monotonic()
+        with transaction.atomic():
+            build(pid, vectors)
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT count(*) FROM kb.graph_relationships WHERE project_id = %s", [pid])
+            rel_count = cursor.fetchone()[0]  # type: ignore[index]
+            cursor.execute("ANALYZE kb.graph_objects")
+            cursor.execute("ANALYZE kb.graph_relationships")
+        print(
+            f"generated {ENTITIES} entities, {rel_count} relationships in {time.monotonic() - started:.1f} s"
+        )
+        started = time.monotonic()
+        with connection.cursor() as cursor:
+            cursor.execute("SET maintenance_work_mem = '1GB'")
+            vector_index_ensure(embedder=embedder)
+        print(f"built HNSW index {index} in {time.monotonic() - started:.1f} s")
+
+        keys = [f"e{int(i)}" for i in rng.integers(1, ENTITIES + 1, REPEAT)]
+        queries = [
+            f"{FIRST[i % len(FIRST)]} {WORDS[int(rng.integers(0, len(WORDS)))]}" for i in range(REPEAT)
+        ]
+        qvecs = clustered_unit_vectors(rng, REPEAT, centroids)  # queries from the same topics
+        typed = ENTITY_TYPES
+        rows: list[tuple[str, float, float, str]] = []
+
+        def add(name: str, func: Callable[[int], Any], target: str = "", repeat: int = REPEAT) -> None:
+            func(0)  # warm the cache and the connection
+            p50, p95 = timed(func, repeat)
+            rows.append((name, p50, p95, target))
+
+        add(
+            "hybrid_search",
+            lambda i: search.hybrid_search(
+                project_id=pid, embedder=embedder, query=queries[i], limit=10, query_vector=qvecs[i]
+            ),
+            "p95 < 50 ms",
+        )
+        add("search_entities", lambda i: search.text_search(project_id=pid, query=queries[i], limit=20))
+        add(
+            "semantic_search",
+            lambda i: search.vector_search(project_id=pid, embedder=embedder, vector=qvecs[i], limit=10),
+        )
+        add(
+            "semantic_search type=",
+            lambda i: search.vector_search(
+                project_id=pid, embedder=embedder, vector=qvecs[i], types=[typed[i % 6]], limit=10
+            ),
+        )
+        add(
+            "find_similar",
+            lambda i: search.find_similar(
+                project_id=pid,
+                embedder=embedder,
+                entity=graph_queries.entity_resolve(project_id=pid, ref=keys[i]),
+                limit=10,
+            ),
+        )
+        add(
+            "query_entities",
+            lambda i: graph_queries.entity_query(
+                project_id=pid, type=typed[i % 6], properties={"bucket": i % 100}, limit=50
+            ),
+        )
+        add(
+            "get_entity_edges",
+            lambda i: graph_queries.entity_edges(project_id=pid, entity_id=keys[i]),
+            "p95 < 10 ms",
+        )
+        add(
+            "traverse_graph depth 2",
+            lambda i: graph_queries.graph_traverse(project_id=pid, start_entity_id=keys[i], max_depth=2),
+        )
+        add(
+            "traverse_graph depth 3",
+            lambda i: graph_queries.graph_traverse(project_id=pid, start_entity_id=keys[i], max_depth=3),
+            "p95 < 100 ms",
+        )
+        add(
+            "traverse_graph depth 3 out",
+            lambda i: graph_queries.graph_traverse(
+                project_id=pid, start_entity_id=keys[i], max_depth=3, direction="out"
+            ),
+        )
+        add(
+            "list_entity_types",
+            lambda i: list(
+                Project.objects.get(id=pid).graph_objects.values("type").order_by("type").distinct()
+            ),
+            repeat=10,
+        )
+        add("schema_version", lambda i: graph_queries.schema_version(project_id=pid), repeat=10)
+        add("list_relationships", lambda i: graph_queries.relationship_summary(project_id=pid), repeat=10)
+        model = get_embedder()
+        add(f"query embedding ({model.name})", lambda i: model.embed_query(queries[i]))
+
+        recalls = []
+        for v in qvecs[:50]:
+            ann = [
+                r["id"] for r in search.vector_search(project_id=pid, embedder=embedder, vector=v, limit=10)
+            ]
+            exact = exact_top(pid, v, 10)
+            recalls.append(len(set(ann) & set(exact)) / 10)
+        recall = sum(recalls) / len(recalls)
+        uses_index = plan_uses_index(pid, qvecs[0], index)
+
+        print(f"\n{'tool':40} {'p50 ms':>8} {'p95 ms':>8}  target")
+        for name, p50, p95, target in rows:
+            print(f"{name:40} {p50:8.1f} {p95:8.1f}  {target}")
+        print(f"\nsemantic_search recall@10 vs exact brute force: {recall:.3f} (target >= 0.95)")
+        print(f"vector query plan uses {index}: {'yes' if uses_index else 'NO'}")
+    finally:
+        started = time.monotonic()
+        with connection.cursor() as cursor:
+            cursor.execute(f'DROP INDEX IF EXISTS kb."{index}"')
+            cursor.execute("DELETE FROM kb.graph_relationships WHERE project_id = %s", [pid])
+            cursor.execute("DELETE FROM kb.graph_objects WHERE project_id = %s", [pid])
+        project.delete()
+        print(f"cleaned up in {time.monotonic() - started:.1f} s")
