@@ -87,6 +87,9 @@ def live_server_url(
             setup=_server_setup,
         )
         process.start()
+    # The forked server keeps its own copy; this process (and the tests after) gets its own back.
+    for name, value in previous.items():
+        setattr(settings, name, value)
     if not process.ready.wait(timeout=60):
         process.terminate()
         raise RuntimeError("daphne did not start")
@@ -95,8 +98,6 @@ def live_server_url(
     finally:
         process.terminate()
         process.join(timeout=10)
-        for name, value in previous.items():
-            setattr(settings, name, value)
 
 
 @pytest.fixture(scope="module")
