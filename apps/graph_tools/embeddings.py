@@ -318,21 +318,3 @@ def graph_objects_embed(
         if progress:
             progress(done, total)
     return done
-
-
-def graph_objects_embed_on_commit(*, project_id: uuid.UUID, object_ids: Sequence[uuid.UUID]) -> None:
-    """Embed these entities once the surrounding transaction commits (imports call this).
-
-    Outside the import's transaction so the model never holds its locks; a failure is logged and
-    leaves the entities for ``embed_graph --missing``.
-    """
-    ids = list(object_ids)
-
-    def run() -> None:
-        try:
-            graph_objects_embed(project_id=project_id, object_ids=ids)
-        except Exception:
-            log.exception("embedding %d imported entities failed; run embed_graph --missing", len(ids))
-
-    if ids:
-        transaction.on_commit(run)
