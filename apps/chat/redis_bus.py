@@ -26,6 +26,8 @@ log = logging.getLogger("kgchat.bus")
 
 MAX_FRAMES = 100_000
 BLOCK_MS = 5_000
+# Longer than a blocking XREAD: redis-py's default (5 s) would time the read out before Redis answers.
+SOCKET_TIMEOUT = BLOCK_MS / 1000 + 10
 
 
 def _stream(conversation_id: str) -> str:
@@ -54,7 +56,7 @@ class RedisFrameBus:
         if client is None:
             for old in [lp for lp in self._clients if lp.is_closed()]:
                 del self._clients[old]
-            client = redis.Redis.from_url(self.url, decode_responses=True)
+            client = redis.Redis.from_url(self.url, decode_responses=True, socket_timeout=SOCKET_TIMEOUT)
             self._clients[loop] = client
         return client
 
