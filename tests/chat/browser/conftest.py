@@ -55,6 +55,9 @@ def _server_setup() -> None:
     import logging
     import sys
 
+    from tests.support.forked_server import reset_thread_executors_after_fork
+
+    reset_thread_executors_after_fork()
     set_database_connection()
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("[daphne] %(levelname)s %(name)s: %(message)s"))
