@@ -6,8 +6,7 @@ import copy
 import json
 import time
 import uuid
-from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from django.conf import settings
 
@@ -25,16 +24,12 @@ from apps.agents.history import HistoryMessage
 from apps.agents.llm.base import Provider
 from apps.agents.models import AgentRun, RunStatus
 from apps.chat.citations import CitationFilter
-from apps.chat.frames import AnyFrame, DoneFrame, ErrorFrame, McpToolFrame, TokenFrame
+from apps.chat.frames import DoneFrame, ErrorFrame, McpToolFrame, TokenFrame
 from apps.chat.models import Message, MessageRole
-
-if TYPE_CHECKING:
-    from apps.chat.services import _Turn
+from apps.chat.turn import Turn, emit, history_before, known_entities, persist_answer
 
 # Statuses whose partial answer is kept as the assistant message, with the stop reason.
 KEEP_PARTIAL = {"max_steps", "doom_loop", "cancelled"}
-
-Emit = Callable[[AnyFrame], Awaitable[None]]
 
 
 def _bounded(value: Any) -> Any:
@@ -63,7 +58,7 @@ class PartialTextSaver:
             )
 
 
-def _chat_rows(turn: _Turn, messages: list[HistoryMessage]) -> list[Message]:
+def _chat_rows(turn: Turn, messages: list[HistoryMessage]) -> list[Message]:
     """The turn's tool calls and tool results as ``kb.chat_messages`` rows (for the next turn's context)."""
     rows = []
     for m in messages:
@@ -86,14 +81,11 @@ def _chat_rows(turn: _Turn, messages: list[HistoryMessage]) -> list[Message]:
     return rows
 
 
-async def run_agent_turn(turn: _Turn, provider: Provider | None, *, emit: Emit) -> None:
-    from apps.chat.services import _history_before, _known_entities, _persist_assistant
-
+async def run_agent_turn(turn: Turn, provider: Provider | None) -> None:
     definition = turn.agent_definition
     assert definition is not None and turn.run_id is not None
-    conversation_key = str(turn.conversation.id)
     run_id = str(turn.run_id)
-    known = await _known_entities(turn.conversation.id)
+    known = await known_entities(turn.conversation.id)
     citations = CitationFilter(known)
     parts: list[str] = []
     saver = PartialTextSaver(turn.run_id)
@@ -101,7 +93,7 @@ async def run_agent_turn(turn: _Turn, provider: Provider | None, *, emit: Emit) 
     async def send_text(text: str) -> None:
         if text:
             parts.append(text)
-            await emit(TokenFrame(token=text))
+            await emit(turn, TokenFrame(token=text))
             await saver.maybe_save(parts)
 
     async def on_event(event: StreamEvent) -> None:
@@ -109,30 +101,32 @@ async def run_agent_turn(turn: _Turn, provider: Provider | None, *, emit: Emit) 
             await send_text(citations.feed(event.text))
         elif isinstance(event, ToolCallStart):
             await emit(
-                McpToolFrame(tool=event.tool, callId=event.call_id, status="started", input=event.input)
+                turn, McpToolFrame(tool=event.tool, callId=event.call_id, status="started", input=event.input)
             )
         elif isinstance(event, ToolCallEnd):
             if event.error:
                 await emit(
-                    McpToolFrame(tool=event.tool, callId=event.call_id, status="error", error=event.error)
+                    turn,
+                    McpToolFrame(tool=event.tool, callId=event.call_id, status="error", error=event.error),
                 )
             else:
                 known.add_result(event.output)
                 await emit(
+                    turn,
                     McpToolFrame(
                         tool=event.tool,
                         callId=event.call_id,
                         status="completed",
                         result=_bounded(event.output),
-                    )
+                    ),
                 )
         elif isinstance(event, Error):
             await send_text(citations.flush())
-            await emit(ErrorFrame(error=event.message, code=event.code))
+            await emit(turn, ErrorFrame(error=event.message, code=event.code))
 
     agent = copy.copy(definition)
     agent.system_prompt = "\n\n".join(p for p in (definition.system_prompt, CITATION_INSTRUCTIONS) if p)
-    history = await _history_before(turn, max(1, definition.history_limit))
+    history = await history_before(turn, max(1, definition.history_limit))
     result = await AgentExecutor().execute(
         ExecuteRequest(
             agent_definition=agent,
@@ -143,7 +137,7 @@ async def run_agent_turn(turn: _Turn, provider: Provider | None, *, emit: Emit) 
             user_id=str(turn.conversation.user_id),
             stream_callback=on_event,
             provider=provider,
-            cancel=turn.bus.cancel_signal(conversation_key),
+            cancel=turn.bus.cancel_signal(turn.key),
             run_id=turn.run_id,
         )
     )
@@ -154,18 +148,18 @@ async def run_agent_turn(turn: _Turn, provider: Provider | None, *, emit: Emit) 
 
     if result.status == "success" or result.stop_reason in KEEP_PARTIAL:
         if result.status != "success" and not parts and stop_reason in {"cancelled", "timeout"}:
-            await emit(DoneFrame(messageId=None, runId=run_id))
+            await emit(turn, DoneFrame(messageId=None, runId=run_id))
             return
         context: dict[str, Any] = {"agent_run_id": run_id}
         if result.status != "success":
             context["stop_reason"] = stop_reason
-        message = await _persist_assistant(
+        message = await persist_answer(
             turn,
             content="".join(parts),
             retrieval_context=context,
             citations=citations.citations,
             extra=_chat_rows(turn, result.messages),
         )
-        await emit(DoneFrame(messageId=str(message.id), runId=run_id, citations=citations.citations))
+        await emit(turn, DoneFrame(messageId=str(message.id), runId=run_id, citations=citations.citations))
         return
-    await emit(DoneFrame(messageId=None, runId=run_id))
+    await emit(turn, DoneFrame(messageId=None, runId=run_id))

@@ -9,14 +9,12 @@ to the frame bus; transports subscribe to the bus and only translate frames to t
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import os
 import socket
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
@@ -25,27 +23,16 @@ from django.db.models import Q
 from django.utils import timezone
 
 from apps.agents.definitions import agent_definition_for_project
-from apps.agents.llm.base import (
-    Done,
-    ErrorEvent,
-    GenerationConfig,
-    LLMError,
-    Provider,
-    TextDelta,
-    ToolCall,
-)
-from apps.agents.llm.resolve import effective_model_name, resolve_model
-from apps.agents.models import AgentDefinition
+from apps.agents.llm.base import Provider
+from apps.agents.llm.resolve import effective_model_name
 from apps.chat import selectors
-from apps.chat.bus import CANCELLED, FrameBus, get_bus, until_cancelled
-from apps.chat.citations import CitationFilter, KnownEntities
-from apps.chat.context import FullHistoryContextStrategy, load_prompt, to_history
-from apps.chat.frames import AnyFrame, DoneFrame, ErrorFrame, MetaFrame, TokenFrame
+from apps.chat.agent_turn import run_agent_turn
+from apps.chat.bus import get_bus
+from apps.chat.frames import DoneFrame, ErrorFrame, MetaFrame
 from apps.chat.models import Conversation, Message, MessageRole
-from apps.chat.retrieval import AlwaysRetrieveStrategy
-from apps.graph_tools.registry import ToolError
+from apps.chat.plain_turn import run_plain_turn
+from apps.chat.turn import Turn, emit
 from apps.projects.errors import ServiceError
-from apps.projects.models import Project
 from apps.projects.selectors import Principal, parse_uuid, project_get
 
 log = logging.getLogger("kgchat.chat")
@@ -111,20 +98,6 @@ class TurnHandle:
     user_message_id: str
 
 
-@dataclass
-class _Turn:
-    turn_id: uuid.UUID
-    conversation: Conversation
-    project: Project
-    user_message: Message
-    agent_definition: AgentDefinition | None
-    run_id: uuid.UUID | None
-    model: str
-    seq: int = 0
-    bus: FrameBus = field(default_factory=get_bus)
-    timed_out: bool = False
-
-
 def _validate_message(message: object) -> str:
     if not isinstance(message, str) or not message.strip():
         raise InvalidMessage("message must not be empty")
@@ -170,7 +143,7 @@ def _prepare(
     project_id: object,
     conversation_id: object,
     agent_definition_id: object,
-) -> _Turn:
+) -> Turn:
     turn_id = uuid.uuid4()
     _check_rate(principal)
     with transaction.atomic():
@@ -199,7 +172,7 @@ def _prepare(
             conversation=conversation, role=MessageRole.USER, content=message
         )
     model_name = definition.model.get("name", "") if definition is not None else settings.KGCHAT_CHAT_MODEL
-    return _Turn(
+    return Turn(
         turn_id=turn_id,
         conversation=conversation,
         project=project,
@@ -263,61 +236,7 @@ async def turn_wait_all() -> None:
 # --- running a turn --------------------------------------------------------------------------
 
 
-async def _emit(turn: _Turn, frame: AnyFrame) -> None:
-    if turn.timed_out and isinstance(frame, ErrorFrame) and frame.code == "cancelled":
-        frame = ErrorFrame(
-            error=f"the turn took longer than {settings.KGCHAT_TURN_TIMEOUT_SECONDS} s and was stopped",
-            code="timeout",
-        )
-    turn.seq += 1
-    frame.seq = turn.seq
-    await turn.bus.publish(str(turn.conversation.id), frame)
-
-
-async def _known_entities(conversation_id: uuid.UUID) -> KnownEntities:
-    """Entities tools returned earlier in this conversation (for checking citations)."""
-    known = KnownEntities()
-    async for row in Message.objects.filter(conversation_id=conversation_id).values(
-        "tool_calls", "retrieval_context", "citations"
-    ):
-        for call in row["tool_calls"] or []:
-            known.add_result(call.get("output"))
-        context = row["retrieval_context"] or {}
-        known.add_result(context.get("entities"))
-        known.add_citations(row["citations"] or [])
-    return known
-
-
-async def _persist_assistant(
-    turn: _Turn,
-    *,
-    content: str,
-    retrieval_context: dict[str, Any],
-    citations: list[Any],
-    extra: list[Message],
-) -> Message:
-    @sync_to_async
-    def write() -> Message:
-        with transaction.atomic():
-            now = timezone.now()
-            for offset, row in enumerate(extra):
-                row.created_at = now + timedelta(microseconds=offset)
-                row.save(force_insert=True)
-            message = Message.objects.create(
-                conversation=turn.conversation,
-                role=MessageRole.ASSISTANT,
-                content=content,
-                retrieval_context=retrieval_context,
-                citations=[c.model_dump() for c in citations],
-                created_at=now + timedelta(microseconds=len(extra)),
-            )
-            Conversation.objects.filter(id=turn.conversation.id).update(updated_at=timezone.now())
-            return message
-
-    return await write()
-
-
-async def _run_turn(turn: _Turn, provider: Provider | None) -> None:
+async def _run_turn(turn: Turn, provider: Provider | None) -> None:
     conversation_key = str(turn.conversation.id)
     cancel = turn.bus.cancel_signal(conversation_key)
 
@@ -327,7 +246,7 @@ async def _run_turn(turn: _Turn, provider: Provider | None) -> None:
 
     watchdog = asyncio.get_running_loop().call_later(settings.KGCHAT_TURN_TIMEOUT_SECONDS, time_out)
     try:
-        await _emit(
+        await emit(
             turn,
             MetaFrame(
                 conversationId=conversation_key,
@@ -338,110 +257,19 @@ async def _run_turn(turn: _Turn, provider: Provider | None) -> None:
             ),
         )
         if turn.agent_definition is not None:
-            from apps.chat.agent_turn import run_agent_turn
-
-            await run_agent_turn(turn, provider, emit=lambda f: _emit(turn, f))
+            await run_agent_turn(turn, provider)
         else:
-            await _run_plain_turn(turn, provider)
+            await run_plain_turn(turn, provider)
     except Exception:
         log.exception("turn %s of conversation %s failed", turn.turn_id, conversation_key)
-        await _emit(turn, ErrorFrame(error="the turn failed unexpectedly", code="internal_error"))
-        await _emit(turn, DoneFrame(messageId=None, runId=str(turn.run_id) if turn.run_id else None))
+        await emit(turn, ErrorFrame(error="the turn failed unexpectedly", code="internal_error"))
+        await emit(turn, DoneFrame(messageId=None, runId=str(turn.run_id) if turn.run_id else None))
     finally:
         watchdog.cancel()
         try:
             await sync_to_async(_release)(turn.conversation.id, turn.turn_id)
         finally:
             await turn.bus.finish(conversation_key)
-
-
-async def _history_before(turn: _Turn, limit: int) -> list[Any]:
-    rows = await selectors.message_history(
-        conversation_id=turn.conversation.id, limit=limit, before=turn.user_message
-    )
-    return [to_history(m) for m in rows]
-
-
-async def _run_plain_turn(turn: _Turn, provider: Provider | None) -> None:
-    """Always retrieve: one hybrid search, its results in the system prompt, one streamed answer."""
-    cancel = turn.bus.cancel_signal(str(turn.conversation.id))
-    strategy = AlwaysRetrieveStrategy()
-    try:
-        retrieval = await strategy.retrieve(project_id=turn.project.id, query=turn.user_message.content)
-    except ToolError as exc:
-        await _emit(turn, ErrorFrame(error=f"retrieval failed: {exc.message}", code="retrieval_error"))
-        await _emit(turn, DoneFrame(messageId=None, runId=None))
-        return
-    first = retrieval.entities[0] if retrieval.entities else None
-    system_prompt = load_prompt().format(
-        project_name=turn.project.name,
-        context=retrieval.context,
-        example_name=first["name"] if first else "Name",
-        example_id=first["id"] if first else "<id>",
-    )
-    history = await _history_before(turn, DEFAULT_HISTORY_LIMIT)
-    messages = FullHistoryContextStrategy(max_messages=DEFAULT_HISTORY_LIMIT).build_context(
-        [*history, to_history(turn.user_message)], system_prompt
-    )
-
-    known = await _known_entities(turn.conversation.id)
-    known.add_result(retrieval.result)
-    citations = CitationFilter(known)
-    parts: list[str] = []
-    failure: str | None = None
-    cancelled = False
-
-    async def send(text: str) -> None:
-        if text:
-            parts.append(text)
-            await _emit(turn, TokenFrame(token=text))
-
-    try:
-        llm = provider or resolve_model(turn.model)
-        config = GenerationConfig(model=turn.model, temperature=0.2, stream=True)
-        stream = llm.stream(messages, strategy.build_tool_definitions(), config)
-        async for event in until_cancelled(stream, cancel):
-            if event is CANCELLED:
-                cancelled = True
-                break
-            if isinstance(event, TextDelta):
-                await send(citations.feed(event.text))
-            elif isinstance(event, ErrorEvent):
-                failure = event.error
-                break
-            elif isinstance(event, Done | ToolCall):
-                continue
-    except LLMError as exc:
-        failure = str(exc)
-
-    if failure is not None:
-        await _emit(turn, ErrorFrame(error=f"the model failed: {failure}", code="llm_error"))
-        await _emit(turn, DoneFrame(messageId=None, runId=None))
-        return
-    await send(citations.flush())
-    text = "".join(parts)
-    stop_reason = "timeout" if turn.timed_out else "cancelled"
-    if cancelled:
-        await _emit(turn, ErrorFrame(error="the turn was cancelled", code="cancelled"))
-        if not text:
-            await _emit(turn, DoneFrame(messageId=None, runId=None))
-            return
-    context: dict[str, Any] = {
-        "strategy": "always_retrieve",
-        "model": turn.model,
-        "entity_ids": [e["id"] for e in retrieval.entities],
-        "entities": [{k: e[k] for k in ("id", "key", "type", "name")} for e in retrieval.entities],
-    }
-    if cancelled:
-        context["stop_reason"] = stop_reason
-    message = await _persist_assistant(
-        turn, content=text, retrieval_context=context, citations=citations.citations, extra=[]
-    )
-    await _emit(turn, DoneFrame(messageId=str(message.id), runId=None, citations=citations.citations))
-
-
-def frame_json(frame: AnyFrame) -> str:
-    return json.dumps(frame.wire(), ensure_ascii=False)
 
 
 # --- crash recovery --------------------------------------------------------------------------

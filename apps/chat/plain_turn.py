@@ -1,0 +1,95 @@
+"""The plain branch of a turn: always retrieve, then one streamed answer with no tools (CA-3)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from apps.agents.llm.base import Done, ErrorEvent, GenerationConfig, LLMError, Provider, TextDelta, ToolCall
+from apps.agents.llm.resolve import resolve_model
+from apps.chat.bus import CANCELLED, until_cancelled
+from apps.chat.citations import CitationFilter
+from apps.chat.context import FullHistoryContextStrategy, load_prompt, to_history
+from apps.chat.frames import DoneFrame, ErrorFrame, TokenFrame
+from apps.chat.retrieval import AlwaysRetrieveStrategy
+from apps.chat.turn import Turn, emit, history_before, known_entities, persist_answer
+from apps.graph_tools.registry import ToolError
+
+DEFAULT_HISTORY_LIMIT = 10
+
+
+async def run_plain_turn(turn: Turn, provider: Provider | None) -> None:
+    """Always retrieve: one hybrid search, its results in the system prompt, one streamed answer."""
+    cancel = turn.bus.cancel_signal(turn.key)
+    strategy = AlwaysRetrieveStrategy()
+    try:
+        retrieval = await strategy.retrieve(project_id=turn.project.id, query=turn.user_message.content)
+    except ToolError as exc:
+        await emit(turn, ErrorFrame(error=f"retrieval failed: {exc.message}", code="retrieval_error"))
+        await emit(turn, DoneFrame(messageId=None, runId=None))
+        return
+    first = retrieval.entities[0] if retrieval.entities else None
+    system_prompt = load_prompt().format(
+        project_name=turn.project.name,
+        context=retrieval.context,
+        example_name=first["name"] if first else "Name",
+        example_id=first["id"] if first else "<id>",
+    )
+    history = await history_before(turn, DEFAULT_HISTORY_LIMIT)
+    messages = FullHistoryContextStrategy(max_messages=DEFAULT_HISTORY_LIMIT).build_context(
+        [*history, to_history(turn.user_message)], system_prompt
+    )
+
+    known = await known_entities(turn.conversation.id)
+    known.add_result(retrieval.result)
+    citations = CitationFilter(known)
+    parts: list[str] = []
+    failure: str | None = None
+    cancelled = False
+
+    async def send(text: str) -> None:
+        if text:
+            parts.append(text)
+            await emit(turn, TokenFrame(token=text))
+
+    try:
+        llm = provider or resolve_model(turn.model)
+        config = GenerationConfig(model=turn.model, temperature=0.2, stream=True)
+        stream = llm.stream(messages, strategy.build_tool_definitions(), config)
+        async for event in until_cancelled(stream, cancel):
+            if event is CANCELLED:
+                cancelled = True
+                break
+            if isinstance(event, TextDelta):
+                await send(citations.feed(event.text))
+            elif isinstance(event, ErrorEvent):
+                failure = event.error
+                break
+            elif isinstance(event, Done | ToolCall):
+                continue
+    except LLMError as exc:
+        failure = str(exc)
+
+    if failure is not None:
+        await emit(turn, ErrorFrame(error=f"the model failed: {failure}", code="llm_error"))
+        await emit(turn, DoneFrame(messageId=None, runId=None))
+        return
+    await send(citations.flush())
+    text = "".join(parts)
+    stop_reason = "timeout" if turn.timed_out else "cancelled"
+    if cancelled:
+        await emit(turn, ErrorFrame(error="the turn was cancelled", code="cancelled"))
+        if not text:
+            await emit(turn, DoneFrame(messageId=None, runId=None))
+            return
+    context: dict[str, Any] = {
+        "strategy": "always_retrieve",
+        "model": turn.model,
+        "entity_ids": [e["id"] for e in retrieval.entities],
+        "entities": [{k: e[k] for k in ("id", "key", "type", "name")} for e in retrieval.entities],
+    }
+    if cancelled:
+        context["stop_reason"] = stop_reason
+    message = await persist_answer(
+        turn, content=text, retrieval_context=context, citations=citations.citations, extra=[]
+    )
+    await emit(turn, DoneFrame(messageId=str(message.id), runId=None, citations=citations.citations))
