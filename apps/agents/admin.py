@@ -4,7 +4,7 @@ from django import forms
 from django.contrib import admin
 from django.http import HttpRequest
 
-from apps.agents.definitions import default_agents_install
+from apps.agents.definitions import EDITABLE, default_agents_install
 from apps.agents.models import AgentDefinition, AgentRun, AgentRunMessage, AgentRunToolCall
 from apps.graph_tools.registry import tool_names
 from apps.projects.admin import ProjectAdmin
@@ -24,21 +24,8 @@ class AgentDefinitionForm(forms.ModelForm):
 
     class Meta:
         model = AgentDefinition
-        fields = [
-            "project",
-            "name",
-            "description",
-            "system_prompt",
-            "tools",
-            "flow_type",
-            "is_default",
-            "max_steps",
-            "visibility",
-            "sub_agents",
-            "mcp_servers",
-            "history_limit",
-            "token_budget",
-        ]
+        # The model is edited as two fields below (name and temperature).
+        fields = ["project", *(f for f in EDITABLE if f != "model")]
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

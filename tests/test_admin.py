@@ -1,0 +1,82 @@
+"""The Django admin: every model is there; agent definitions are edited with tool and model fields."""
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.test import Client
+
+from apps.agents.models import AgentDefinition
+from apps.graph_tools.registry import tool_names
+from tests.factories import make_project
+
+pytestmark = pytest.mark.django_db
+
+PAGES = [
+    "projects/project",
+    "projects/projectmembership",
+    "projects/apitoken",
+    "graph_tools/graphobject",
+    "graph_tools/graphrelationship",
+    "agents/agentdefinition",
+    "agents/agentrun",
+    "chat/conversation",
+]
+
+
+@pytest.fixture
+def admin_client():
+    user = get_user_model().objects.create_superuser("root", "", "pw-root-123")
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_every_model_has_an_admin_list(admin_client, page):
+    assert admin_client.get(f"/admin/{page}/").status_code == 200
+
+
+def test_agent_definition_form_offers_the_registry_tools_and_saves_model_and_temperature(admin_client):
+    project = make_project()
+
+    form = admin_client.get("/admin/agents/agentdefinition/add/").content.decode()
+    response = admin_client.post(
+        "/admin/agents/agentdefinition/add/",
+        {
+            "project": project.id,
+            "name": "edges",
+            "description": "",
+            "system_prompt": "Be brief.",
+            "tools": ["get_entity_edges", "hybrid_search"],
+            "model_name": "openai/gpt-4o-mini",
+            "temperature": "0.3",
+            "flow_type": "single",
+            "max_steps": "5",
+            "visibility": "project",
+            "sub_agents": "",
+            "mcp_servers": "[]",
+            "history_limit": "10",
+            "token_budget": "32000",
+        },
+    )
+
+    assert all(f'value="{name}"' in form for name in tool_names())
+    assert response.status_code == 302, response.content.decode()[:2000]
+    saved = AgentDefinition.objects.get(name="edges")
+    assert saved.model == {"name": "openai/gpt-4o-mini", "temperature": 0.3}
+    assert saved.tools == ["get_entity_edges", "hybrid_search"]
+
+
+def test_runs_and_conversations_are_read_only(admin_client):
+    assert admin_client.get("/admin/agents/agentrun/add/").status_code == 403
+    assert admin_client.get("/admin/chat/conversation/add/").status_code == 403
+
+
+def test_install_default_agents_admin_action(admin_client):
+    project = make_project()
+
+    admin_client.post(
+        "/admin/projects/project/",
+        {"action": "install_default_agents", "_selected_action": [str(project.id)]},
+    )
+
+    assert AgentDefinition.objects.filter(project=project, name="graph-query-agent").exists()
