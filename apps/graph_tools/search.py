@@ -21,9 +21,14 @@ RRF_K = 60
 # How many candidates each ranker contributes to the fusion, at least.
 FUSION_CANDIDATES = 50
 # At most this many full-text matches are ranked in hybrid_search.
-FTS_RANKED = 1000
-# Names less similar than this to the query (pg_trgm's default threshold) do not count.
-TRIGRAM_MIN_SIMILARITY = 0.3
+FTS_RANKED = 500
+# Names less similar than this to the query do not count in hybrid_search. The GIN index finds
+# the names sharing at least this fraction of the query's trigrams, and each must then be read
+# and compared: at pg_trgm's default of 0.3 a short query such as "Ana graph" (4 of its 10
+# trigrams from "Ana") made every "Ana …" name a candidate, 5,000 reads at 100k entities for no
+# match. 0.5 keeps typos and partial names ("Alise Smith", "Lisboa", "Carol" for "Carol White");
+# a lone first name such as "Bob" (0.4 to "Bob Jones") is left to the full-text branch.
+TRIGRAM_MIN_SIMILARITY = 0.5
 # HNSW search breadth: higher is better recall, slower. 100 gives recall@10 above 0.95 at 100k.
 HNSW_EF_SEARCH = 100
 
@@ -178,9 +183,10 @@ def hybrid_search(
 ) -> list[dict[str, Any]]:
     """Fuse three rankings with reciprocal-rank fusion (k=60): full text, name trigrams, vectors.
 
-    Full text uses the query's words OR-ed (a question rarely has all its words in one entity)
-    ranked by cover density; trigrams rank names by similarity to the query (GiST KNN); vectors compare the query embedding with entity embeddings of
-    the current model. ``score`` is the fused RRF score.
+    Full text takes the entities with all the query's words, then those with some (a question
+    rarely has all its words in one entity), ranked by cover density; trigrams rank names at
+    least ``TRIGRAM_MIN_SIMILARITY`` similar to the query; vectors compare the query embedding
+    with entity embeddings of the current model. ``score`` is the fused RRF score.
     """
     candidates = max(FUSION_CANDIDATES, limit * 2)
     params: dict[str, Any] = {
@@ -189,31 +195,34 @@ def hybrid_search(
         "trgm_q": query[:200],
         "candidates": candidates,
         "fts_ranked": FTS_RANKED,
-        "trgm_min": TRIGRAM_MIN_SIMILARITY,
         "limit": limit,
         "k": RRF_K,
     }
     where = _type_clause(types, params)
+    all_words = f"websearch_to_tsquery('{TEXT_SEARCH_CONFIG}', %(q)s)"
+    any_word = f"replace({all_words}::text, ' & ', ' | ')::tsquery"
     branches = [
-        # Full text: ranking every match of a very common word would dominate the latency, so at
-        # most FTS_RANKED matches are ranked (such a word carries little signal anyway).
-        f"""(SELECT m.id, row_number() OVER (ORDER BY ts_rank_cd(m.search_vector, m.tsq) DESC, m.id) AS rank
-            FROM (SELECT o.id, o.search_vector, q.tsq
-                  FROM kb.graph_objects o,
-                       (SELECT replace(websearch_to_tsquery('{TEXT_SEARCH_CONFIG}', %(q)s)::text, ' & ', ' | ')::tsquery
-                        AS tsq) q
-                  WHERE o.project_id = %(project)s AND o.search_vector @@ q.tsq {where}
+        # Full text: the entities with all the words first, then those with some, at most
+        # FTS_RANKED in all; a GIN bitmap cannot be read in rank order, so ranking every match of
+        # a common word would dominate the latency (and such a word carries little signal).
+        f"""(SELECT m.id, row_number() OVER (
+                    ORDER BY m.all_words DESC, ts_rank_cd(m.search_vector, {any_word}) DESC, m.id) AS rank
+            FROM ((SELECT o.id, o.search_vector, true AS all_words FROM kb.graph_objects o
+                   WHERE o.project_id = %(project)s AND o.search_vector @@ {all_words} {where})
+                  UNION ALL
+                  (SELECT o.id, o.search_vector, false FROM kb.graph_objects o
+                   WHERE o.project_id = %(project)s AND o.search_vector @@ {any_word}
+                     AND NOT o.search_vector @@ {all_words} {where})
                   LIMIT %(fts_ranked)s) m
             ORDER BY rank LIMIT %(candidates)s)""",
-        # Name trigrams: the nearest names straight from the GiST index (KNN), then only those
-        # similar enough. Filtering inside the KNN scan would walk the whole index when few match.
-        f"""(SELECT t.id, row_number() OVER (ORDER BY t.distance, t.id) AS rank
-            FROM (SELECT o.id, o.name <-> %(trgm_q)s AS distance
+        # Name trigrams: names at least TRIGRAM_MIN_SIMILARITY similar (``%`` with
+        # pg_trgm.similarity_threshold, through the GIN trigram index), the most similar first.
+        f"""(SELECT t.id, row_number() OVER (ORDER BY t.similarity DESC, t.id) AS rank
+            FROM (SELECT o.id, similarity(o.name, %(trgm_q)s) AS similarity
                   FROM kb.graph_objects o
-                  WHERE o.project_id = %(project)s {where}
-                  ORDER BY o.name <-> %(trgm_q)s
-                  LIMIT %(candidates)s) t
-            WHERE t.distance < 1 - %(trgm_min)s)""",
+                  WHERE o.project_id = %(project)s AND o.name %% %(trgm_q)s {where}
+                  ORDER BY 2 DESC, o.id
+                  LIMIT %(candidates)s) t)""",
     ]
     if embedder is not None:
         vector = query_vector if query_vector is not None else embedder.embed_query(query)
@@ -231,6 +240,9 @@ def hybrid_search(
     """
     with transaction.atomic(), connection.cursor() as cursor:
         _set_vector_search_options(cursor, max(HNSW_EF_SEARCH, candidates))
+        cursor.execute(
+            "SELECT set_config('pg_trgm.similarity_threshold', %s, true)", [str(TRIGRAM_MIN_SIMILARITY)]
+        )
         cursor.execute(sql, params)
         rows = cursor.fetchall()
     return [{**entity_row(r), "score": round(float(r[5]), 6)} for r in rows]
