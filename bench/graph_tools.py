@@ -252,15 +252,13 @@ def run() -> None:
                 project_id=pid, start_entity_id=keys[i], max_depth=3, direction="out"
             ),
         )
+        add("list_entity_types", lambda i: graph_queries.entity_type_counts(project_id=pid))
+        add("schema_version", lambda i: graph_queries.schema_version(project_id=pid))
+        add("list_relationships", lambda i: graph_queries.relationship_summary(project_id=pid))
         add(
-            "list_entity_types",
-            lambda i: list(
-                Project.objects.get(id=pid).graph_objects.values("type").order_by("type").distinct()
-            ),
-            repeat=10,
+            "list_relationships entity_type=",
+            lambda i: graph_queries.relationship_summary(project_id=pid, entity_type=typed[i % 6]),
         )
-        add("schema_version", lambda i: graph_queries.schema_version(project_id=pid), repeat=10)
-        add("list_relationships", lambda i: graph_queries.relationship_summary(project_id=pid), repeat=10)
         model = get_embedder()
         add(f"query embedding ({model.name})", lambda i: model.embed_query(queries[i]))
 

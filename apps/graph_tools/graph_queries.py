@@ -209,27 +209,32 @@ def entity_query(
     return {"results": [{**entity_row(r), "properties": _json(r[5])} for r in rows], "total": total}
 
 
+def entity_type_counts(*, project_id: uuid.UUID) -> list[dict[str, Any]]:
+    """Entity types with how many entities each has, most numerous first (from the type counts)."""
+    rows = _fetch(
+        "SELECT type, count FROM kb.graph_entity_type_counts WHERE project_id = %s ORDER BY count DESC, type",
+        [project_id],
+    )
+    return [{"type": r[0], "count": int(r[1])} for r in rows]
+
+
 def schema_version(*, project_id: uuid.UUID) -> dict[str, Any]:
-    """The sets of entity and relationship types, a version hash of them, and the latest change."""
-    entity_types = [
-        r[0]
-        for r in _fetch(
-            "SELECT DISTINCT type FROM kb.graph_objects WHERE project_id = %s ORDER BY type", [project_id]
-        )
-    ]
-    relationship_types = [
-        r[0]
-        for r in _fetch(
-            "SELECT DISTINCT type FROM kb.graph_relationships WHERE project_id = %s ORDER BY type",
-            [project_id],
-        )
-    ]
-    updated = _fetch(
-        """SELECT greatest(
-               (SELECT max(updated_at) FROM kb.graph_objects WHERE project_id = %(p)s),
-               (SELECT max(updated_at) FROM kb.graph_relationships WHERE project_id = %(p)s))""",
+    """The sets of entity and relationship types, a version hash of them, and the latest change.
+
+    The type sets come from the per-project type counts (migration 0005), the latest change from
+    the (project, updated_at) indexes: no part of the graph is scanned.
+    """
+    rows = _fetch(
+        """SELECT
+               ARRAY(SELECT type FROM kb.graph_entity_type_counts WHERE project_id = %(p)s ORDER BY type),
+               ARRAY(SELECT DISTINCT type FROM kb.graph_relationship_type_counts
+                     WHERE project_id = %(p)s ORDER BY type),
+               greatest(
+                   (SELECT max(updated_at) FROM kb.graph_objects WHERE project_id = %(p)s),
+                   (SELECT max(updated_at) FROM kb.graph_relationships WHERE project_id = %(p)s))""",
         {"p": project_id},
-    )[0][0]
+    )
+    entity_types, relationship_types, updated = list(rows[0][0]), list(rows[0][1]), rows[0][2]
     digest = hashlib.sha256(
         json.dumps({"entity_types": entity_types, "relationship_types": relationship_types}).encode()
     ).hexdigest()[:16]
@@ -250,23 +255,23 @@ def relationship_summary(
 ) -> list[dict[str, Any]]:
     """Relationship types with their counts and the entity types at their source and target ends.
 
-    ``entity_type`` keeps relationships with that type at either end.
+    ``entity_type`` keeps relationships with that type at either end. Read from the per-project
+    counts by (relationship type, source type, target type), which triggers keep exact.
     """
     params: dict[str, Any] = {"project": project_id, "limit": limit}
     where = ""
     if relationship_type:
         params["rtype"] = relationship_type
-        where += " AND r.type = %(rtype)s"
+        where += " AND c.type = %(rtype)s"
     if entity_type:
         params["etype"] = entity_type
-        where += " AND (s.type = %(etype)s OR d.type = %(etype)s)"
+        where += " AND (c.src_type = %(etype)s OR c.dst_type = %(etype)s)"
     rows = _fetch(
-        f"""SELECT r.type, count(*), array_agg(DISTINCT s.type ORDER BY s.type), array_agg(DISTINCT d.type ORDER BY d.type)
-            FROM kb.graph_relationships r
-            JOIN kb.graph_objects s ON s.id = r.src_id
-            JOIN kb.graph_objects d ON d.id = r.dst_id
-            WHERE r.project_id = %(project)s {where}
-            GROUP BY r.type ORDER BY count(*) DESC, r.type LIMIT %(limit)s""",
+        f"""SELECT c.type, sum(c.count), array_agg(DISTINCT c.src_type ORDER BY c.src_type),
+                   array_agg(DISTINCT c.dst_type ORDER BY c.dst_type)
+            FROM kb.graph_relationship_type_counts c
+            WHERE c.project_id = %(project)s {where}
+            GROUP BY c.type ORDER BY sum(c.count) DESC, c.type LIMIT %(limit)s""",
         params,
     )
     return [

@@ -44,6 +44,7 @@ class GraphObject(models.Model):
         ]
         indexes = [
             models.Index(fields=["project", "type"], name="graph_obj_project_type"),
+            models.Index(fields=["project", "updated_at"], name="graph_obj_project_updated"),
             GinIndex(fields=["search_vector"], name="graph_obj_search_vector"),
             GinIndex(fields=["name"], opclasses=["gin_trgm_ops"], name="graph_obj_name_trgm"),
         ]
@@ -71,7 +72,47 @@ class GraphRelationship(models.Model):
             models.Index(fields=["src", "type"], name="graph_rel_src_type"),
             models.Index(fields=["dst", "type"], name="graph_rel_dst_type"),
             models.Index(fields=["project", "type"], name="graph_rel_project_type"),
+            models.Index(fields=["project", "updated_at"], name="graph_rel_project_updated"),
         ]
 
     def __str__(self) -> str:
         return f"{self.src_id} -{self.type}-> {self.dst_id}"
+
+
+# Per-project summaries for the whole-graph tools (list_entity_types, schema_version,
+# list_relationships), kept exact by statement-level triggers on the two tables above (migration
+# 0005), so every way of writing the graph keeps them right: import, admin, ORM, raw SQL. Never
+# written by the application. ``project_id`` is a plain column, not a foreign key: the triggers
+# empty a project's rows as its entities and relationships are deleted.
+
+
+class EntityTypeCount(models.Model):
+    """How many entities of each type a project has (rows with a zero count are removed)."""
+
+    pk = models.CompositePrimaryKey("project_id", "type")
+    project_id = models.UUIDField()
+    type = models.CharField(max_length=128)
+    count = models.BigIntegerField()
+
+    class Meta:
+        db_table = 'kb"."graph_entity_type_counts'
+
+    def __str__(self) -> str:
+        return f"{self.type}: {self.count}"
+
+
+class RelationshipTypeCount(models.Model):
+    """How many relationships of each type join entities of each pair of types, per project."""
+
+    pk = models.CompositePrimaryKey("project_id", "type", "src_type", "dst_type")
+    project_id = models.UUIDField()
+    type = models.CharField(max_length=128)
+    src_type = models.CharField(max_length=128)
+    dst_type = models.CharField(max_length=128)
+    count = models.BigIntegerField()
+
+    class Meta:
+        db_table = 'kb"."graph_relationship_type_counts'
+
+    def __str__(self) -> str:
+        return f"{self.src_type} -{self.type}-> {self.dst_type}: {self.count}"

@@ -187,17 +187,8 @@ async def _traverse_graph(ctx: ToolContext, args: TraverseGraphArgs) -> dict[str
 
 
 async def _list_entity_types(ctx: ToolContext, args: NoArgs) -> dict[str, Any]:
-    from django.db.models import Count
-
-    from apps.graph_tools.models import GraphObject
-
-    rows = (
-        GraphObject.objects.filter(project_id=ctx.project_id)
-        .values("type")
-        .annotate(count=Count("id"))
-        .order_by("-count", "type")
-    )
-    return {"types": [{"type": r["type"], "count": r["count"]} async for r in rows]}
+    types = await _db(graph_queries.entity_type_counts)(project_id=ctx.project_id)
+    return {"types": types}
 
 
 async def _schema_version(ctx: ToolContext, args: NoArgs) -> dict[str, Any]:
