@@ -7,12 +7,17 @@ installs them. Nothing is downloaded at run time.
 A 135M model cannot call tools free-form, so every model call is answered in two phases:
 
 1. **Step decision** (only when tools are offered and this turn has made fewer than
-   ``max_tool_calls`` calls): the model writes ``{"tool": <name>, "arguments": {...}}`` or
-   ``{"answer": true}`` under a llama.cpp grammar built from a JSON Schema. Each offered tool is
-   one alternative whose ``arguments`` follow that tool's own schema, with every string, array
-   and integer bounded so the output always terminates. A tool call ends the model call.
+   ``max_tool_calls`` calls, one by default): the model writes
+   ``{"tool": <name>, "arguments": {...}}`` or ``{"answer": true}`` under a llama.cpp grammar
+   built from a JSON Schema, after two worked examples. Each offered tool is one alternative
+   whose ``arguments`` follow that tool's own schema, with every string, array and integer
+   bounded so the output always terminates. The first step of a turn must call a tool (such a
+   small model knows next to nothing by itself); a call that repeats one this turn already made
+   is taken as "answer". A tool call ends the model call.
 2. **Answer**: the tool results of this turn are laid out as facts above the question and the
    answer is generated freely and streamed token by token.
+
+How good that is on the demo graph is measured in the README ("The offline default").
 
 The model is loaded once per process (lazily, under a lock) and used by one worker thread, so
 generation never blocks the event loop and concurrent turns take their turn. Usage is llama's
@@ -22,6 +27,7 @@ own token count.
 from __future__ import annotations
 
 import asyncio
+import atexit
 import codecs
 import importlib.util
 import json
@@ -63,17 +69,21 @@ STRING_MAX_LENGTH = 64
 ARRAY_MAX_ITEMS = 3
 INTEGER_ENUM_MAX = 10  # integers with a range of at most this many values become an enum
 STEP_MAX_TOKENS = 160
-ANSWER_MAX_TOKENS = 512
+ANSWER_MAX_TOKENS = 320
 DEFAULT_TEMPERATURE = 0.2
-MAX_TOOL_CALLS_PER_TURN = 2
+# Measured on the demo graph: a second call never added a relevant fact (Portugal -> "Spain",
+# Switzerland -> "Italy") and costs another prompt evaluation, so one lookup, then the answer.
+MAX_TOOL_CALLS_PER_TURN = 1
 # What the model sees of each tool result and of each earlier message.
-TOOL_RESULT_MAX_CHARS = 1600
+TOOL_RESULT_MAX_CHARS = 1000
 MESSAGE_MAX_CHARS = 600
 SYSTEM_PROMPT_MAX_CHARS = 600
+QUESTION_MAX_CHARS = 2000
 HISTORY_MESSAGES = 4
-# Keys of tool results the model does not need: ids only matter when choosing the next call.
-STEP_SKIPPED_KEYS = frozenset({"score", "rank", "embedding", "vector", "distance"})
-ANSWER_SKIPPED_KEYS = STEP_SKIPPED_KEYS | {"id"}
+# Keys of tool results the model does not need. Entities are referred to by their (short, readable)
+# key when choosing the next call; the answer needs neither ids nor keys.
+STEP_SKIPPED_KEYS = frozenset({"id", "score", "rank", "embedding", "vector", "distance"})
+ANSWER_SKIPPED_KEYS = STEP_SKIPPED_KEYS | {"key"}
 
 
 @dataclass(frozen=True)
@@ -179,14 +189,16 @@ def _bounded_object(node: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def _worth_offering(schema: dict[str, Any]) -> bool:
-    """Optional arguments a small model may fill in: short strings and choices, not numbers.
+    """Optional arguments a small model may fill in: closed choices only.
 
-    Optional numbers (limits, offsets, depths) have sensible defaults and the grammar cannot
-    keep them in range, so they are left to the tool.
+    Measured on the demo graph: given the chance, SmolLM2-135M fills optional filters with
+    invented values ("type": "entity"), which empties the result. Optional numbers (limits,
+    offsets) have sensible defaults and the grammar cannot keep them in range. So optional free
+    strings, arrays and numbers are left to the tool; enums (a direction, a depth of 1 to 5) stay.
     """
     if "anyOf" in schema:
         return all(_worth_offering(b) for b in schema["anyOf"])
-    return schema.get("type") in {"string", "array"} or "enum" in schema or "const" in schema
+    return "enum" in schema or "const" in schema
 
 
 def arguments_schema(parameters: dict[str, Any]) -> dict[str, Any]:
@@ -205,7 +217,7 @@ def arguments_schema(parameters: dict[str, Any]) -> dict[str, Any]:
     return bounded
 
 
-def step_schema(tools: Sequence[ToolSpec]) -> dict[str, Any]:
+def step_schema(tools: Sequence[ToolSpec], *, allow_answer: bool = True) -> dict[str, Any]:
     """The JSON Schema of one step: call one of ``tools`` with bounded arguments, or answer."""
     alternatives: list[dict[str, Any]] = [
         {
@@ -216,14 +228,15 @@ def step_schema(tools: Sequence[ToolSpec]) -> dict[str, Any]:
         }
         for tool in tools
     ]
-    alternatives.append(
-        {
-            "type": "object",
-            "properties": {"answer": {"const": True}},
-            "required": ["answer"],
-            "additionalProperties": False,
-        }
-    )
+    if allow_answer:
+        alternatives.append(
+            {
+                "type": "object",
+                "properties": {"answer": {"const": True}},
+                "required": ["answer"],
+                "additionalProperties": False,
+            }
+        )
     return {"anyOf": alternatives}
 
 
@@ -293,29 +306,40 @@ def _first_sentence(text: str, limit: int = 140) -> str:
     return _clip(text[: end + 1] if end > 0 else text, limit)
 
 
+def _plain(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False) if isinstance(value, (dict, list)) else str(value)
+
+
+def _item(item: dict[str, Any], skip: frozenset[str]) -> str:
+    """One result on one line; an entity reads "name (type): description; other: value"."""
+    rest = {k: v for k, v in item.items() if k not in skip and v not in (None, "", [], {})}
+    head = ""
+    if "name" in rest:
+        head = str(rest.pop("name"))
+        if "type" in rest:
+            head += f" ({rest.pop('type')})"
+        if "description" in rest:
+            head += f": {rest.pop('description')}"
+    fields = [f"{k}: {_plain(v)}" for k, v in rest.items()]
+    return "; ".join([head, *fields] if head else fields)
+
+
 def _compact(value: Any, skip: frozenset[str], indent: str = "") -> list[str]:
-    """A tool result as short ``key: value`` lines, without the keys in ``skip`` and empty values."""
+    """A tool result as short lines, without the keys in ``skip`` and empty values."""
     lines: list[str] = []
     if isinstance(value, dict):
         for key, item in value.items():
             if key in skip or item in (None, "", [], {}):
                 continue
-            if isinstance(item, (dict, list)):
-                lines.append(f"{indent}{key}:")
-                lines.extend(_compact(item, skip, indent + "  "))
+            if isinstance(item, list):
+                lines.extend(_compact(item, skip, indent))
+            elif isinstance(item, dict):
+                lines.append(f"{indent}{key}: {_item(item, skip)}")
             else:
                 lines.append(f"{indent}{key}: {item}")
     elif isinstance(value, list):
         for item in value:
-            if isinstance(item, dict):
-                flat = [
-                    f"{k}: {v if not isinstance(v, (dict, list)) else json.dumps(v, ensure_ascii=False)}"
-                    for k, v in item.items()
-                    if k not in skip and v not in (None, "", [], {})
-                ]
-                lines.append(f"{indent}- " + "; ".join(flat))
-            else:
-                lines.append(f"{indent}- {item}")
+            lines.append(f"{indent}- {_item(item, skip) if isinstance(item, dict) else _plain(item)}")
     else:
         lines.append(f"{indent}{value}")
     return lines
@@ -336,27 +360,20 @@ def render_tool_result(
 
 
 def _results_of_turn(messages: Sequence[ChatMessage], limit: int) -> list[str]:
-    names = {c.id: (c.name, c.arguments) for m in messages if m.role == "assistant" for c in m.tool_calls}
-    blocks: list[str] = []
-    for message in _this_turn(messages):
-        if message.role != "tool":
-            continue
-        name, arguments = names.get(message.tool_call_id or "", (message.name or "tool", {}))
-        call = f"{name}({json.dumps(arguments, ensure_ascii=False)})"
-        blocks.append(f"{call}:\n{render_tool_result(message.content, limit)}")
-    return blocks
+    # Only the facts: a call's name and arguments in the prompt get echoed back as if they were facts.
+    return [render_tool_result(m.content, limit) for m in _this_turn(messages) if m.role == "tool"]
 
 
 def _question(messages: Sequence[ChatMessage]) -> str:
     for message in reversed(messages):
         if message.role == "user":
-            return message.content
+            return _clip(message.content, QUESTION_MAX_CHARS)
     return ""
 
 
-def _agent_instructions(messages: Sequence[ChatMessage]) -> str:
+def _instructions(messages: Sequence[ChatMessage], limit: int) -> str:
     system = "\n".join(m.content for m in messages if m.role == "system")
-    return _clip(system, SYSTEM_PROMPT_MAX_CHARS) if system else ""
+    return _clip(system, limit) if system else ""
 
 
 def _earlier_turns(messages: Sequence[ChatMessage]) -> list[tuple[str, str]]:
@@ -370,6 +387,36 @@ def _earlier_turns(messages: Sequence[ChatMessage]) -> list[tuple[str, str]]:
     return turns[-HISTORY_MESSAGES:]
 
 
+def _search_tool(tools: Sequence[ToolSpec]) -> tuple[str, str] | None:
+    """(tool, argument) of the first offered tool whose one required argument is a string."""
+    for tool in tools:
+        required = tool.parameters.get("required") or []
+        properties = tool.parameters.get("properties") or {}
+        if len(required) == 1 and (properties.get(required[0]) or {}).get("type") == "string":
+            return tool.name, required[0]
+    return None
+
+
+def _examples(tools: Sequence[ToolSpec]) -> list[tuple[str, str]]:
+    """Two worked steps (few-shot): without them a 135M model picks tools almost at random.
+
+    Measured on the demo graph: with them, the first step searched for the subject of each of the
+    five questions that named one; without them, it did so for one question of eight. Questions
+    without a subject copy an example, so the example names are made up: a copied one finds
+    nothing rather than something wrong.
+    """
+    found = _search_tool(tools)
+    if found is None:
+        return []
+    name, argument = found
+    shots = [("Who founded Zorblax Ltd?", "Zorblax Ltd"), ("Which rivers flow through Quendor?", "Quendor")]
+    turns: list[tuple[str, str]] = []
+    for question, value in shots:
+        turns.append(("user", question))
+        turns.append(("assistant", json.dumps({"tool": name, "arguments": {argument: value}})))
+    return turns
+
+
 def step_prompt(
     messages: Sequence[ChatMessage], tools: Sequence[ToolSpec], result_limit: int = TOOL_RESULT_MAX_CHARS
 ) -> list[tuple[str, str]]:
@@ -381,7 +428,7 @@ def step_prompt(
         'Reply with JSON only: {"tool": "<name>", "arguments": {...}} to use a tool, '
         'or {"answer": true} when the results you have are enough to answer.'
     )
-    turns: list[tuple[str, str]] = [("system", system), *_earlier_turns(messages)]
+    turns: list[tuple[str, str]] = [("system", system), *_examples(tools), *_earlier_turns(messages)]
     turns.append(("user", _question(messages)))
     names = {c.id: c.name for m in messages if m.role == "assistant" for c in m.tool_calls}
     for message in _this_turn(messages):
@@ -404,8 +451,11 @@ def answer_prompt(
     messages: Sequence[ChatMessage], result_limit: int = TOOL_RESULT_MAX_CHARS
 ) -> list[tuple[str, str]]:
     """The conversation that asks for the answer: facts from this turn's tools above the question."""
-    instructions = _agent_instructions(messages)
     blocks = _results_of_turn(messages, result_limit)
+    # An agent's instructions are generic and its facts come from tools: a short head of them is
+    # enough. Without tool results the system prompt may carry the facts itself (the plain chat
+    # puts its retrieved entities there), so it gets the room the tool results would have had.
+    instructions = _instructions(messages, SYSTEM_PROMPT_MAX_CHARS if blocks else 4 * result_limit)
     system = "You are a helpful assistant. Answer briefly and plainly, in a few sentences."
     if blocks:
         system += " Use only the facts given with the question; if they do not answer it, say so."
@@ -417,10 +467,15 @@ def answer_prompt(
     return [("system", system), *_earlier_turns(messages), ("user", question)]
 
 
-def chatml(turns: Sequence[tuple[str, str]], *, prefix: str = "") -> str:
-    """Render turns in ChatML and open the assistant's turn (with ``prefix`` already written)."""
-    body = "".join(f"<|im_start|>{role}\n{text}<|im_end|>\n" for role, text in turns)
-    return f"{body}<|im_start|>assistant\n{prefix}"
+def chatml(turns: Sequence[tuple[str, str]]) -> str:
+    """Render turns in ChatML and open the assistant's turn.
+
+    Role markers inside a text are broken up, so a message cannot start a turn of its own.
+    """
+    body = "".join(
+        f"<|im_start|>{role}\n{text.replace('<|im_', '<| im_')}<|im_end|>\n" for role, text in turns
+    )
+    return f"{body}<|im_start|>assistant\n"
 
 
 # --- the engine: one model per process, one worker thread ---
@@ -471,9 +526,19 @@ def _engine(path: Path, n_ctx: int) -> Any:
                 n_threads=max(1, os.cpu_count() or 1),
                 verbose=False,
             )
+            if not _ENGINES:
+                atexit.register(_close_engines)
             _ENGINES[path] = engine
             logger.info("loaded the embedded offline model from %s", path)
         return engine
+
+
+def _close_engines() -> None:
+    """Free the models while the interpreter is whole (``Llama.__del__`` at teardown fails noisily)."""
+    with _LOAD_LOCK:
+        for engine in _ENGINES.values():
+            engine.close()
+        _ENGINES.clear()
 
 
 @lru_cache(maxsize=32)
@@ -618,12 +683,15 @@ class LocalProvider:
         usage = Usage()
         if wants_step(messages, tools, self.max_tool_calls):
             prompt = _fit(llm, lambda limit: chatml(step_prompt(messages, tools, limit)), STEP_MAX_TOKENS)
+            # A 135M model knows next to nothing itself: its first step in a turn always looks
+            # something up; after that it may answer.
+            schema = step_schema(tools, allow_answer=bool(turn_tool_calls(messages)))
             step_text = _generate(
                 llm,
                 prompt,
                 temperature=temperature,
                 max_tokens=STEP_MAX_TOKENS,
-                grammar=_grammar(json.dumps(step_schema(tools), sort_keys=True)),
+                grammar=_grammar(json.dumps(schema)),  # key order matters: the tool is chosen first
                 cancelled=cancelled,
             )
             usage.input_tokens += step_text.prompt_tokens
