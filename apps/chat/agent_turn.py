@@ -81,7 +81,8 @@ def _chat_rows(turn: Turn, messages: list[HistoryMessage]) -> list[Message]:
     return rows
 
 
-async def run_agent_turn(turn: Turn, provider: Provider | None) -> None:
+async def run_agent_turn(turn: Turn, provider: Provider | None) -> DoneFrame:
+    """Run the agent with a stream callback mapped to frames; persist; return the closing frame."""
     definition = turn.agent_definition
     assert definition is not None and turn.run_id is not None
     run_id = str(turn.run_id)
@@ -148,8 +149,7 @@ async def run_agent_turn(turn: Turn, provider: Provider | None) -> None:
 
     if result.status == "success" or result.stop_reason in KEEP_PARTIAL:
         if result.status != "success" and not parts and stop_reason in {"cancelled", "timeout"}:
-            await emit(turn, DoneFrame(messageId=None, runId=run_id))
-            return
+            return DoneFrame(messageId=None, runId=run_id)
         context: dict[str, Any] = {"agent_run_id": run_id}
         if result.status != "success":
             context["stop_reason"] = stop_reason
@@ -160,6 +160,5 @@ async def run_agent_turn(turn: Turn, provider: Provider | None) -> None:
             citations=citations.citations,
             extra=_chat_rows(turn, result.messages),
         )
-        await emit(turn, DoneFrame(messageId=str(message.id), runId=run_id, citations=citations.citations))
-        return
-    await emit(turn, DoneFrame(messageId=None, runId=run_id))
+        return DoneFrame(messageId=str(message.id), runId=run_id, citations=citations.citations)
+    return DoneFrame(messageId=None, runId=run_id)

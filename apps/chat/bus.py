@@ -79,6 +79,10 @@ class InProcessFrameBus:
         if log is None or log.finished:
             return
         log.frames.append(frame)
+        if frame.type == "done":
+            # ``done`` ends the turn: from now on a cancel answers "not running".
+            await self.finish(conversation_id)
+            return
         log.wake()
 
     async def finish(self, conversation_id: str) -> None:

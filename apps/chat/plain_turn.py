@@ -17,7 +17,7 @@ from apps.graph_tools.registry import ToolError
 DEFAULT_HISTORY_LIMIT = 10
 
 
-async def run_plain_turn(turn: Turn, provider: Provider | None) -> None:
+async def run_plain_turn(turn: Turn, provider: Provider | None) -> DoneFrame:
     """Always retrieve: one hybrid search, its results in the system prompt, one streamed answer."""
     cancel = turn.bus.cancel_signal(turn.key)
     strategy = AlwaysRetrieveStrategy()
@@ -25,8 +25,7 @@ async def run_plain_turn(turn: Turn, provider: Provider | None) -> None:
         retrieval = await strategy.retrieve(project_id=turn.project.id, query=turn.user_message.content)
     except ToolError as exc:
         await emit(turn, ErrorFrame(error=f"retrieval failed: {exc.message}", code="retrieval_error"))
-        await emit(turn, DoneFrame(messageId=None, runId=None))
-        return
+        return DoneFrame(messageId=None, runId=None)
     first = retrieval.entities[0] if retrieval.entities else None
     system_prompt = load_prompt().format(
         project_name=turn.project.name,
@@ -71,16 +70,14 @@ async def run_plain_turn(turn: Turn, provider: Provider | None) -> None:
 
     if failure is not None:
         await emit(turn, ErrorFrame(error=f"the model failed: {failure}", code="llm_error"))
-        await emit(turn, DoneFrame(messageId=None, runId=None))
-        return
+        return DoneFrame(messageId=None, runId=None)
     await send(citations.flush())
     text = "".join(parts)
     stop_reason = "timeout" if turn.timed_out else "cancelled"
     if cancelled:
         await emit(turn, ErrorFrame(error="the turn was cancelled", code="cancelled"))
         if not text:
-            await emit(turn, DoneFrame(messageId=None, runId=None))
-            return
+            return DoneFrame(messageId=None, runId=None)
     context: dict[str, Any] = {
         "strategy": "always_retrieve",
         "model": turn.model,
@@ -92,4 +89,4 @@ async def run_plain_turn(turn: Turn, provider: Provider | None) -> None:
     message = await persist_answer(
         turn, content=text, retrieval_context=context, citations=citations.citations, extra=[]
     )
-    await emit(turn, DoneFrame(messageId=str(message.id), runId=None, citations=citations.citations))
+    return DoneFrame(messageId=str(message.id), runId=None, citations=citations.citations)

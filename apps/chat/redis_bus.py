@@ -90,20 +90,26 @@ class RedisFrameBus:
                 await pubsub.aclose()
 
     async def publish(self, conversation_id: str, frame: AnyFrame) -> None:
-        await self._client().xadd(
-            _stream(conversation_id),
-            {"frame": json.dumps(frame.wire(), ensure_ascii=False)},
-            maxlen=MAX_FRAMES,
-            approximate=True,
-        )
+        fields = {"frame": json.dumps(frame.wire(), ensure_ascii=False)}
+        if frame.type != "done":
+            await self._client().xadd(_stream(conversation_id), fields, maxlen=MAX_FRAMES, approximate=True)
+            return
+        # ``done`` ends the turn in the same transaction: nobody can see it and still cancel.
+        async with self._client().pipeline(transaction=True) as pipe:
+            pipe.xadd(_stream(conversation_id), fields)
+            self._end(pipe, conversation_id)
+            await pipe.execute()
+
+    def _end(self, pipe: Any, conversation_id: str) -> None:
+        pipe.xadd(_stream(conversation_id), {"end": "1"})
+        pipe.expire(_stream(conversation_id), self.retention)
+        pipe.set(_state(conversation_id), json.dumps({"running": False}), ex=self.retention)
 
     async def finish(self, conversation_id: str) -> None:
-        client = self._client()
-        async with client.pipeline(transaction=True) as pipe:
-            pipe.xadd(_stream(conversation_id), {"end": "1"})
-            pipe.expire(_stream(conversation_id), self.retention)
-            pipe.set(_state(conversation_id), json.dumps({"running": False}), ex=self.retention)
-            await pipe.execute()
+        if await self._running(conversation_id):
+            async with self._client().pipeline(transaction=True) as pipe:
+                self._end(pipe, conversation_id)
+                await pipe.execute()
         listener = self._listeners.pop(conversation_id, None)
         if listener is not None:
             listener.cancel()

@@ -237,14 +237,21 @@ async def turn_wait_all() -> None:
 
 
 async def _run_turn(turn: Turn, provider: Provider | None) -> None:
-    conversation_key = str(turn.conversation.id)
+    """Run a started turn to its end: meta, the branch's frames, then ``done``.
+
+    The conversation is released before ``done`` is published, so a client may send its next
+    message the moment it sees ``done``; the bus then marks the turn over.
+    """
+    conversation_key = turn.key
     cancel = turn.bus.cancel_signal(conversation_key)
+    run_id = str(turn.run_id) if turn.run_id else None
 
     def time_out() -> None:
         turn.timed_out = True
         cancel.set()
 
     watchdog = asyncio.get_running_loop().call_later(settings.KGCHAT_TURN_TIMEOUT_SECONDS, time_out)
+    done = DoneFrame(messageId=None, runId=run_id)
     try:
         await emit(
             turn,
@@ -252,22 +259,26 @@ async def _run_turn(turn: Turn, provider: Provider | None) -> None:
                 conversationId=conversation_key,
                 messageId=str(turn.user_message.id),
                 agentDefinitionId=str(turn.agent_definition.id) if turn.agent_definition else None,
-                runId=str(turn.run_id) if turn.run_id else None,
+                runId=run_id,
                 model=turn.model,
             ),
         )
         if turn.agent_definition is not None:
-            await run_agent_turn(turn, provider)
+            done = await run_agent_turn(turn, provider)
         else:
-            await run_plain_turn(turn, provider)
+            done = await run_plain_turn(turn, provider)
     except Exception:
         log.exception("turn %s of conversation %s failed", turn.turn_id, conversation_key)
         await emit(turn, ErrorFrame(error="the turn failed unexpectedly", code="internal_error"))
-        await emit(turn, DoneFrame(messageId=None, runId=str(turn.run_id) if turn.run_id else None))
+        done = DoneFrame(messageId=None, runId=run_id)
     finally:
         watchdog.cancel()
         try:
             await sync_to_async(_release)(turn.conversation.id, turn.turn_id)
+        except Exception:
+            log.exception("releasing conversation %s failed; the claim expires on its own", conversation_key)
+        try:
+            await emit(turn, done)
         finally:
             await turn.bus.finish(conversation_key)
 

@@ -84,12 +84,16 @@ TEMPLATES = [
 _database_url = os.environ.get("DATABASE_URL")
 DATABASES = {
     "default": (
-        dj_database_url.parse(_database_url, conn_max_age=0)
+        dj_database_url.parse(_database_url)
         if _database_url
         else embedded_db.database_settings()
     )
 }
 DATABASES["default"].setdefault("OPTIONS", {})
+# Keep connections open between requests and ORM calls (turns make many small queries from
+# sync_to_async's thread); a health check replaces a connection the server closed.
+DATABASES["default"]["CONN_MAX_AGE"] = env_int("KGCHAT_DB_CONN_MAX_AGE", 60)
+DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 # PostgreSQL plus the kb schema's tables in introspection (see config/db/base.py).
 DATABASES["default"]["ENGINE"] = "config.db"
 
@@ -141,6 +145,9 @@ KGCHAT_FRAME_RESULT_MAX_CHARS = env_int("KGCHAT_FRAME_RESULT_MAX_CHARS", 200_000
 KGCHAT_TURNS_PER_MINUTE = env_int("KGCHAT_TURNS_PER_MINUTE", 30)
 # A turn running longer than this is stopped with an error frame of code "timeout".
 KGCHAT_TURN_TIMEOUT_SECONDS = env_int("KGCHAT_TURN_TIMEOUT_SECONDS", 300)
+# Model text deltas arriving within this many milliseconds of the last one streamed are merged into
+# one (the first goes out at once); 0 streams every delta on its own. See apps/agents/adk/model_adapter.py.
+KGCHAT_STREAM_COALESCE_MS = env_int("KGCHAT_STREAM_COALESCE_MS", 20)
 # A graph tool call running longer than this answers the model {"error", "code": "timeout"}.
 KGCHAT_TOOL_TIMEOUT_SECONDS = env_int("KGCHAT_TOOL_TIMEOUT_SECONDS", 30)
 OPENAI_BASE_URL = os.environ.get("OPENAI_BASE_URL", "")

@@ -531,3 +531,20 @@ async def test_greeting_is_answered_in_chat_mode_without_tools(world, agent, scr
     assert "mcp_tool" not in types(frames)
     rows = [m.role async for m in Message.objects.filter(conversation_id=frames[0]["conversationId"])]
     assert sorted(rows) == ["assistant", "user"]
+
+
+async def test_the_next_message_may_follow_done_at_once(world, agent, scripted):
+    scripted.turns += [text("first"), text("second")]
+    communicator = await ws_connect(world["user"])
+    first = await ws_turn(communicator, {"type": "chat.message", **start(world, agent)})
+
+    second = await ws_turn(
+        communicator,
+        {"type": "chat.message", "message": "and then?", "conversationId": first[0]["conversationId"]},
+    )
+    await communicator.send_json_to({"type": "chat.cancel", "conversationId": first[0]["conversationId"]})
+    not_running = await communicator.receive_json_from(timeout=5)
+
+    assert types(second) == ["meta", "token", "done"] and tokens(second) == "second"
+    assert not_running["code"] == "not_running"
+    await communicator.disconnect()
