@@ -8,6 +8,8 @@ failure to a ``ToolError`` that names what was wrong; a tool never crashes its c
 
 from __future__ import annotations
 
+import copy
+import functools
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -79,11 +81,19 @@ class GraphTool:
     read_only: bool = True
 
     def input_schema(self) -> dict[str, Any]:
-        schema = self.args_model.model_json_schema()
-        schema.pop("title", None)
-        schema.setdefault("properties", {})
-        schema.setdefault("type", "object")
-        return schema
+        # A copy: callers may change what they get; the schema itself is built once per model.
+        return copy.deepcopy(_input_schema(self.args_model))
+
+
+@functools.cache
+def _input_schema(args_model: type[ToolArgs]) -> dict[str, Any]:
+    # Building a JSON Schema with pydantic takes about a millisecond, and every model call of an
+    # agent turn declares every tool of the agent (20 schemas a turn for graph-query-agent).
+    schema = args_model.model_json_schema()
+    schema.pop("title", None)
+    schema.setdefault("properties", {})
+    schema.setdefault("type", "object")
+    return schema
 
 
 _REGISTRY: dict[str, GraphTool] = {}
