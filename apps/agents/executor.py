@@ -26,6 +26,7 @@ from contextlib import aclosing
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
+from django.conf import settings
 from google.adk.agents import BaseAgent, LlmAgent
 from google.adk.agents.callback_context import CallbackContext
 from google.adk.agents.readonly_context import ReadonlyContext
@@ -344,7 +345,9 @@ class AgentExecutor:
     ) -> LlmAgent:
         temperature = (definition.model or {}).get("temperature")
         adapter = ModelAdapter.for_provider(
-            provider, temperature=float(temperature) if temperature is not None else None
+            provider,
+            temperature=float(temperature) if temperature is not None else None,
+            coalesce_seconds=settings.KGCHAT_STREAM_COALESCE_MS / 1000,
         )
         prompt = definition.system_prompt or ""
 

@@ -5,12 +5,20 @@ provider's events are accumulated into exactly one final ``LlmResponse``; with `
 every text delta is also yielded as a partial response, and the final one carries the whole
 text and the function calls. A provider error is yielded at once as an ``LlmResponse`` with
 ``error_code``/``error_message`` and iteration stops.
+
+With ``coalesce_seconds`` > 0, text deltas that arrive within that window after the last
+partial response are merged into the next one (the first delta goes out at once; merged text
+waits at most the window, even if the model stalls). ADK handles every partial response on its
+own (callbacks, telemetry, an event), which costs far more than a model's one-word delta; the
+text, its order and the final response are unchanged.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any
 
 from google.adk.models.base_llm import BaseLlm
@@ -26,6 +34,7 @@ from apps.agents.llm.base import (
     GenerationConfig,
     LLMError,
     Provider,
+    StreamEvent,
     TextDelta,
     ToolCall,
     ToolCallRequest,
@@ -159,10 +168,15 @@ class ModelAdapter(BaseLlm):
     provider: Any
     temperature: float | None = None
     max_output_tokens: int | None = None
+    coalesce_seconds: float = 0.0
 
     @classmethod
-    def for_provider(cls, provider: Provider, *, temperature: float | None = None) -> ModelAdapter:
-        return cls(model=provider.name, provider=provider, temperature=temperature)
+    def for_provider(
+        cls, provider: Provider, *, temperature: float | None = None, coalesce_seconds: float = 0.0
+    ) -> ModelAdapter:
+        return cls(
+            model=provider.name, provider=provider, temperature=temperature, coalesce_seconds=coalesce_seconds
+        )
 
     async def generate_content_async(
         self, llm_request: LlmRequest, stream: bool = False
@@ -178,7 +192,10 @@ class ModelAdapter(BaseLlm):
         texts: list[str] = []
         calls: list[types.Part] = []
         try:
-            async for event in self.provider.stream(messages, tools, config):
+            events = self.provider.stream(messages, tools, config)
+            if stream and self.coalesce_seconds > 0:
+                events = coalesce_text(events, self.coalesce_seconds)
+            async for event in events:
                 if isinstance(event, TextDelta):
                     if not event.text:
                         continue
@@ -216,3 +233,64 @@ class ModelAdapter(BaseLlm):
             yield _error(str(exc))
             return
         yield _error(f"the model stream of {self.model} ended without finishing")
+
+
+async def coalesce_text(events: AsyncIterator[StreamEvent], window: float) -> AsyncIterator[StreamEvent]:
+    """Yield ``events`` with text deltas less than ``window`` seconds after the last one sent merged.
+
+    A delta is sent at once when the previous text went out ``window`` ago or more; otherwise it
+    waits, with any that follow, until the window ends (a timer, so a stalled model does not hold
+    it) or a non-text event comes, which the merged text precedes.
+    """
+    loop = asyncio.get_running_loop()
+    iterator = aiter(events)
+    pending: list[str] = []
+    sent_at = -window
+    step: asyncio.Future[StreamEvent] | None = None
+    try:
+        while True:
+            if pending:
+                if step is None:
+                    step = asyncio.ensure_future(anext(iterator))
+                remaining = sent_at + window - loop.time()
+                done = (await asyncio.wait({step}, timeout=remaining))[0] if remaining > 0 else set()
+                if not done:
+                    yield TextDelta(text="".join(pending))
+                    pending.clear()
+                    sent_at = loop.time()
+                    continue
+                current, step = step, None
+                try:
+                    event = current.result()
+                except StopAsyncIteration:
+                    break
+            else:
+                waiting, step = step, None
+                try:
+                    # After a flush by the timer, the delta it did not wait for is still on its way.
+                    event = await (waiting if waiting is not None else anext(iterator))
+                except StopAsyncIteration:
+                    break
+            if isinstance(event, TextDelta):
+                if not pending and loop.time() - sent_at >= window:
+                    sent_at = loop.time()
+                    yield event
+                else:
+                    pending.append(event.text)
+                continue
+            if pending:
+                yield TextDelta(text="".join(pending))
+                pending.clear()
+                sent_at = loop.time()
+            yield event
+        if pending:
+            yield TextDelta(text="".join(pending))
+    finally:
+        if step is not None and not step.done():
+            step.cancel()
+            with contextlib.suppress(BaseException):
+                await step
+        aclose = getattr(iterator, "aclose", None)
+        if aclose is not None:
+            with contextlib.suppress(Exception):
+                await aclose()

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
+
 from google.adk.models.llm_request import LlmRequest
 from google.adk.models.llm_response import LlmResponse
 from google.genai import types
 
 from apps.agents.adk.model_adapter import ModelAdapter, convert_messages
 from apps.agents.llm.base import ChatMessage, Done, ErrorEvent, TextDelta, ToolCall, Usage
-from apps.agents.llm.scripted import Raise, ScriptedProvider
+from apps.agents.llm.scripted import Delay, Raise, ScriptedProvider
 
 
 def user(text: str) -> types.Content:
@@ -195,3 +197,77 @@ def test_functioncall_without_id_in_convertmessages_falls_back_to_call_name() ->
     messages = convert_messages(contents)
 
     assert messages[0].tool_calls[0].id == "call_search"
+
+
+# --- merging text deltas (coalesce_seconds) -------------------------------------------------------
+
+
+async def stream_with_window(provider: ScriptedProvider, window: float) -> list[LlmResponse]:
+    adapter = ModelAdapter.for_provider(provider, coalesce_seconds=window)
+    request = LlmRequest(contents=[user("hi")])
+    return [r async for r in adapter.generate_content_async(request, stream=True)]
+
+
+def partial_texts(responses: list[LlmResponse]) -> list[str]:
+    return [r.content.parts[0].text or "" for r in responses if r.partial]  # type: ignore[union-attr,index]
+
+
+async def test_instant_deltas_are_merged_after_the_first_and_the_text_is_unchanged() -> None:
+    words = [f"w{i} " for i in range(200)]
+    provider = ScriptedProvider(turns=[[*(TextDelta(text=w) for w in words), Done()]])
+
+    responses = await stream_with_window(provider, 0.5)
+
+    assert partial_texts(responses) == ["w0 ", "".join(words[1:])]
+    assert responses[-1].content.parts[0].text == "".join(words)  # type: ignore[union-attr,index]
+
+
+async def test_deltas_further_apart_than_the_window_stream_one_by_one() -> None:
+    provider = ScriptedProvider(
+        turns=[
+            [TextDelta(text="a"), Delay(0.05), TextDelta(text="b"), Delay(0.05), TextDelta(text="c"), Done()]
+        ]
+    )
+
+    responses = await stream_with_window(provider, 0.01)
+
+    assert partial_texts(responses) == ["a", "b", "c"]
+
+
+async def test_merged_text_is_sent_when_the_window_ends_even_if_the_model_stalls() -> None:
+    provider = ScriptedProvider(
+        turns=[
+            [
+                TextDelta(text="a"),
+                TextDelta(text="b"),
+                TextDelta(text="c"),
+                Delay(0.3),
+                TextDelta(text="d"),
+                Done(),
+            ]
+        ]
+    )
+    loop = asyncio.get_running_loop()
+    adapter = ModelAdapter.for_provider(provider, coalesce_seconds=0.05)
+    started = loop.time()
+    arrivals: list[tuple[str, float]] = []
+
+    async for response in adapter.generate_content_async(LlmRequest(contents=[user("hi")]), stream=True):
+        if response.partial:
+            arrivals.append((response.content.parts[0].text or "", loop.time() - started))  # type: ignore[union-attr,index]
+
+    assert [t for t, _ in arrivals] == ["a", "bc", "d"]
+    assert arrivals[1][1] < 0.2  # "bc" did not wait for the stalled model's "d"
+
+
+async def test_a_tool_call_after_merged_text_keeps_its_order() -> None:
+    provider = ScriptedProvider(
+        turns=[[TextDelta(text="Let me "), TextDelta(text="look."), ToolCall(id="c1", name="search"), Done()]]
+    )
+
+    responses = await stream_with_window(provider, 0.5)
+
+    assert partial_texts(responses) == ["Let me ", "look."]
+    final = responses[-1]
+    assert final.content.parts[0].text == "Let me look."  # type: ignore[union-attr,index]
+    assert [c.name for c in final.get_function_calls()] == ["search"]
