@@ -50,11 +50,19 @@ def _fetch(sql: str, params: dict[str, Any] | list[Any]) -> list[tuple[Any, ...]
         return cursor.fetchall()
 
 
-def _set_vector_search_options(cursor: Any, ef_search: int) -> None:
-    # Local to the surrounding transaction. The iterative scan keeps returning neighbours when
-    # the project/type filters reject some, instead of answering fewer than ``limit``.
-    cursor.execute("SELECT set_config('hnsw.ef_search', %s, true)", [str(ef_search)])
-    cursor.execute("SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true)")
+def _set_vector_search_options(
+    cursor: Any, ef_search: int, *, trigram_threshold: float | None = None
+) -> None:
+    # Local to the surrounding transaction, in one round trip. The iterative scan keeps
+    # returning neighbours when the project/type filters reject some, instead of answering
+    # fewer than ``limit``. ``%`` on names uses pg_trgm.similarity_threshold.
+    settings = {"hnsw.ef_search": str(ef_search), "hnsw.iterative_scan": "relaxed_order"}
+    if trigram_threshold is not None:
+        settings["pg_trgm.similarity_threshold"] = str(trigram_threshold)
+    cursor.execute(
+        "SELECT " + ", ".join("set_config(%s, %s, true)" for _ in settings),
+        [value for item in settings.items() for value in item],
+    )
 
 
 def _type_clause(types: Sequence[str] | None, params: dict[str, Any]) -> str:
@@ -230,18 +238,23 @@ def hybrid_search(
         branches.append(
             f"(SELECT v.id, row_number() OVER (ORDER BY v.distance, v.id) AS rank FROM ({nearest}) v)"
         )
+    # Only the fused rows that can make the first ``limit`` (score at least the limit-th score,
+    # ties included, as names break them) are joined back for their columns.
     sql = f"""
         WITH ranked AS ({" UNION ALL ".join(branches)}),
-        fused AS (SELECT id, sum(1.0 / (%(k)s + rank)) AS score FROM ranked GROUP BY id)
+        fused AS MATERIALIZED (SELECT id, sum(1.0 / (%(k)s + rank)) AS score FROM ranked GROUP BY id)
         SELECT {ENTITY_COLUMNS}, f.score
         FROM fused f JOIN kb.graph_objects o ON o.id = f.id
+        WHERE f.score >= coalesce(
+            (SELECT score FROM fused ORDER BY score DESC OFFSET %(limit)s - 1 LIMIT 1), 0)
         ORDER BY f.score DESC, o.name, o.key
         LIMIT %(limit)s
     """
     with transaction.atomic(), connection.cursor() as cursor:
-        _set_vector_search_options(cursor, max(HNSW_EF_SEARCH, candidates))
-        cursor.execute(
-            "SELECT set_config('pg_trgm.similarity_threshold', %s, true)", [str(TRIGRAM_MIN_SIMILARITY)]
+        _set_vector_search_options(
+            cursor,
+            max(HNSW_EF_SEARCH, candidates),
+            trigram_threshold=TRIGRAM_MIN_SIMILARITY,
         )
         cursor.execute(sql, params)
         rows = cursor.fetchall()

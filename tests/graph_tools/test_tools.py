@@ -291,6 +291,12 @@ def test_hybrid_search_ranks_the_named_entity_first_with_scores(graph: SmallGrap
     assert_entities_of(graph, results)
 
 
+def test_hybrid_search_finds_a_misspelt_name(graph: SmallGraph):
+    results = graph.call("hybrid_search", query="Alise Smith", limit=3)["results"]
+
+    assert results[0]["key"] == "alice"
+
+
 def test_hybrid_search_fuses_meaning_when_no_word_matches(graph: SmallGraph):
     results = graph.call("hybrid_search", query="who prepares fish dishes?", limit=3)["results"]
 
