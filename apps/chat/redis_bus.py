@@ -90,7 +90,7 @@ class RedisFrameBus:
                 await pubsub.aclose()
 
     async def publish(self, conversation_id: str, frame: AnyFrame) -> None:
-        fields = {"frame": json.dumps(frame.wire(), ensure_ascii=False)}
+        fields: dict[Any, Any] = {"frame": json.dumps(frame.wire(), ensure_ascii=False)}
         if frame.type != "done":
             await self._client().xadd(_stream(conversation_id), fields, maxlen=MAX_FRAMES, approximate=True)
             return
