@@ -1,7 +1,7 @@
 """The embedded offline provider: its step grammar, prompts and parsing, and one real turn.
 
-The pure parts always run. ``test_real_agent_turn_through_the_embedded_model`` runs a real agent
-turn through SmolLM2-135M and is skipped when ``make local-llm`` has not installed it.
+The pure parts always run. The two tests marked ``local_llm`` (a real agent turn through
+SmolLM2-135M, and a stream closed early) are skipped when ``make local-llm`` has not installed it.
 """
 
 from __future__ import annotations
@@ -285,20 +285,6 @@ needs_local_model = pytest.mark.skipif(
 
 @pytest.mark.local_llm
 @needs_local_model
-def test_step_grammar_of_every_graph_tool_compiles() -> None:
-    from llama_cpp import LlamaGrammar
-
-    from apps.graph_tools.registry import tool_list
-
-    schema = step_schema([spec(tool.name) for tool in tool_list()])
-
-    grammar = LlamaGrammar.from_json_schema(json.dumps(schema), verbose=False)
-
-    assert grammar is not None
-
-
-@pytest.mark.local_llm
-@needs_local_model
 @pytest.mark.django_db(transaction=True)
 async def test_real_agent_turn_through_the_embedded_model() -> None:
     from asgiref.sync import sync_to_async
@@ -342,3 +328,22 @@ async def test_real_agent_turn_through_the_embedded_model() -> None:
     assert len(deltas) > 1 and "".join(deltas).strip()
     assert result.text == "".join(deltas)
     assert result.usage.input_tokens > 0 and result.usage.output_tokens > 0
+
+
+@pytest.mark.local_llm
+@needs_local_model
+async def test_closing_a_stream_stops_its_generation_and_the_next_call_is_answered() -> None:
+    from apps.agents.llm.base import Done, GenerationConfig, TextDelta
+    from apps.agents.llm.local import provider
+
+    local = provider("smollm2-135m")
+    config = GenerationConfig(model="local/smollm2-135m", temperature=0.0)
+    story = local.stream([ChatMessage(role="user", content="Write a long story about a cat.")], [], config)
+    first = await anext(story)
+    await story.aclose()  # type: ignore[attr-defined]
+
+    events = [e async for e in local.stream([ChatMessage(role="user", content="Say hello.")], [], config)]
+
+    assert isinstance(first, TextDelta)
+    assert any(isinstance(e, TextDelta) for e in events)
+    assert isinstance(events[-1], Done) and events[-1].usage.output_tokens > 0
