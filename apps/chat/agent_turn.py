@@ -26,7 +26,7 @@ from apps.agents.models import AgentRun, RunStatus
 from apps.chat.citations import CitationFilter
 from apps.chat.frames import DoneFrame, ErrorFrame, McpToolFrame, TokenFrame
 from apps.chat.models import Message, MessageRole
-from apps.chat.turn import Turn, emit, history_before, known_entities, persist_answer
+from apps.chat.turn import Turn, emit, persist_answer
 
 # Statuses whose partial answer is kept as the assistant message, with the stop reason.
 KEEP_PARTIAL = {"max_steps", "doom_loop", "cancelled"}
@@ -86,7 +86,7 @@ async def run_agent_turn(turn: Turn, provider: Provider | None) -> DoneFrame:
     definition = turn.agent_definition
     assert definition is not None and turn.run_id is not None
     run_id = str(turn.run_id)
-    known = await known_entities(turn.conversation.id)
+    known = turn.known
     citations = CitationFilter(known)
     parts: list[str] = []
     saver = PartialTextSaver(turn.run_id)
@@ -127,13 +127,12 @@ async def run_agent_turn(turn: Turn, provider: Provider | None) -> DoneFrame:
 
     agent = copy.copy(definition)
     agent.system_prompt = "\n\n".join(p for p in (definition.system_prompt, CITATION_INSTRUCTIONS) if p)
-    history = await history_before(turn, max(1, definition.history_limit))
     result = await AgentExecutor().execute(
         ExecuteRequest(
             agent_definition=agent,
             message=turn.user_message.content,
             project_id=turn.project.id,
-            history=history,
+            history=turn.history,
             conversation_id=turn.conversation.id,
             user_id=str(turn.conversation.user_id),
             stream_callback=on_event,

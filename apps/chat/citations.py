@@ -9,7 +9,7 @@ may still become such a link.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 from apps.chat.frames import Citation
@@ -33,20 +33,28 @@ def iter_entities(value: Any) -> Iterator[dict[str, Any]]:
 
 
 class KnownEntities:
-    """Entities returned by tools in a conversation, by id and by key."""
+    """Entities returned by tools in a conversation, by id and by key.
 
-    def __init__(self) -> None:
+    Built from the conversation's stored map (``{id: {id, key, type, name}}``); what tools return
+    during the turn is added, and ``new`` is what the turn learnt, to be stored with its answer.
+    """
+
+    def __init__(self, stored: dict[str, dict[str, Any]] | None = None) -> None:
         self._by_ref: dict[str, Citation] = {}
+        self.new: dict[str, dict[str, str]] = {}
+        for entity in (stored or {}).values():
+            self._add(entity, remember=False)
+
+    def _add(self, entity: dict[str, Any], *, remember: bool) -> None:
+        citation = Citation(id=entity["id"], key=entity["key"], type=entity["type"], name=entity["name"])
+        if citation.id not in self._by_ref and remember:
+            self.new[citation.id] = citation.model_dump()
+        self._by_ref.setdefault(citation.id, citation)
+        self._by_ref.setdefault(citation.key, citation)
 
     def add_result(self, result: Any) -> None:
         for entity in iter_entities(result):
-            citation = Citation(id=entity["id"], key=entity["key"], type=entity["type"], name=entity["name"])
-            self._by_ref.setdefault(citation.id, citation)
-            self._by_ref.setdefault(citation.key, citation)
-
-    def add_citations(self, citations: Iterable[dict[str, Any]]) -> None:
-        for c in citations:
-            self.add_result(c)
+            self._add(entity, remember=True)
 
     def get(self, ref: str) -> Citation | None:
         return self._by_ref.get(ref)

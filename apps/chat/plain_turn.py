@@ -11,7 +11,7 @@ from apps.chat.citations import CitationFilter
 from apps.chat.context import FullHistoryContextStrategy, load_prompt, to_history
 from apps.chat.frames import DoneFrame, ErrorFrame, TokenFrame
 from apps.chat.retrieval import AlwaysRetrieveStrategy
-from apps.chat.turn import Turn, emit, history_before, known_entities, persist_answer
+from apps.chat.turn import Turn, emit, persist_answer
 from apps.graph_tools.registry import ToolError
 
 DEFAULT_HISTORY_LIMIT = 10
@@ -33,12 +33,11 @@ async def run_plain_turn(turn: Turn, provider: Provider | None) -> DoneFrame:
         example_name=first["name"] if first else "Name",
         example_id=first["id"] if first else "<id>",
     )
-    history = await history_before(turn, DEFAULT_HISTORY_LIMIT)
     messages = FullHistoryContextStrategy(max_messages=DEFAULT_HISTORY_LIMIT).build_context(
-        [*history, to_history(turn.user_message)], system_prompt
+        [*turn.history, to_history(turn.user_message)], system_prompt
     )
 
-    known = await known_entities(turn.conversation.id)
+    known = turn.known
     known.add_result(retrieval.result)
     citations = CitationFilter(known)
     parts: list[str] = []

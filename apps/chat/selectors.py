@@ -58,14 +58,12 @@ def message_list(*, conversation: Conversation) -> QuerySet[Message]:
     return Message.objects.filter(conversation=conversation).order_by("created_at", "id")
 
 
-async def message_history(
-    *, conversation_id: uuid.UUID, limit: int, before: Message | None = None
-) -> list[Message]:
+def message_window(*, conversation_id: uuid.UUID, limit: int, before: Message | None = None) -> list[Message]:
     """The newest ``limit`` messages of a conversation (older than ``before``), oldest first."""
     qs = Message.objects.filter(conversation_id=conversation_id)
     if before is not None:
         qs = qs.filter(created_at__lt=before.created_at)
-    rows = [m async for m in qs.order_by("-created_at", "-id")[:limit]]
+    rows = list(qs.order_by("-created_at", "-id")[:limit])
     rows.reverse()
     return rows
 

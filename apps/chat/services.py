@@ -28,6 +28,8 @@ from apps.agents.llm.resolve import effective_model_name
 from apps.chat import selectors
 from apps.chat.agent_turn import run_agent_turn
 from apps.chat.bus import get_bus
+from apps.chat.citations import KnownEntities
+from apps.chat.context import to_history
 from apps.chat.frames import DoneFrame, ErrorFrame, MetaFrame
 from apps.chat.models import Conversation, Message, MessageRole
 from apps.chat.plain_turn import run_plain_turn
@@ -172,6 +174,8 @@ def _prepare(
             conversation=conversation, role=MessageRole.USER, content=message
         )
     model_name = definition.model.get("name", "") if definition is not None else settings.KGCHAT_CHAT_MODEL
+    limit = max(1, definition.history_limit) if definition is not None else DEFAULT_HISTORY_LIMIT
+    history = selectors.message_window(conversation_id=conversation.id, limit=limit, before=user_message)
     return Turn(
         turn_id=turn_id,
         conversation=conversation,
@@ -180,6 +184,8 @@ def _prepare(
         agent_definition=definition,
         run_id=uuid.uuid4() if definition is not None else None,
         model=effective_model_name(model_name),
+        history=[to_history(m) for m in history],
+        known=KnownEntities(conversation.known_entities),
     )
 
 
@@ -274,7 +280,8 @@ async def _run_turn(turn: Turn, provider: Provider | None) -> None:
     finally:
         watchdog.cancel()
         try:
-            await sync_to_async(_release)(turn.conversation.id, turn.turn_id)
+            if not turn.released:
+                await sync_to_async(_release)(turn.conversation.id, turn.turn_id)
         except Exception:
             log.exception("releasing conversation %s failed; the claim expires on its own", conversation_key)
         try:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import uuid
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -10,14 +11,13 @@ from typing import Any
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db import transaction
+from django.db.models.expressions import RawSQL
 from django.utils import timezone
 
 from apps.agents.history import HistoryMessage
 from apps.agents.models import AgentDefinition
-from apps.chat import selectors
 from apps.chat.bus import FrameBus, get_bus
 from apps.chat.citations import KnownEntities
-from apps.chat.context import to_history
 from apps.chat.frames import AnyFrame, Citation, ErrorFrame
 from apps.chat.models import Conversation, Message, MessageRole
 from apps.projects.models import Project
@@ -34,9 +34,12 @@ class Turn:
     agent_definition: AgentDefinition | None
     run_id: uuid.UUID | None
     model: str
+    history: list[HistoryMessage] = field(default_factory=list)
+    known: KnownEntities = field(default_factory=KnownEntities)
     seq: int = 0
     bus: FrameBus = field(default_factory=get_bus)
     timed_out: bool = False
+    released: bool = False
 
     @property
     def key(self) -> str:
@@ -56,20 +59,6 @@ async def emit(turn: Turn, frame: AnyFrame) -> None:
     await turn.bus.publish(str(turn.conversation.id), frame)
 
 
-async def known_entities(conversation_id: uuid.UUID) -> KnownEntities:
-    """Entities tools returned earlier in this conversation (for checking citations)."""
-    known = KnownEntities()
-    async for row in Message.objects.filter(conversation_id=conversation_id).values(
-        "tool_calls", "retrieval_context", "citations"
-    ):
-        for call in row["tool_calls"] or []:
-            known.add_result(call.get("output"))
-        context = row["retrieval_context"] or {}
-        known.add_result(context.get("entities"))
-        known.add_citations(row["citations"] or [])
-    return known
-
-
 async def persist_answer(
     turn: Turn,
     *,
@@ -78,6 +67,12 @@ async def persist_answer(
     citations: list[Citation],
     extra: list[Message],
 ) -> Message:
+    """Store the turn's tool rows and answer in one transaction, with what the turn learnt.
+
+    The same transaction merges the entities tools returned into the conversation's known
+    entities and releases the conversation, so the next message may follow ``done`` at once.
+    """
+
     @sync_to_async
     def write() -> Message:
         with transaction.atomic():
@@ -93,15 +88,15 @@ async def persist_answer(
                 citations=[c.model_dump() for c in citations],
                 created_at=now + timedelta(microseconds=len(extra)),
             )
-            Conversation.objects.filter(id=turn.conversation.id).update(updated_at=timezone.now())
+            Conversation.objects.filter(id=turn.conversation.id).update(
+                updated_at=timezone.now(),
+                known_entities=RawSQL("known_entities || %s::jsonb", [json.dumps(turn.known.new)]),
+            )
+            Conversation.objects.filter(id=turn.conversation.id, active_turn_id=turn.turn_id).update(
+                active_turn_id=None, active_turn_started_at=None, active_turn_worker=""
+            )
             return message
 
-    return await write()
-
-
-async def history_before(turn: Turn, limit: int) -> list[HistoryMessage]:
-    """The newest ``limit`` messages before this turn's user message, oldest first."""
-    rows = await selectors.message_history(
-        conversation_id=turn.conversation.id, limit=limit, before=turn.user_message
-    )
-    return [to_history(m) for m in rows]
+    message = await write()
+    turn.released = True
+    return message

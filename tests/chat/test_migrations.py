@@ -77,3 +77,25 @@ def test_existing_conversations_unaffected(at_first_chat_migration):
     Conversation = apps.get_model("chat", "Conversation")
     rows = list(Conversation.objects.filter(id__in=ids).values_list("title", "agent_definition_id"))
     assert sorted(rows) == [("old 0", None), ("old 1", None), ("old 2", None)]
+
+
+def test_known_entities_are_backfilled_from_earlier_tool_results(transactional_db):
+    apps = migrate([("chat", "0004_conversation_active_turn")])
+    (conversation_id,) = insert_conversations(apps, 1)
+    Message = apps.get_model("chat", "Message")
+    paris = {"id": "11111111-1111-1111-1111-111111111111", "key": "paris", "type": "City", "name": "Paris"}
+    Message.objects.create(
+        conversation_id=conversation_id,
+        role="tool",
+        content="{}",
+        tool_calls=[{"id": "c", "name": "hybrid_search", "output": {"results": [{**paris, "score": 1}]}}],
+        created_at=timezone.now(),
+    )
+
+    try:
+        apps = migrate([("chat", "0005_conversation_known_entities")])
+        Conversation = apps.get_model("chat", "Conversation")
+
+        assert Conversation.objects.get(id=conversation_id).known_entities == {paris["id"]: paris}
+    finally:
+        migrate(MigrationExecutor(connection).loader.graph.leaf_nodes())
