@@ -154,5 +154,10 @@ def main(argv: list[str] | None = None) -> int:
     return 0 if ratio <= TARGET_RATIO else 1
 
 
+def run() -> None:
+    """Entry point of ``python -m bench`` (``make bench``)."""
+    main([])
+
+
 if __name__ == "__main__":
     raise SystemExit(main())
