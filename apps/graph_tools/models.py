@@ -45,6 +45,7 @@ class GraphObject(models.Model):
         indexes = [
             models.Index(fields=["project", "type"], name="graph_obj_project_type"),
             models.Index(fields=["project", "updated_at"], name="graph_obj_project_updated"),
+            # The GIN indexes' pending lists are bounded to 256 kB (migration 0006).
             GinIndex(fields=["search_vector"], name="graph_obj_search_vector"),
             GinIndex(fields=["name"], opclasses=["gin_trgm_ops"], name="graph_obj_name_trgm"),
         ]
