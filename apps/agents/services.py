@@ -11,6 +11,8 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
+from asgiref.sync import sync_to_async
+from django.db import transaction
 from django.utils import timezone
 
 from apps.agents.models import AgentRun, AgentRunMessage, AgentRunToolCall, RunStatus
@@ -54,7 +56,7 @@ async def agent_run_finish(
     messages: Sequence[dict[str, Any]] = (),
     tool_calls: Sequence[dict[str, Any]] = (),
 ) -> AgentRun:
-    """Close a run with its outcome and write its messages and tool calls in two bulk inserts."""
+    """Close a run with its outcome, its messages and its tool calls: one transaction, one round trip."""
     run.status = status
     run.stop_reason = stop_reason[:64]
     run.error = error
@@ -64,21 +66,27 @@ async def agent_run_finish(
     run.output_tokens = output_tokens
     run.final_text = final_text
     run.completed_at = timezone.now()
-    await run.asave(
-        update_fields=[
-            "status",
-            "stop_reason",
-            "error",
-            "model",
-            "step_count",
-            "input_tokens",
-            "output_tokens",
-            "final_text",
-            "completed_at",
-        ]
-    )
-    if messages:
-        await AgentRunMessage.objects.abulk_create([AgentRunMessage(run=run, **m) for m in messages])
-    if tool_calls:
-        await AgentRunToolCall.objects.abulk_create([AgentRunToolCall(run=run, **c) for c in tool_calls])
+
+    @sync_to_async
+    def write() -> None:
+        with transaction.atomic():
+            run.save(
+                update_fields=[
+                    "status",
+                    "stop_reason",
+                    "error",
+                    "model",
+                    "step_count",
+                    "input_tokens",
+                    "output_tokens",
+                    "final_text",
+                    "completed_at",
+                ]
+            )
+            if messages:
+                AgentRunMessage.objects.bulk_create([AgentRunMessage(run=run, **m) for m in messages])
+            if tool_calls:
+                AgentRunToolCall.objects.bulk_create([AgentRunToolCall(run=run, **c) for c in tool_calls])
+
+    await write()
     return run
