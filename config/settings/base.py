@@ -83,11 +83,7 @@ TEMPLATES = [
 
 _database_url = os.environ.get("DATABASE_URL")
 DATABASES = {
-    "default": (
-        dj_database_url.parse(_database_url)
-        if _database_url
-        else embedded_db.database_settings()
-    )
+    "default": (dj_database_url.parse(_database_url) if _database_url else embedded_db.database_settings())
 }
 DATABASES["default"].setdefault("OPTIONS", {})
 # Keep connections open between requests and ORM calls (turns make many small queries from
