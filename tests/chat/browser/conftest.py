@@ -136,7 +136,7 @@ def page(browser: Browser) -> Iterator[Page]:
 
 
 @pytest.fixture
-def world(transactional_db: None) -> World:
+def world(transactional_db: None) -> Iterator[World]:
     user = make_user("ada")
     project = make_project(owner=user, name="Atlas")
     e = {
@@ -167,4 +167,27 @@ def world(transactional_db: None) -> World:
         is_default=True,
         max_steps=6,
     )
-    return World(user=user, project=project, agent=agent, e=e)
+    yield World(user=user, project=project, agent=agent, e=e)
+    _wait_until_the_server_is_idle()
+
+
+def _wait_until_the_server_is_idle(seconds: float = 20.0) -> None:
+    """Let the server finish the turns a test left running before the database is flushed.
+
+    A test may end while the server is still storing a turn (a stopped answer, a reload); the
+    flush's TRUNCATE and that transaction would otherwise deadlock, leaving data for the next test.
+    """
+    import time
+
+    from apps.agents.models import AgentRun, RunStatus
+    from apps.chat.models import Conversation
+
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        busy = (
+            Conversation.objects.filter(active_turn_id__isnull=False).exists()
+            or AgentRun.objects.filter(status=RunStatus.RUNNING).exists()
+        )
+        if not busy:
+            return
+        time.sleep(0.1)
