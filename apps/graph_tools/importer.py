@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from asgiref.sync import sync_to_async
-from django.db import connections, transaction
+from django.db import connection, connections, transaction
 
 from apps.graph_tools.embeddings import graph_objects_embed
 from apps.graph_tools.models import GraphObject, GraphRelationship
@@ -144,6 +144,23 @@ def parse_lines(lines: Iterable[str | bytes]) -> tuple[list[_Entity], list[_Rela
 BATCH = 2000
 
 
+# Namespace of the transaction-level advisory locks that make imports of one project take turns.
+IMPORT_LOCK_NAMESPACE = 0x6B67  # "kg"
+
+
+def _take_the_project_import_turn(project: Project) -> None:
+    """Wait until no other import of ``project`` is running (held until this transaction ends).
+
+    Imports of a project wait for each other on its type counts anyway (migration 0005); an
+    import of several batches could otherwise take those rows in a different order than another
+    import and deadlock with it.
+    """
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pg_advisory_xact_lock(%s, hashtext(%s))", [IMPORT_LOCK_NAMESPACE, str(project.id)]
+        )
+
+
 @transaction.atomic
 def graph_import(*, project: Project, lines: Iterable[str | bytes]) -> ImportResult:
     """Upsert the entities and relationships of a JSON Lines file into ``project``.
@@ -153,6 +170,7 @@ def graph_import(*, project: Project, lines: Iterable[str | bytes]) -> ImportRes
     raises ``GraphImportError`` with its line number and nothing is kept.
     """
     entities, relationships = parse_lines(lines)
+    _take_the_project_import_turn(project)
     result = ImportResult()
 
     keys = [e.key for e in entities]
