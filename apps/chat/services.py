@@ -175,7 +175,8 @@ def _prepare(
         )
     model_name = definition.model.get("name", "") if definition is not None else settings.KGCHAT_CHAT_MODEL
     limit = max(1, definition.history_limit) if definition is not None else DEFAULT_HISTORY_LIMIT
-    history = selectors.message_window(conversation_id=conversation.id, limit=limit, before=user_message)
+    # One more than the window, so the agent's history window knows it cut the conversation.
+    history = selectors.message_window(conversation_id=conversation.id, limit=limit + 1, before=user_message)
     return Turn(
         turn_id=turn_id,
         conversation=conversation,

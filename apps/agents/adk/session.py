@@ -201,8 +201,11 @@ class HistorySessionService(BaseSessionService):
     async def _load(
         self, app_name: str, user_id: str, session_id: str, state: dict[str, Any] | None
     ) -> Session:
-        messages = await self.store.load(session_id, limit=self.history_limit or DEFAULT_HISTORY_LIMIT)
-        window = history_window(messages, limit=self.history_limit, token_budget=self.token_budget)
+        limit = self.history_limit or DEFAULT_HISTORY_LIMIT
+        # One message more than the window: when the store has more, the window sees that it cut
+        # the history and applies the sequence-safety rules (no leading tool result).
+        messages = await self.store.load(session_id, limit=limit + 1)
+        window = history_window(messages, limit=limit, token_budget=self.token_budget)
         calls = self._calls.setdefault(session_id, {})
         for message in window:
             for tc in message.tool_calls:
