@@ -12,11 +12,16 @@ django_asgi_app = get_asgi_application()
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
+from django.conf import settings  # noqa: E402
+from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
 
 from apps.chat.routing import websocket_urlpatterns  # noqa: E402
 from apps.graph_tools.mcp_server import mcp_asgi_app  # noqa: E402
 
 mcp_app = mcp_asgi_app()
+# One process on a laptop serves its own CSS and JS; in production a web server does
+# (docker-compose.yml puts Caddy in front, with KGCHAT_SERVE_STATIC off).
+django_http = ASGIStaticFilesHandler(django_asgi_app) if settings.KGCHAT_SERVE_STATIC else django_asgi_app
 
 
 async def http_app(scope, receive, send):
@@ -24,7 +29,7 @@ async def http_app(scope, receive, send):
     path = scope.get("path", "")
     if path == "/mcp" or path.startswith("/mcp/"):
         return await mcp_app(scope, receive, send)
-    return await django_asgi_app(scope, receive, send)
+    return await django_http(scope, receive, send)
 
 
 application = ProtocolTypeRouter(

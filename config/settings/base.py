@@ -112,6 +112,8 @@ USE_TZ = True
 STATIC_URL = "/static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = BASE_DIR / ".data" / "staticfiles"
+# Whether the app process serves /static/ itself (make run); production puts a web server in front.
+KGCHAT_SERVE_STATIC = env_bool("KGCHAT_SERVE_STATIC", True)
 
 REDIS_URL = os.environ.get("REDIS_URL", "")
 if REDIS_URL:

@@ -1,4 +1,6 @@
-from .base import *  # noqa: F403
-from .base import env_bool
+"""`make run` on one machine: the embedded database, in-process channels, static files served.
 
-DEBUG = env_bool("DJANGO_DEBUG", True)
+DEBUG stays off unless DJANGO_DEBUG=1: a user of `make run` never sees a traceback.
+"""
+
+from .base import *  # noqa: F403
