@@ -235,62 +235,82 @@ class ModelAdapter(BaseLlm):
         yield _error(f"the model stream of {self.model} ended without finishing")
 
 
+class _End:
+    """The provider's stream is over (or failed with ``error``)."""
+
+    def __init__(self, error: BaseException | None = None) -> None:
+        self.error = error
+
+
 async def coalesce_text(events: AsyncIterator[StreamEvent], window: float) -> AsyncIterator[StreamEvent]:
     """Yield ``events`` with text deltas less than ``window`` seconds after the last one sent merged.
 
+    A reader task moves the provider's events into a queue as fast as they come; each time this
+    generator wakes it takes *everything* queued, so a burst of deltas costs one pass of the event
+    loop, not one per delta (with many turns at once a pass can take longer than the window).
     A delta is sent at once when the previous text went out ``window`` ago or more; otherwise it
-    waits, with any that follow, until the window ends (a timer, so a stalled model does not hold
-    it) or a non-text event comes, which the merged text precedes.
+    waits, with any that follow, until the window ends (so a stalled model does not hold it) or a
+    non-text event comes, which the merged text precedes.
     """
     loop = asyncio.get_running_loop()
-    iterator = aiter(events)
+    queue: asyncio.Queue[StreamEvent | _End] = asyncio.Queue()
+
+    async def pump() -> None:
+        try:
+            async for event in events:
+                queue.put_nowait(event)
+        except Exception as exc:  # handed to the consumer, which raises it in order
+            queue.put_nowait(_End(exc))
+        else:
+            queue.put_nowait(_End())
+
+    reader = asyncio.ensure_future(pump())
     pending: list[str] = []
     sent_at = -window
-    step: asyncio.Future[StreamEvent] | None = None
     try:
         while True:
             if pending:
-                if step is None:
-                    step = asyncio.ensure_future(anext(iterator))
                 remaining = sent_at + window - loop.time()
-                done = (await asyncio.wait({step}, timeout=remaining))[0] if remaining > 0 else set()
-                if not done:
+                try:
+                    item = await asyncio.wait_for(queue.get(), remaining) if remaining > 0 else None
+                except TimeoutError:
+                    item = None
+                if item is None:
                     yield TextDelta(text="".join(pending))
                     pending.clear()
                     sent_at = loop.time()
                     continue
-                current, step = step, None
-                try:
-                    event = current.result()
-                except StopAsyncIteration:
-                    break
             else:
-                waiting, step = step, None
-                try:
-                    # After a flush by the timer, the delta it did not wait for is still on its way.
-                    event = await (waiting if waiting is not None else anext(iterator))
-                except StopAsyncIteration:
-                    break
-            if isinstance(event, TextDelta):
-                if not pending and loop.time() - sent_at >= window:
+                item = await queue.get()
+            batch = [item]
+            while not queue.empty():
+                batch.append(queue.get_nowait())
+            for event in batch:
+                if isinstance(event, _End):
+                    if pending:
+                        yield TextDelta(text="".join(pending))
+                        pending.clear()
+                    if event.error is not None:
+                        raise event.error
+                    return
+                if isinstance(event, TextDelta):
+                    if not pending and loop.time() - sent_at >= window:
+                        sent_at = loop.time()
+                        yield event
+                    else:
+                        pending.append(event.text)
+                    continue
+                if pending:
+                    yield TextDelta(text="".join(pending))
+                    pending.clear()
                     sent_at = loop.time()
-                    yield event
-                else:
-                    pending.append(event.text)
-                continue
-            if pending:
-                yield TextDelta(text="".join(pending))
-                pending.clear()
-                sent_at = loop.time()
-            yield event
-        if pending:
-            yield TextDelta(text="".join(pending))
+                yield event
     finally:
-        if step is not None and not step.done():
-            step.cancel()
+        if not reader.done():
+            reader.cancel()
             with contextlib.suppress(BaseException):
-                await step
-        aclose = getattr(iterator, "aclose", None)
+                await reader
+        aclose = getattr(events, "aclose", None)
         if aclose is not None:
             with contextlib.suppress(Exception):
                 await aclose()
