@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
-import socket
 import uuid
 from dataclasses import dataclass
 from datetime import timedelta
@@ -25,6 +23,7 @@ from django.utils import timezone
 from apps.agents.definitions import agent_definition_for_project
 from apps.agents.llm.base import Provider
 from apps.agents.llm.resolve import effective_model_name
+from apps.agents.services import worker_name
 from apps.chat import selectors
 from apps.chat.agent_turn import run_agent_turn
 from apps.chat.bus import get_bus
@@ -42,7 +41,6 @@ log = logging.getLogger("kgchat.chat")
 DEFAULT_HISTORY_LIMIT = 10
 # A claim older than this is taken to belong to a turn whose process died.
 STALE_TURN = timedelta(minutes=15)
-WORKER = f"{socket.gethostname()}:{os.getpid()}"
 
 
 class InvalidMessage(ServiceError):
@@ -114,7 +112,12 @@ def _claim(conversation_id: uuid.UUID, turn_id: uuid.UUID) -> bool:
     return (
         Conversation.objects.filter(id=conversation_id)
         .filter(Q(active_turn_id__isnull=True) | Q(active_turn_started_at__lt=now - STALE_TURN))
-        .update(active_turn_id=turn_id, active_turn_started_at=now, active_turn_worker=WORKER, updated_at=now)
+        .update(
+            active_turn_id=turn_id,
+            active_turn_started_at=now,
+            active_turn_worker=worker_name(),
+            updated_at=now,
+        )
         == 1
     )
 
