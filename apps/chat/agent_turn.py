@@ -59,19 +59,28 @@ class PartialTextSaver:
 
 
 def _chat_rows(turn: Turn, messages: list[HistoryMessage]) -> list[Message]:
-    """The turn's tool calls and tool results as ``kb.chat_messages`` rows (for the next turn's context)."""
+    """The turn's tool calls and tool results as ``kb.chat_messages`` rows (for the next turn's context).
+
+    A call without a result (the turn was stopped while a tool ran) is left out, so the history
+    never hands a model a tool call that nothing answered.
+    """
+    answered = {c.id for m in messages if m.role == "tool" for c in m.tool_calls}
     rows = []
     for m in messages:
-        if not m.tool_calls:
-            continue
-        calls = [c.model_dump(mode="json") for c in m.tool_calls]
         if m.role == "tool":
-            rows.append(
-                Message(
-                    conversation=turn.conversation, role=MessageRole.TOOL, content=m.content, tool_calls=calls
+            calls = [c.model_dump(mode="json") for c in m.tool_calls]
+            if calls:
+                rows.append(
+                    Message(
+                        conversation=turn.conversation,
+                        role=MessageRole.TOOL,
+                        content=m.content,
+                        tool_calls=calls,
+                    )
                 )
-            )
-        else:
+            continue
+        calls = [c.model_dump(mode="json") for c in m.tool_calls if c.id in answered]
+        if calls:
             # The text the model said before calling tools is part of the final answer's content.
             rows.append(
                 Message(

@@ -181,3 +181,65 @@ async def test_sse_client_disconnect_does_not_lose_the_turn(world, agent, script
         async for m in Message.objects.filter(conversation_id=conversation_id).order_by("created_at")
     ]
     assert contents[-1] == "one two"
+
+
+async def test_cancel_while_a_tool_runs_stores_every_call_with_its_answer(
+    world, agent, scripted, monkeypatch
+):
+    import asyncio
+    import dataclasses
+
+    from apps.chat.services import turn_cancel
+    from apps.graph_tools import registry
+    from apps.projects.selectors import Principal
+
+    started = asyncio.Event()
+
+    async def slow(ctx, args):
+        started.set()
+        await asyncio.sleep(10)
+        return {"types": []}
+
+    tool = registry.tool_get("list_entity_types")
+    monkeypatch.setitem(registry._REGISTRY, "list_entity_types", dataclasses.replace(tool, handler=slow))
+    scripted.turns += [[*text("Looking. "), tool_call("list_entity_types", {}, id="slow-1")], text("never")]
+    response = await world["client"].post(
+        "/api/chat/stream", start(world, agent), content_type="application/json"
+    )
+    stream = response.streaming_content.__aiter__()
+    first = await stream.__anext__()
+    conversation_id = __import__("json").loads(first.decode().split("data: ", 1)[1])["conversationId"]
+
+    await asyncio.wait_for(started.wait(), 10)
+    await turn_cancel(principal=Principal(user=world["user"]), conversation_id=conversation_id)
+    rest = [chunk async for chunk in stream]
+
+    assert b'"code": "cancelled"' in b"".join(rest)
+    rows = [m async for m in Message.objects.filter(conversation_id=conversation_id).order_by("created_at")]
+    asked = {c["id"] for m in rows if m.role == "assistant" for c in m.tool_calls}
+    answered = {c["id"]: c for m in rows if m.role == "tool" for c in m.tool_calls}
+    assert [m.role for m in rows] == ["user", "assistant", "tool", "assistant"]
+    assert asked == set(answered) == {"slow-1"}
+    assert "aborted" in answered["slow-1"]["error"]
+    assert rows[-1].content == "Looking. " and rows[-1].retrieval_context["stop_reason"] == "cancelled"
+
+
+def test_a_tool_call_nothing_answered_is_not_stored():
+    from types import SimpleNamespace
+
+    from apps.agents.history import HistoryMessage, HistoryToolCall
+    from apps.chat.agent_turn import _chat_rows
+
+    done = HistoryToolCall(id="a", name="hybrid_search", input={"query": "x"})
+    lost = HistoryToolCall(id="b", name="get_entity_edges", input={"entity_id": "y"})
+    messages = [
+        HistoryMessage(role="assistant", tool_calls=[done, lost]),
+        HistoryMessage(role="tool", content="{}", tool_calls=[HistoryToolCall(id="a", name="hybrid_search")]),
+    ]
+
+    rows = _chat_rows(SimpleNamespace(conversation=None), messages)
+
+    assert [(r.role, [c["id"] for c in r.tool_calls]) for r in rows] == [
+        ("assistant", ["a"]),
+        ("tool", ["a"]),
+    ]
