@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from apps.agents.history import DEFAULT_HISTORY_LIMIT
 from apps.agents.llm.base import Done, ErrorEvent, GenerationConfig, LLMError, Provider, TextDelta, ToolCall
 from apps.agents.llm.resolve import resolve_model
 from apps.chat.bus import CANCELLED, until_cancelled
@@ -13,8 +14,6 @@ from apps.chat.frames import DoneFrame, ErrorFrame, TokenFrame
 from apps.chat.retrieval import AlwaysRetrieveStrategy
 from apps.chat.turn import Turn, emit, persist_answer
 from apps.graph_tools.registry import ToolError
-
-DEFAULT_HISTORY_LIMIT = 10
 
 
 async def run_plain_turn(turn: Turn, provider: Provider | None) -> DoneFrame:

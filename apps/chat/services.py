@@ -21,6 +21,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from apps.agents.definitions import agent_definition_for_project
+from apps.agents.history import DEFAULT_HISTORY_LIMIT
 from apps.agents.llm.base import Provider
 from apps.agents.llm.resolve import effective_model_name
 from apps.agents.services import worker_name
@@ -38,7 +39,6 @@ from apps.projects.selectors import Principal, parse_uuid, project_get
 
 log = logging.getLogger("kgchat.chat")
 
-DEFAULT_HISTORY_LIMIT = 10
 # A claim older than this is taken to belong to a turn whose process died.
 STALE_TURN = timedelta(minutes=15)
 
