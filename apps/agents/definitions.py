@@ -174,13 +174,15 @@ def agent_definition_update(
     """Change the given fields (editor role); changing ``mcp_servers`` needs the owner role."""
     definition = agent_definition_get(principal=principal, definition_id=definition_id)
     project_get(principal=principal, project_ref=definition.project_id, min_role=Role.EDITOR)
+    fields = dict(fields)
+    sent = fields.get("mcp_servers")
+    unchanged = isinstance(sent, list) and not any(isinstance(e, dict) and "headers" in e for e in sent)
+    if unchanged and mcp_servers_public(sent) == mcp_servers_public(definition.mcp_servers):
+        del fields["mcp_servers"]  # sent back as the API shows it: not a change of MCP servers
     data = _validate(fields)
     if "mcp_servers" in data:
-        if mcp_servers_public(data["mcp_servers"]) == mcp_servers_public(definition.mcp_servers):
-            del data["mcp_servers"]  # sent back unchanged: not a change of MCP servers
-        else:
-            project_get(principal=principal, project_ref=definition.project_id, min_role=Role.OWNER)
-            data["mcp_servers"] = _keep_operator_headers(data["mcp_servers"], definition.mcp_servers)
+        project_get(principal=principal, project_ref=definition.project_id, min_role=Role.OWNER)
+        data["mcp_servers"] = _keep_operator_headers(data["mcp_servers"], definition.mcp_servers)
     for key, value in data.items():
         setattr(definition, key, value)
     return _save(definition)
