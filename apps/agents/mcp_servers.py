@@ -131,6 +131,8 @@ def parse_allowlist(entries: list[str] | tuple[str, ...]) -> list[AllowEntry]:
             host, port = entry.split(":")
         else:
             host = entry
+        if port is not None and not port.isdigit():
+            continue  # malformed: allows nothing (the system check reports it)
         parsed.append(AllowEntry(host=host.rstrip("."), port=int(port) if port else None))
     return parsed
 
@@ -241,6 +243,8 @@ def url_check(url: str, *, resolve_dns: bool = True) -> UrlTarget:
 def stdio_servers() -> dict[str, StdioServerConfig]:
     """The operator's stdio servers (``KGCHAT_MCP_STDIO_SERVERS``), checked."""
     configured = settings.KGCHAT_MCP_STDIO_SERVERS or {}
+    if not isinstance(configured, dict):
+        raise InvalidMcpServer("KGCHAT_MCP_STDIO_SERVERS is misconfigured: it must be an object of names")
     try:
         return {str(name): StdioServerConfig.model_validate(spec) for name, spec in configured.items()}
     except ValidationError as exc:

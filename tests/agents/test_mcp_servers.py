@@ -389,3 +389,27 @@ def test_admin_shows_why_a_definition_is_disabled(admin_client):
     page = admin_client.get(f"/admin/agents/agentdefinition/{definition.id}/change/").content.decode()
 
     assert "This agent definition is disabled: Disabled by migration agents.0002: x" in page
+
+
+# --- the operator's settings ------------------------------------------------------------------------
+
+
+def test_system_check_reports_misconfigured_mcp_settings(settings):
+    from django.core.checks import run_checks
+
+    settings.KGCHAT_MCP_STDIO_SERVERS = {"bad": {"args": ["no command"]}}
+    settings.KGCHAT_MCP_URL_ALLOWLIST = ["ok.example.com", "bad.example.com:http"]
+
+    ids = sorted(m.id for m in run_checks() if m.id and m.id.startswith("kgchat.E10"))
+
+    assert ids == ["kgchat.E101", "kgchat.E102"]
+
+
+def test_malformed_stdio_settings_refuse_stdio_servers_with_a_clear_400(owner, settings):
+    client, project = owner
+    settings.KGCHAT_MCP_STDIO_SERVERS = ["not", "an", "object"]
+
+    response = post(client, project, [{"stdio": "echo"}])
+
+    assert response.status_code == 400
+    assert "KGCHAT_MCP_STDIO_SERVERS is misconfigured" in response.json()["error"]

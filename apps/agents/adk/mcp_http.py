@@ -6,8 +6,9 @@ transport, for each request (every redirect hop included, should anything follow
 
 1. checks the URL against ``KGCHAT_MCP_URL_ALLOWLIST`` and the address rules
    (``apps.agents.mcp_servers.url_check``), resolving the host once per client and host;
-2. connects to the address that check approved, never to a second DNS answer, while the
-   ``Host`` header and the TLS server name (SNI, certificate check) stay the URL's host.
+2. connects to an address that check approved (the first that accepts a connection, then that
+   one only), never to a second DNS answer, while the ``Host`` header and the TLS server name
+   (SNI, certificate check) stay the URL's host.
 
 Redirects are not followed by the client (the SDK follows same-origin ones itself; each such
 request passes step 1 again). A refused request fails like an unreachable server: the toolset
@@ -41,18 +42,28 @@ class PinnedTransport(httpx2.AsyncBaseTransport):
         url = request.url
         key = (url.scheme, url.host, url.port or (443 if url.scheme == "https" else 80))
         try:
-            if key not in self._pinned:
-                target = await asyncio.to_thread(url_check, str(url))
-                self._pinned[key] = str(target.addresses[0])
-            else:
+            if key in self._pinned:
                 url_check(str(url), resolve_dns=False)
+                candidates = [self._pinned[key]]
+            else:
+                target = await asyncio.to_thread(url_check, str(url))
+                candidates = [str(a) for a in target.addresses]
         except InvalidMcpServer as exc:
             raise McpUrlRefused(f"MCP request refused: {exc.message}", request=request) from None
-        address = self._pinned[key]
-        if address != url.host:
-            request.extensions = {**request.extensions, "sni_hostname": url.host}
-            request.url = url.copy_with(host=address)
-        return await self._inner.handle_async_request(request)
+        failure: httpx2.ConnectError | None = None
+        for address in candidates:
+            if address != url.host:
+                request.extensions = {**request.extensions, "sni_hostname": url.host}
+                request.url = url.copy_with(host=address)
+            try:
+                response = await self._inner.handle_async_request(request)
+            except httpx2.ConnectError as exc:  # that address is unreachable: try the host's next one
+                failure = exc
+                continue
+            self._pinned[key] = address
+            return response
+        assert failure is not None
+        raise failure
 
     async def aclose(self) -> None:
         await self._inner.aclose()

@@ -144,6 +144,18 @@ async def test_connection_goes_to_the_address_resolved_once(settings, resolver):
     assert asked == ["localhost"]
 
 
+async def test_an_unreachable_address_of_the_host_falls_back_to_its_next_checked_one(settings, resolver):
+    table, asked = resolver
+    table["localhost"] = ["::1", "127.0.0.1"]  # the echo server listens on IPv4 only
+    with echo_server("http") as port:
+        settings.KGCHAT_MCP_URL_ALLOWLIST = [f"localhost:{port}"]
+
+        names = await tool_names({"url": f"http://localhost:{port}/mcp"})
+
+    assert names == ["shout"]
+    assert asked == ["localhost"]
+
+
 async def test_pinned_request_keeps_the_host_header_and_sni(settings, resolver):
     table, _ = resolver
     table["mcp.example.com"] = ["93.184.216.34"]
