@@ -20,7 +20,7 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from apps.agents.definitions import agent_definition_for_project
+from apps.agents.definitions import agent_definition_check_enabled, agent_definition_for_project
 from apps.agents.history import DEFAULT_HISTORY_LIMIT
 from apps.agents.llm.base import Provider
 from apps.agents.llm.resolve import effective_model_name
@@ -156,6 +156,8 @@ def _prepare(
             conversation = selectors.conversation_get(principal=principal, conversation_id=conversation_id)
             project = conversation.project
             definition = conversation.agent_definition
+            if definition is not None:
+                agent_definition_check_enabled(definition)
         else:
             if not project_id:
                 raise InvalidMessage("projectId is required when conversationId is absent")
@@ -165,6 +167,8 @@ def _prepare(
                 if agent_definition_id
                 else None
             )
+            if definition is not None:
+                agent_definition_check_enabled(definition)
             conversation = Conversation.objects.create(
                 project=project,
                 user_id=principal.user_id,
@@ -208,7 +212,7 @@ async def turn_start(
     """Validate and persist the user's message, then run the turn as a task publishing frames.
 
     Raises ``ServiceError`` (400 invalid request or unknown agent definition, 404 conversation or
-    project, 409 turn in progress) before anything is persisted or streamed.
+    project, 409 turn in progress or disabled agent definition) before anything is persisted or streamed.
     """
     text = _validate_message(message)
     await recover_once()

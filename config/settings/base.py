@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
 import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
 
 from config import embedded_db
 
@@ -148,6 +150,16 @@ KGCHAT_TURN_TIMEOUT_SECONDS = env_int("KGCHAT_TURN_TIMEOUT_SECONDS", 300)
 KGCHAT_STREAM_COALESCE_MS = env_int("KGCHAT_STREAM_COALESCE_MS", 20)
 # A graph tool call running longer than this answers the model {"error", "code": "timeout"}.
 KGCHAT_TOOL_TIMEOUT_SECONDS = env_int("KGCHAT_TOOL_TIMEOUT_SECONDS", 30)
+# MCP servers agent definitions may use (apps/agents/mcp_servers.py); both empty: none.
+# Stdio servers by name, as JSON: {"<name>": {"command": "…", "args": […], "env": {…}}}.
+try:
+    KGCHAT_MCP_STDIO_SERVERS = json.loads(os.environ.get("KGCHAT_MCP_STDIO_SERVERS") or "{}")
+except json.JSONDecodeError as exc:
+    raise ImproperlyConfigured(f"KGCHAT_MCP_STDIO_SERVERS is not valid JSON: {exc}") from None
+# HTTP servers: hosts, optionally with a port ("mcp.example.com,127.0.0.1:8765"), comma-separated.
+KGCHAT_MCP_URL_ALLOWLIST = [
+    h.strip() for h in os.environ.get("KGCHAT_MCP_URL_ALLOWLIST", "").split(",") if h.strip()
+]
 OPENAI_BASE_URL = os.environ.get("OPENAI_BASE_URL", "")
 OPENAI_API_KEY = os.environ.get("OPENAI_API_KEY", "")
 OLLAMA_BASE_URL = os.environ.get("OLLAMA_BASE_URL", "http://127.0.0.1:11434/v1")
