@@ -164,6 +164,5 @@ LOGGING = {
     "loggers": {
         "django.db.backends": {"level": "WARNING"},
         "httpx": {"level": "WARNING"},
-        "pgserver": {"level": "WARNING"},
     },
 }
