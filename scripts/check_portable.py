@@ -249,10 +249,10 @@ def check_files(paths: Iterable[Path], dispatched: Iterable[str], out: list[str]
             out.append(f"skip {path}: {report.skipped}")
             continue
         if _describe(str(path), report, out):
-            dispatched = {f.function: f.count for f in report.dispatched.values()}
+            counts = {f.function: f.count for f in report.dispatched.values()}
             out.append(
                 f"ok   {path}"
-                + (f": AVX-512 only in run-time dispatched {_counts(dispatched)}" if dispatched else "")
+                + (f": AVX-512 only in run-time dispatched {_counts(counts)}" if counts else "")
             )
         else:
             ok = False

@@ -99,8 +99,8 @@ def test_avx512_outside_dispatched_functions_fails_with_each_function_named(tmp_
     assert "BitHammingDistanceAvx512Popcount" not in result.stdout.split("outside", 1)[1]
 
 
-def test_library_with_avx512_only_in_a_dispatched_function_passes(tmp_path):
-    library = _shared_library(
+def test_libraries_with_avx512_only_in_dispatched_functions_pass(tmp_path):
+    vector = _shared_library(
         tmp_path,
         "vector.so",
         {
@@ -108,11 +108,15 @@ def test_library_with_avx512_only_in_a_dispatched_function_passes(tmp_path):
             "BitJaccardDistanceAvx512Popcount": "vpopcntq %zmm0, %zmm1",
         },
     )
+    postgres = _shared_library(tmp_path, "postgres", {"pg_popcount_avx512": "kmovq %r10, %k2"})
 
-    result = _run_check(str(library))
+    result = _run_check(str(vector), str(postgres))
 
     assert result.returncode == 0, result.stdout
-    assert "AVX-512 only in run-time dispatched BitJaccardDistanceAvx512Popcount (1)" in result.stdout
+    assert result.stdout.splitlines() == [
+        f"ok   {vector}: AVX-512 only in run-time dispatched BitJaccardDistanceAvx512Popcount (1)",
+        f"ok   {postgres}: AVX-512 only in run-time dispatched pg_popcount_avx512 (1)",
+    ]
 
 
 @pytest.fixture
