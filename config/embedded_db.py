@@ -113,10 +113,15 @@ def _check_major_version() -> None:
 
 def _stop_foreign_server() -> None:
     """Stop a server that runs on this cluster from binaries other than the shipped ones."""
+    import psutil
+
     info = _postmaster_info()
     if info is None:
         return
-    exe = Path(info.process.exe()).resolve()
+    try:
+        exe = Path(info.process.exe()).resolve()
+    except psutil.Error:
+        return  # another OS user's process we may not inspect: leave it alone
     if exe.parent == server_bin_dir():
         return
     print(
@@ -157,7 +162,11 @@ def _update_extensions() -> None:
     with psycopg.connect(dbname="postgres", user=SUPERUSER, host=host, autocommit=True) as conn:
         databases = [row[0] for row in conn.execute("SELECT datname FROM pg_database WHERE datallowconn")]
     for database in databases:
-        with psycopg.connect(dbname=database, user=SUPERUSER, host=host, autocommit=True) as conn:
+        try:
+            conn = psycopg.connect(dbname=database, user=SUPERUSER, host=host, autocommit=True)
+        except psycopg.OperationalError:
+            continue  # dropped meanwhile (another test run's database): nothing to update
+        with conn:
             outdated = conn.execute(
                 "SELECT e.extname FROM pg_extension e JOIN pg_available_extensions a ON a.name = e.extname"
                 " WHERE e.extname = ANY(%s) AND e.extversion <> a.default_version",
