@@ -22,7 +22,8 @@ $(STAMP): pyproject.toml constraints.txt
 
 install: $(STAMP)
 
-# Debian packages later parts need (redis-server for several processes, chromium for the page tests).
+# Debian packages later parts need (redis-server for several processes, chromium for the page tests,
+# binutils' objdump and qemu-user for the portability checks).
 system-deps:
 	@bash scripts/system_deps.sh
 
@@ -62,6 +63,7 @@ lint: install
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy apps
 	$(VENV)/bin/lint-imports
+	$(PY) scripts/check_portable.py
 
 bench: migrate
 	DJANGO_SETTINGS_MODULE=config.settings.test $(PY) -m bench

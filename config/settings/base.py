@@ -176,6 +176,5 @@ LOGGING = {
     "loggers": {
         "django.db.backends": {"level": "WARNING"},
         "httpx": {"level": "WARNING"},
-        "pgserver": {"level": "WARNING"},
     },
 }
