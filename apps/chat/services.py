@@ -14,9 +14,9 @@ import uuid
 from dataclasses import dataclass
 from datetime import timedelta
 
-from asgiref.sync import sync_to_async
+from asgiref.sync import ThreadSensitiveContext, sync_to_async
 from django.conf import settings
-from django.db import transaction
+from django.db import DatabaseError, transaction
 from django.db.models import Q
 from django.utils import timezone
 
@@ -34,6 +34,7 @@ from apps.chat.frames import DoneFrame, ErrorFrame, MetaFrame
 from apps.chat.models import Conversation, Message, MessageRole
 from apps.chat.plain_turn import run_plain_turn
 from apps.chat.turn import Turn, emit
+from apps.projects.db import ConnectionReleasingExecutor, is_database_busy, raise_if_busy, release_connections
 from apps.projects.errors import ServiceError
 from apps.projects.selectors import Principal, parse_uuid, project_get
 
@@ -128,6 +129,26 @@ def _release(conversation_id: uuid.UUID, turn_id: uuid.UUID) -> None:
     )
 
 
+# How often a turn tries to give its conversation back when the database is busy.
+RELEASE_ATTEMPTS = 3
+
+
+async def _release_claim(turn: Turn) -> None:
+    """Release the conversation's claim, retrying while the database is busy.
+
+    A claim left behind would refuse every message of the conversation (409) until it goes stale.
+    """
+    for attempt in range(1, RELEASE_ATTEMPTS + 1):
+        try:
+            await sync_to_async(_release)(turn.conversation.id, turn.turn_id)
+            return
+        except Exception as exc:
+            if is_database_busy(exc) and attempt < RELEASE_ATTEMPTS:
+                continue
+            log.exception("releasing conversation %s failed; the claim expires on its own", turn.key)
+            return
+
+
 def _check_rate(principal: Principal) -> None:
     limit = settings.KGCHAT_TURNS_PER_MINUTE
     if limit <= 0:
@@ -142,6 +163,31 @@ def _check_rate(principal: Principal) -> None:
 
 @sync_to_async
 def _prepare(
+    *,
+    principal: Principal,
+    message: str,
+    project_id: object,
+    conversation_id: object,
+    agent_definition_id: object,
+) -> Turn:
+    try:
+        return _prepare_turn(
+            principal=principal,
+            message=message,
+            project_id=project_id,
+            conversation_id=conversation_id,
+            agent_definition_id=agent_definition_id,
+        )
+    except DatabaseError as exc:
+        raise_if_busy(exc)
+        raise
+    finally:
+        # The request that started the turn may stream its frames for minutes: it must not keep
+        # a pooled connection meanwhile.
+        release_connections()
+
+
+def _prepare_turn(
     *,
     principal: Principal,
     message: str,
@@ -211,7 +257,11 @@ async def turn_start(
     project, 409 turn in progress) before anything is persisted or streamed.
     """
     text = _validate_message(message)
-    await recover_once()
+    try:
+        await recover_once()
+    except DatabaseError as exc:
+        raise_if_busy(exc)
+        raise
     if conversation_id and not parse_uuid(conversation_id):
         raise selectors.ConversationNotFound()
     turn = await _prepare(
@@ -252,15 +302,27 @@ async def _run_turn(turn: Turn, provider: Provider | None) -> None:
     The conversation is released before ``done`` is published, so a client may send its next
     message the moment it sees ``done``; the bus then marks the turn over.
     """
-    conversation_key = turn.key
-    cancel = turn.bus.cancel_signal(conversation_key)
-    run_id = str(turn.run_id) if turn.run_id else None
+    cancel = turn.bus.cancel_signal(turn.key)
 
     def time_out() -> None:
         turn.timed_out = True
         cancel.set()
 
     watchdog = asyncio.get_running_loop().call_later(settings.KGCHAT_TURN_TIMEOUT_SECONDS, time_out)
+    # The turn's database calls run on a thread of its own that gives its pooled connection back
+    # after each call: a turn waiting on the model holds no connection.
+    executor = ConnectionReleasingExecutor(name=f"turn-{turn.turn_id}")
+    try:
+        async with ThreadSensitiveContext(executor=executor):
+            await _run_turn_body(turn, provider)
+    finally:
+        watchdog.cancel()
+        executor.shutdown(wait=False)
+
+
+async def _run_turn_body(turn: Turn, provider: Provider | None) -> DoneFrame:
+    conversation_key = turn.key
+    run_id = str(turn.run_id) if turn.run_id else None
     done = DoneFrame(messageId=None, runId=run_id)
     try:
         await emit(
@@ -277,21 +339,24 @@ async def _run_turn(turn: Turn, provider: Provider | None) -> None:
             done = await run_agent_turn(turn, provider)
         else:
             done = await run_plain_turn(turn, provider)
-    except Exception:
-        log.exception("turn %s of conversation %s failed", turn.turn_id, conversation_key)
-        await emit(turn, ErrorFrame(error="the turn failed unexpectedly", code="internal_error"))
+    except Exception as exc:
+        if is_database_busy(exc):
+            log.warning("turn %s of conversation %s: database busy (%s)", turn.turn_id, conversation_key, exc)
+            await emit(
+                turn, ErrorFrame(error="the database is busy; try again shortly", code="database_busy")
+            )
+        else:
+            log.exception("turn %s of conversation %s failed", turn.turn_id, conversation_key)
+            await emit(turn, ErrorFrame(error="the turn failed unexpectedly", code="internal_error"))
         done = DoneFrame(messageId=None, runId=run_id)
     finally:
-        watchdog.cancel()
-        try:
-            if not turn.released:
-                await sync_to_async(_release)(turn.conversation.id, turn.turn_id)
-        except Exception:
-            log.exception("releasing conversation %s failed; the claim expires on its own", conversation_key)
+        if not turn.released:
+            await _release_claim(turn)
         try:
             await emit(turn, done)
         finally:
             await turn.bus.finish(conversation_key)
+    return done
 
 
 # --- crash recovery --------------------------------------------------------------------------
