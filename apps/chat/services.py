@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 import uuid
 from dataclasses import dataclass
 from datetime import timedelta
@@ -117,6 +118,7 @@ def _claim(conversation_id: uuid.UUID, turn_id: uuid.UUID) -> bool:
             active_turn_id=turn_id,
             active_turn_started_at=now,
             active_turn_worker=worker_name(),
+            active_turn_text="",
             updated_at=now,
         )
         == 1
@@ -125,7 +127,7 @@ def _claim(conversation_id: uuid.UUID, turn_id: uuid.UUID) -> bool:
 
 def _release(conversation_id: uuid.UUID, turn_id: uuid.UUID) -> None:
     Conversation.objects.filter(id=conversation_id, active_turn_id=turn_id).update(
-        active_turn_id=None, active_turn_started_at=None, active_turn_worker=""
+        active_turn_id=None, active_turn_started_at=None, active_turn_worker="", active_turn_text=""
     )
 
 
@@ -362,13 +364,27 @@ async def _run_turn_body(turn: Turn, provider: Provider | None) -> DoneFrame:
 # --- crash recovery --------------------------------------------------------------------------
 
 _recovered = False
+_recovery_lock = threading.Lock()
+
+
+def _recover_once_sync() -> None:
+    global _recovered
+    try:
+        with _recovery_lock:
+            if not _recovered:
+                from apps.chat.recovery import interrupted_turns_recover
+
+                interrupted_turns_recover()
+                _recovered = True
+    finally:
+        release_connections()
 
 
 async def recover_once() -> None:
-    """Recover turns orphaned by dead processes, once per process (before its first turn)."""
-    global _recovered
-    if not _recovered:
-        _recovered = True
-        from apps.chat.recovery import interrupted_turns_recover
+    """Recover turns orphaned by dead processes, once per process, before it serves anything.
 
-        await sync_to_async(interrupted_turns_recover)()
+    Requests arriving meanwhile wait for it (so a page already shows the interrupted answer);
+    a failed attempt (the database is down) is tried again by the next request.
+    """
+    if not _recovered:
+        await sync_to_async(_recover_once_sync)()

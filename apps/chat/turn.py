@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import time
 import uuid
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -45,6 +47,32 @@ class Turn:
     def key(self) -> str:
         """The conversation id as the frame bus knows it."""
         return str(self.conversation.id)
+
+
+class PartialTextSaver:
+    """Save the text a turn has streamed now and then, so a crash does not lose what was shown.
+
+    ``save`` stores the text given (agent turns: on their run; plain turns: on the conversation's
+    claim); recovery turns it into the interrupted answer (apps/chat/recovery.py).
+    """
+
+    def __init__(self, save: Callable[[str], Awaitable[object]], every_seconds: float = 1.0) -> None:
+        self.save = save
+        self.every = every_seconds
+        self.last = time.monotonic()
+
+    async def maybe_save(self, parts: list[str]) -> None:
+        now = time.monotonic()
+        if now - self.last >= self.every:
+            self.last = now
+            await self.save("".join(parts))
+
+
+async def save_claim_text(turn: Turn, text: str) -> None:
+    """Store ``text`` as what the turn holding the conversation's claim has streamed so far."""
+    await Conversation.objects.filter(id=turn.conversation.id, active_turn_id=turn.turn_id).aupdate(
+        active_turn_text=text
+    )
 
 
 async def emit(turn: Turn, frame: AnyFrame) -> None:
@@ -93,7 +121,7 @@ async def persist_answer(
                 known_entities=RawSQL("known_entities || %s::jsonb", [json.dumps(turn.known.new)]),
             )
             Conversation.objects.filter(id=turn.conversation.id, active_turn_id=turn.turn_id).update(
-                active_turn_id=None, active_turn_started_at=None, active_turn_worker=""
+                active_turn_id=None, active_turn_started_at=None, active_turn_worker="", active_turn_text=""
             )
             return message
 
