@@ -34,7 +34,7 @@ from apps.chat.context import to_history
 from apps.chat.frames import DoneFrame, ErrorFrame, MetaFrame
 from apps.chat.models import Conversation, Message, MessageRole
 from apps.chat.plain_turn import run_plain_turn
-from apps.chat.turn import Turn, emit
+from apps.chat.turn import ConversationDeleted, Turn, emit
 from apps.projects.db import ConnectionReleasingExecutor, is_database_busy, raise_if_busy, release_connections
 from apps.projects.errors import ServiceError
 from apps.projects.selectors import Principal, parse_uuid, project_get
@@ -78,9 +78,23 @@ def conversation_rename(*, principal: Principal, conversation_id: object, title:
     return conversation
 
 
-def conversation_delete(*, principal: Principal, conversation_id: object) -> None:
-    conversation = selectors.conversation_get(principal=principal, conversation_id=conversation_id)
-    conversation.delete()
+def _delete(conversation_id: uuid.UUID) -> bool:
+    with transaction.atomic():
+        conversation = Conversation.objects.select_for_update().get(id=conversation_id)
+        running = conversation.active_turn_id is not None
+        conversation.delete()
+    return running
+
+
+async def conversation_delete(*, principal: Principal, conversation_id: object) -> None:
+    """Delete one of my conversations with its messages, at once, even while a turn runs in it.
+
+    The running turn (in whichever process) is cancelled: it ends with an ``error`` frame of code
+    ``conversation_deleted`` and ``done``, stores nothing, and its run is ``cancelled``.
+    """
+    conversation = await selectors.aconversation_get(principal=principal, conversation_id=conversation_id)
+    if await sync_to_async(_delete)(conversation.id):
+        await get_bus().cancel(str(conversation.id))
 
 
 def _title_from(message: str) -> str:
@@ -341,6 +355,11 @@ async def _run_turn_body(turn: Turn, provider: Provider | None) -> DoneFrame:
             done = await run_agent_turn(turn, provider)
         else:
             done = await run_plain_turn(turn, provider)
+    except ConversationDeleted:
+        if not turn.deleted:
+            turn.deleted = True
+            await emit(turn, ErrorFrame(error="the conversation was deleted", code="conversation_deleted"))
+        done = DoneFrame(messageId=None, runId=run_id)
     except Exception as exc:
         if is_database_busy(exc):
             log.warning("turn %s of conversation %s: database busy (%s)", turn.turn_id, conversation_key, exc)
