@@ -50,6 +50,7 @@ run: setup
 		export KGCHAT_MODEL=$(LOCAL_MODEL); \
 	fi; \
 	echo "kgchat on http://$(HOST):$(PORT)/  (API docs: /api/docs, admin: /admin/; model: $${KGCHAT_MODEL:-per agent definition})"; \
+	$(PY) manage.py recover_turns; \
 	exec $(VENV)/bin/daphne -b $(HOST) -p $(PORT) config.asgi:application
 
 stop:

@@ -9,6 +9,7 @@ from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, HttpError, ValidationError
 
 from apps.projects.auth import token_or_session
+from apps.projects.db import DatabaseBusy, is_database_busy
 from apps.projects.errors import ServiceError
 
 log = logging.getLogger("kgchat.api")
@@ -58,6 +59,10 @@ def on_http_error(request: HttpRequest, exc: HttpError) -> HttpResponse:
 
 @api.exception_handler(Exception)
 def on_unexpected(request: HttpRequest, exc: Exception) -> HttpResponse:
+    if is_database_busy(exc):
+        log.warning("database busy in %s %s: %s", request.method, request.path, exc)
+        busy = DatabaseBusy()
+        return _error(request, busy.status, busy.message, busy.code)
     log.exception("unhandled error in %s %s", request.method, request.path)
     return _error(request, 500, "internal error", "internal_error")
 

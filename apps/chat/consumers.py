@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from apps.chat import selectors, services
 from apps.chat.bus import get_bus
 from apps.chat.frames import ErrorFrame
+from apps.projects.db import DatabaseBusy, is_database_busy
 from apps.projects.errors import ServiceError
 from apps.projects.selectors import Principal, principal_from_user
 
@@ -84,7 +85,11 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
             await self.send_error(f"invalid {kind}: {problems}", "invalid_request")
         except ServiceError as exc:
             await self.send_error(exc.message, exc.code)
-        except Exception:
+        except Exception as exc:
+            if is_database_busy(exc):
+                busy = DatabaseBusy()
+                await self.send_error(busy.message, busy.code)
+                return
             log.exception("websocket %s failed", kind)
             await self.send_error("internal error", "internal_error")
 

@@ -88,9 +88,21 @@ DATABASES = {
     "default": (dj_database_url.parse(_database_url) if _database_url else embedded_db.database_settings())
 }
 DATABASES["default"].setdefault("OPTIONS", {})
-# Keep connections open between requests and ORM calls (turns make many small queries from
-# sync_to_async's thread); a health check replaces a connection the server closed.
-DATABASES["default"]["CONN_MAX_AGE"] = env_int("KGCHAT_DB_CONN_MAX_AGE", 60)
+# One pool of connections per process (psycopg's pool, through Django): every sync_to_async thread
+# borrows a connection and gives it back, so N processes hold at most N x KGCHAT_DB_POOL_MAX
+# connections (keep that under the server's max_connections: 100, 3 reserved, on the embedded one).
+# A request that waits longer than KGCHAT_DB_POOL_TIMEOUT seconds answers 503 "database_busy".
+# KGCHAT_DB_POOL_MAX=0 turns the pool off (e.g. behind PgBouncer); connections then close after use.
+KGCHAT_DB_POOL_MAX = env_int("KGCHAT_DB_POOL_MAX", 20)
+if KGCHAT_DB_POOL_MAX > 0:
+    DATABASES["default"]["OPTIONS"]["pool"] = {
+        "min_size": min(env_int("KGCHAT_DB_POOL_MIN", 2), KGCHAT_DB_POOL_MAX),
+        "max_size": KGCHAT_DB_POOL_MAX,
+        "timeout": float(os.environ.get("KGCHAT_DB_POOL_TIMEOUT") or 10),
+    }
+# Pooled connections are returned after each use, never kept by a thread (Django requires 0).
+DATABASES["default"]["CONN_MAX_AGE"] = 0
+# The pool checks a connection before lending it, replacing one the server closed.
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 # PostgreSQL plus the kb schema's tables in introspection (see config/db/base.py).
 DATABASES["default"]["ENGINE"] = "config.db"
