@@ -20,6 +20,7 @@ from apps.chat.bus import FrameBus, get_bus
 from apps.chat.citations import KnownEntities
 from apps.chat.frames import AnyFrame, Citation, ErrorFrame
 from apps.chat.models import Conversation, Message, MessageRole
+from apps.projects.inputs import storable
 from apps.projects.models import Project
 
 
@@ -79,11 +80,13 @@ async def persist_answer(
             now = timezone.now()
             for offset, row in enumerate(extra):
                 row.created_at = now + timedelta(microseconds=offset)
+                # What the model wrote or passed to a tool may hold NUL or lone surrogates.
+                row.content, row.tool_calls = storable(row.content), storable(row.tool_calls)
                 row.save(force_insert=True)
             message = Message.objects.create(
                 conversation=turn.conversation,
                 role=MessageRole.ASSISTANT,
-                content=content,
+                content=storable(content),
                 retrieval_context=retrieval_context,
                 citations=[c.model_dump() for c in citations],
                 created_at=now + timedelta(microseconds=len(extra)),
