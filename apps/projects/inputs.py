@@ -114,7 +114,7 @@ def json_parse(data: str | bytes, *, field: str = "", code: str | None = None, w
     except RecursionError:
         raise InvalidInput(f"{where} {TOO_DEEP_PROBLEM}", field=field or None, code=code) from None
     except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError (bytes that are not UTF-8)
-        raise InvalidInput(f"{where} is not valid JSON: {exc}", field=field or None, code=code) from None
+        raise InvalidInput(f"{where} is invalid JSON ({exc})", field=field or None, code=code) from None
     input_check(value, field=field, code=code)
     return value
 
