@@ -210,3 +210,54 @@ async def test_stdio_command_serves_the_projects_tools(live_graph: SmallGraph):
     assert [e["other"]["key"] for e in payload(edges)["edges"]] == ["carol"]
     assert bad.is_error is True
     assert "query" in bad.content[0].text
+
+
+# --- issue #11: bad input in tools/call is an isError result (or a JSON-RPC error), never a crash --
+
+
+async def test_http_nul_in_tool_arguments_is_an_is_error_result_naming_the_argument(
+    daphne_url: str, token: str
+):
+    async with http_client(daphne_url, {"Authorization": f"Bearer {token}"}) as client:
+        bad = await client.call_tool("hybrid_search", {"query": "Alice\x00"})
+        nested = await client.call_tool("query_entities", {"properties": {"a": {"b": ["\x00"]}}})
+        after = await client.call_tool("list_entity_types", {})
+
+    assert bad.is_error is True
+    assert "query" in bad.content[0].text and "NUL" in bad.content[0].text
+    assert nested.is_error is True
+    assert "properties.a.b.0" in nested.content[0].text
+    assert payload(after)["types"][0] == {"type": "Person", "count": 5}
+
+
+def raw_tools_call(arguments_json: str) -> str:
+    return (
+        '{"jsonrpc": "2.0", "id": 7, "method": "tools/call", '
+        f'"params": {{"name": "query_entities", "arguments": {arguments_json}}}}}'
+    )
+
+
+@pytest.mark.parametrize(
+    "arguments_json",
+    ['{"type": "Person\\ud800"}', '{"properties": {"a": ' + "[" * 10_000 + "]" * 10_000 + "}}"],
+    ids=["lone-surrogate", "nested-10000-deep"],
+)
+async def test_http_lone_surrogate_or_deep_nesting_in_tools_call_is_a_parse_error_not_500(
+    daphne_url: str, token: str, arguments_json: str
+):
+    """The MCP SDK parses the JSON-RPC body itself and refuses both before a tool runs."""
+    headers = {
+        "Authorization": f"Bearer {token}",
+        "Accept": "application/json, text/event-stream",
+        "Content-Type": "application/json",
+        "MCP-Protocol-Version": "2025-06-18",
+    }
+
+    async with httpx.AsyncClient(timeout=30) as raw:
+        response = await raw.post(daphne_url, content=raw_tools_call(arguments_json), headers=headers)
+    async with http_client(daphne_url, {"Authorization": f"Bearer {token}"}) as client:
+        after = await client.call_tool("list_entity_types", {})
+
+    assert response.status_code == 400
+    assert response.json()["error"]["code"] == -32700
+    assert payload(after)["types"][0] == {"type": "Person", "count": 5}
