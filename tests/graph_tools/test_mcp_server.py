@@ -23,7 +23,9 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
+from apps.graph_tools.mcp_server import mcp_project_resolve
 from apps.graph_tools.registry import tool_get, tool_names
+from apps.projects.errors import ServiceError
 from tests.factories import add_member, make_project, make_token, make_user
 from tests.graph_tools.conftest import SmallGraph, build_small_graph
 
@@ -261,3 +263,15 @@ async def test_http_lone_surrogate_or_deep_nesting_in_tools_call_is_a_parse_erro
     assert response.status_code == 400
     assert response.json()["error"]["code"] == -32700
     assert payload(after)["types"][0] == {"type": "Person", "count": 5}
+
+
+def test_x_project_id_with_a_nul_is_a_400_naming_the_header_not_a_500(member_tokens: tuple[str, str]):
+    """HTTP clients cannot send a NUL in a header; a proxy or a raw socket can, so the service checks it."""
+    unbound, _ = member_tokens
+
+    with pytest.raises(ServiceError) as refused:
+        mcp_project_resolve(authorization_secret=unbound, project_ref="demo\x00")
+
+    assert refused.value.status == 400
+    assert refused.value.code == "invalid_request"
+    assert "X-Project-ID" in refused.value.message
