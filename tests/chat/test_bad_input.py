@@ -150,3 +150,15 @@ async def test_plain_chat_message_of_only_whitespace_is_refused_as_empty(world, 
     assert status == 400
     assert error["code"] == "invalid_request"
     assert await nothing_stored(world)
+
+
+async def test_escaped_surrogate_pairs_and_other_control_characters_are_still_accepted(world, scripted):
+    scripted.turns.append(text("Noted."))
+    message = "Paris \U0001f600 \x01 \ufffd"  # the client's JSON encoder sends the pair as \ud83d\ude00
+
+    status, frames = await sse_turn(world["client"], stream_body(world, message=message))
+
+    assert status == 200
+    assert tokens(frames) == "Noted."
+    stored = await Message.objects.filter(conversation__project=world["project"], role="user").aget()
+    assert stored.content == message
