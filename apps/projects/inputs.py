@@ -16,6 +16,7 @@ causes if one slips past the checks, so a transport answers 400 instead of 500.
 from __future__ import annotations
 
 import json
+import re
 from typing import Annotated, Any
 
 from django.db import DataError
@@ -115,8 +116,27 @@ def json_parse(data: str | bytes, *, field: str = "", code: str | None = None, w
         raise InvalidInput(f"{where} {TOO_DEEP_PROBLEM}", field=field or None, code=code) from None
     except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError (bytes that are not UTF-8)
         raise InvalidInput(f"{where} is invalid JSON ({exc})", field=field or None, code=code) from None
-    input_check(value, field=field, code=code)
+    if _may_hold_a_problem(data):
+        input_check(value, field=field, code=code)
     return value
+
+
+# Parsed JSON can only hold a NUL or a lone surrogate through one of these escapes (a raw NUL in a
+# string is invalid JSON, a raw surrogate in bytes is invalid UTF-8), and can only nest as deep as it has
+# brackets: a document with neither needs no walk (imports parse every line through here).
+_RISKY_ESCAPE = r"\\u(?:0000|[dD][89a-fA-F])"
+_RISKY_TEXT = re.compile(_RISKY_ESCAPE)
+_RISKY_BYTES = re.compile(_RISKY_ESCAPE.encode())
+
+
+def _may_hold_a_problem(data: str | bytes) -> bool:
+    if isinstance(data, bytes):
+        brackets = data.count(b"[") + data.count(b"{")
+        return brackets > MAX_JSON_DEPTH or _RISKY_BYTES.search(data) is not None
+    brackets = data.count("[") + data.count("{")
+    # A str may also hold a raw surrogate, which the parser keeps inside a string.
+    risky = _RISKY_TEXT.search(data) is not None or text_problem(data) is not None
+    return brackets > MAX_JSON_DEPTH or risky
 
 
 # Messages of PostgreSQL / psycopg errors that only a client's value can cause.
