@@ -19,7 +19,7 @@ import json
 import re
 from typing import Annotated, Any
 
-from django.db import DataError
+from django.db import DataError, OperationalError
 from pydantic import Field
 
 from apps.projects.errors import ServiceError
@@ -145,6 +145,7 @@ _DATA_ERRORS = (
     ("unsupported unicode escape sequence", NUL_PROBLEM),
     ("out of range", "holds a number out of range"),
     ("too long", "holds a value that is too long"),
+    ("exceeds", "holds a value that is too long"),
 )
 
 
@@ -158,7 +159,10 @@ def bad_input_from(exc: BaseException) -> InvalidInput | None:
         return InvalidInput(f"a value {SURROGATE_PROBLEM}")
     if isinstance(exc, RecursionError):
         return InvalidInput(f"a value {TOO_DEEP_PROBLEM}")
-    if isinstance(exc, DataError):
+    # PostgreSQL reports a tsvector or index row too large as program_limit_exceeded (SQLSTATE
+    # 54000), which Django raises as OperationalError, the class of lost connections too.
+    limit_exceeded = getattr(exc.__cause__, "sqlstate", None) == "54000"
+    if isinstance(exc, DataError) or (isinstance(exc, OperationalError) and limit_exceeded):
         message = str(exc).lower()
         for needle, problem in _DATA_ERRORS:
             if needle in message:

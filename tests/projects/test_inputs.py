@@ -6,8 +6,9 @@ are not walked) to the same answers as a full walk.
 """
 
 import pytest
+from django.db import DataError, OperationalError, connection, transaction
 
-from apps.projects.inputs import MAX_JSON_DEPTH, InvalidInput, json_parse
+from apps.projects.inputs import MAX_JSON_DEPTH, InvalidInput, bad_input_from, json_parse
 
 
 @pytest.mark.parametrize(
@@ -74,3 +75,40 @@ def test_json_parse_accepts_the_deepest_allowed_nesting():
     while parsed:
         parsed, depth = parsed[0], depth + 1
     assert depth == MAX_JSON_DEPTH
+
+
+def _database_error(sql: str, params: list[object]) -> BaseException:
+    try:
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute(sql, params)
+    except (DataError, OperationalError, UnicodeEncodeError) as exc:
+        return exc
+    raise AssertionError(f"{sql} did not fail")
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("sql", "params"),
+    [
+        ("SELECT %s::text", ["a\x00b"]),
+        ("SELECT %s::jsonb", ['{"a": "\\u0000"}']),
+        ("SELECT %s::text", ["a\ud800"]),
+        ("SELECT %s::bigint", ["100000000000000000000"]),
+        ("SELECT to_tsvector('simple', %s)", [" ".join(f"w{n:07d}" for n in range(150_000))]),
+    ],
+    ids=["nul-text", "nul-jsonb", "surrogate", "bigint", "tsvector"],
+)
+def test_last_resort_maps_the_databases_refusals_of_client_values_to_invalid_request(sql, params):
+    error = _database_error(sql, params)
+
+    mapped = bad_input_from(error)
+
+    assert mapped is not None
+    assert mapped.code == "invalid_request" and mapped.status == 400
+
+
+@pytest.mark.django_db
+def test_last_resort_leaves_other_database_errors_as_server_errors():
+    error = _database_error("SELECT 1 / %s", [0])
+
+    assert bad_input_from(error) is None
