@@ -9,6 +9,7 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.test import Client
 
+from apps.graph_tools.embeddings import EMBED_TEXT_CHARS, entity_text
 from apps.graph_tools.models import GraphObject, GraphRelationship
 from tests.factories import make_entity, make_project, make_relationship, make_user
 
@@ -293,6 +294,7 @@ def test_deep_nesting_invalid_utf8_nul_and_surrogates_in_an_import_are_invalid_i
     assert not GraphObject.objects.filter(project=project).exists()
 
 
+@pytest.mark.django_db(transaction=True)  # committed, so the embedding thread sees the entities
 def test_a_200000_word_description_is_stored_whole_and_searchable_by_its_beginning(owner_client):
     client, project = owner_client
     words = [f"w{n:06d}x" for n in range(200_000)]  # 2 MB of distinct lexemes: over tsvector's 1 MB
@@ -312,6 +314,10 @@ def test_a_200000_word_description_is_stored_whole_and_searchable_by_its_beginni
 
     assert response.status_code == 200, response.content[:300]
     assert response.json()["entitiesCreated"] == 2
+    assert response.json()["entitiesEmbedded"] == 2  # the embedder reads the first EMBED_TEXT_CHARS only
+    assert (
+        len(entity_text(name="Alice", type="Person", description=long_one["description"])) == EMBED_TEXT_CHARS
+    )
     assert GraphObject.objects.get(project=project, key="alice").description == long_one["description"]
     assert [r["key"] for r in search.json()["results"]] == ["alice"]
     assert tail.json()["results"] == []
