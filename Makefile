@@ -22,7 +22,8 @@ $(STAMP): pyproject.toml constraints.txt
 
 install: $(STAMP)
 
-# Debian packages later parts need (redis-server for several processes, chromium for the page tests).
+# Debian packages later parts need (redis-server for several processes, chromium for the page tests,
+# binutils' objdump and qemu-user for the portability checks).
 system-deps:
 	@bash scripts/system_deps.sh
 
@@ -49,6 +50,7 @@ run: setup
 		export KGCHAT_MODEL=$(LOCAL_MODEL); \
 	fi; \
 	echo "kgchat on http://$(HOST):$(PORT)/  (API docs: /api/docs, admin: /admin/; model: $${KGCHAT_MODEL:-per agent definition})"; \
+	$(PY) manage.py recover_turns; \
 	exec $(VENV)/bin/daphne -b $(HOST) -p $(PORT) config.asgi:application
 
 stop:
@@ -57,11 +59,12 @@ stop:
 test: migrate system-deps
 	DJANGO_SETTINGS_MODULE=config.settings.test $(VENV)/bin/pytest $(PYTEST_ARGS)
 
-lint: install
+lint: install system-deps
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy apps
 	$(VENV)/bin/lint-imports
+	$(PY) scripts/check_portable.py
 
 bench: migrate
 	DJANGO_SETTINGS_MODULE=config.settings.test $(PY) -m bench

@@ -11,6 +11,7 @@ from ninja.errors import AuthenticationError, HttpError, ValidationError
 from ninja.parser import Parser
 
 from apps.projects.auth import token_or_session
+from apps.projects.db import DatabaseBusy, is_database_busy
 from apps.projects.errors import ServiceError
 from apps.projects.inputs import InvalidInput, bad_input_from, json_parse
 
@@ -73,6 +74,10 @@ def on_http_error(request: HttpRequest, exc: HttpError) -> HttpResponse:
 
 @api.exception_handler(Exception)
 def on_unexpected(request: HttpRequest, exc: Exception) -> HttpResponse:
+    if is_database_busy(exc):
+        log.warning("database busy in %s %s: %s", request.method, request.path, exc)
+        busy = DatabaseBusy()
+        return _error(request, busy.status, busy.message, busy.code)
     bad_input = bad_input_from(exc)
     if bad_input is not None:
         log.warning("refused input the checks missed in %s %s: %s", request.method, request.path, exc)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 
 from django.core.asgi import get_asgi_application
@@ -16,6 +17,7 @@ from django.conf import settings  # noqa: E402
 from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
 
 from apps.chat.routing import websocket_urlpatterns  # noqa: E402
+from apps.chat.services import recover_once  # noqa: E402
 from apps.graph_tools.mcp_server import mcp_asgi_app  # noqa: E402
 
 mcp_app = mcp_asgi_app()
@@ -32,9 +34,22 @@ async def http_app(scope, receive, send):
     return await django_http(scope, receive, send)
 
 
-application = ProtocolTypeRouter(
+router = ProtocolTypeRouter(
     {
         "http": http_app,
         "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
     }
 )
+
+
+async def application(scope, receive, send):
+    """The router, behind crash recovery: a process's first request waits until turns left
+    ``running`` by dead processes are closed, so the page shows their interrupted answers."""
+    if scope["type"] in ("http", "websocket"):
+        try:
+            await recover_once()
+        except Exception:
+            logging.getLogger("kgchat.recovery").exception(
+                "recovering interrupted turns failed; retrying later"
+            )
+    return await router(scope, receive, send)

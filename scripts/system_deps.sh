@@ -4,6 +4,8 @@ set -euo pipefail
 need=()
 command -v redis-server >/dev/null 2>&1 || need+=(redis-server)
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
+command -v objdump >/dev/null 2>&1 || need+=(binutils)
+command -v qemu-x86_64 >/dev/null 2>&1 || need+=(qemu-user)
 [ ${#need[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" != 0 ] && ! command -v sudo >/dev/null 2>&1; then
   echo "missing Debian packages: ${need[*]} (install them as root: apt-get install ${need[*]})" >&2

@@ -1,10 +1,11 @@
 from typing import Any
 
 from django import forms
-from django.contrib import admin
-from django.http import HttpRequest
+from django.contrib import admin, messages
+from django.http import HttpRequest, HttpResponse
 
 from apps.agents.definitions import EDITABLE, default_agents_install
+from apps.agents.mcp_servers import InvalidMcpServer, mcp_servers_validate
 from apps.agents.models import AgentDefinition, AgentRun, AgentRunMessage, AgentRunToolCall
 from apps.graph_tools.registry import tool_names
 from apps.projects.admin import ProjectAdmin
@@ -25,7 +26,15 @@ class AgentDefinitionForm(forms.ModelForm):
     class Meta:
         model = AgentDefinition
         # The model is edited as two fields below (name and temperature).
-        fields = ["project", *(f for f in EDITABLE if f != "model")]
+        fields = ["project", *(f for f in EDITABLE if f != "model"), "disabled_reason"]
+        help_texts = {
+            "mcp_servers": (
+                '[{"stdio": "<name from KGCHAT_MCP_STDIO_SERVERS>"} or {"url": "https://<host in '
+                'KGCHAT_MCP_URL_ALLOWLIST>/mcp", "name": "…", "transport": "streamable_http" | "sse", '
+                '"headers": {…}}, each with an optional "tool_filter": [tool names]]. No commands: '
+                "stdio servers are configured by the operator, by name."
+            )
+        }
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -37,6 +46,12 @@ class AgentDefinitionForm(forms.ModelForm):
         model = self.instance.model or {}
         self.fields["model_name"].initial = model.get("name", "gemini-2.0-flash")
         self.fields["temperature"].initial = model.get("temperature", 0.1)
+
+    def clean_mcp_servers(self) -> list[dict[str, Any]]:
+        try:
+            return mcp_servers_validate(self.cleaned_data.get("mcp_servers") or [], headers_allowed=True)
+        except InvalidMcpServer as exc:
+            raise forms.ValidationError(exc.message, code=exc.code) from None
 
     def save(self, commit: bool = True) -> AgentDefinition:
         self.instance.model = {
@@ -50,8 +65,21 @@ class AgentDefinitionForm(forms.ModelForm):
 @admin.register(AgentDefinition)
 class AgentDefinitionAdmin(admin.ModelAdmin):
     form = AgentDefinitionForm
-    list_display = ["name", "project", "is_default", "max_steps", "visibility", "updated_at"]
+    list_display = ["name", "project", "is_default", "max_steps", "visibility", "enabled", "updated_at"]
     list_filter = ["project", "is_default", "visibility"]
+
+    def change_view(
+        self, request: HttpRequest, object_id: str, form_url: str = "", extra_context: Any = None
+    ) -> HttpResponse:
+        definition = self.get_object(request, object_id)
+        if request.method == "GET" and definition is not None and definition.disabled_reason:
+            messages.warning(request, f"This agent definition is disabled: {definition.disabled_reason}")
+        return super().change_view(request, object_id, form_url, extra_context)
+
+    @admin.display(boolean=True, description="enabled")
+    def enabled(self, obj: AgentDefinition) -> bool:
+        return not obj.disabled_reason
+
     search_fields = ["name", "description"]
 
 

@@ -10,6 +10,7 @@ from django.http import HttpRequest
 from ninja import Router, Schema, Status
 
 from apps.agents import definitions
+from apps.agents.mcp_servers import mcp_servers_public
 from apps.agents.models import AgentDefinition
 from apps.projects.auth import principal_of
 from apps.projects.models import Role
@@ -35,6 +36,10 @@ class AgentDefinitionOut(Schema):
     isDefault: bool
     maxSteps: int
     visibility: str
+    # Names, URLs, transports and tool filters only: never headers (operators' credentials).
+    mcpServers: list[dict[str, Any]]
+    # Why the definition may not run (set by an operator); null when it is enabled.
+    disabledReason: str | None
     createdAt: datetime
     updatedAt: datetime
 
@@ -101,6 +106,8 @@ def definition_out(d: AgentDefinition) -> AgentDefinitionOut:
         isDefault=d.is_default,
         maxSteps=d.max_steps,
         visibility=d.visibility,
+        mcpServers=mcp_servers_public(d.mcp_servers),
+        disabledReason=d.disabled_reason or None,
         createdAt=d.created_at,
         updatedAt=d.updated_at,
     )

@@ -10,6 +10,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import QuerySet
 
 from apps.agents.defaults import DEFAULT_AGENTS
+from apps.agents.mcp_servers import mcp_servers_public, mcp_servers_validate
 from apps.agents.models import AgentDefinition, FlowType, Visibility
 from apps.graph_tools.registry import tool_names
 from apps.projects.errors import NotFound, ServiceError
@@ -44,6 +45,21 @@ class InvalidAgentDefinition(ServiceError):
     """invalid agent definition"""
 
     code = "invalid_agent_definition"
+
+
+class AgentDefinitionDisabled(ServiceError):
+    """this agent definition is disabled"""
+
+    status = 409
+    code = "agent_definition_disabled"
+
+
+def agent_definition_check_enabled(definition: AgentDefinition) -> None:
+    """Raise ``AgentDefinitionDisabled`` (with the operator's reason) for a definition that may not run."""
+    if definition.disabled_reason:
+        raise AgentDefinitionDisabled(
+            f"agent definition {definition.name!r} is disabled: {definition.disabled_reason}"
+        )
 
 
 MAX_TEXT = {"description": 10_000, "system_prompt": 100_000}
@@ -90,9 +106,25 @@ def _validate(fields: dict[str, Any]) -> dict[str, Any]:
     ):
         if number in out and (not isinstance(out[number], int) or not low <= out[number] <= high):
             raise InvalidAgentDefinition(f"{number} must be an integer from {low} to {high}")
-    if "mcp_servers" in out and not isinstance(out["mcp_servers"], list):
-        raise InvalidAgentDefinition("mcp_servers must be a list")
+    if "mcp_servers" in out:
+        # Users never set headers (credentials): operators do, in the admin.
+        out["mcp_servers"] = mcp_servers_validate(out["mcp_servers"], headers_allowed=False)
     return out
+
+
+def _keep_operator_headers(new: list[dict[str, Any]], old: list[Any]) -> list[dict[str, Any]]:
+    """Carry the operator's headers over to entries that keep the same URL and name."""
+    headers = {
+        (o.get("url"), o.get("name")): o["headers"]
+        for o in old
+        if isinstance(o, dict) and o.get("url") and o.get("headers")
+    }
+    return [
+        {**n, "headers": headers[(n["url"], n.get("name"))]}
+        if n.get("url") and (n["url"], n.get("name")) in headers
+        else n
+        for n in new
+    ]
 
 
 def agent_definition_list(*, principal: Principal, project: Project) -> QuerySet[AgentDefinition]:
@@ -136,19 +168,33 @@ def _save(definition: AgentDefinition) -> AgentDefinition:
 def agent_definition_create(
     *, principal: Principal, project_ref: object, fields: dict[str, Any]
 ) -> AgentDefinition:
+    """Create a definition (editor role; MCP servers need the owner role: they are the owner's choice
+    among what the operator allowlisted)."""
     project = project_get(principal=principal, project_ref=project_ref, min_role=Role.EDITOR)
     data = _validate(fields)
     if "name" not in data:
         raise InvalidAgentDefinition("name is required")
+    if data.get("mcp_servers"):
+        project_get(principal=principal, project_ref=project.id, min_role=Role.OWNER)
     return _save(AgentDefinition(project=project, **data))
 
 
 def agent_definition_update(
     *, principal: Principal, definition_id: object, fields: dict[str, Any]
 ) -> AgentDefinition:
+    """Change the given fields (editor role); changing ``mcp_servers`` needs the owner role."""
     definition = agent_definition_get(principal=principal, definition_id=definition_id)
     project_get(principal=principal, project_ref=definition.project_id, min_role=Role.EDITOR)
-    for key, value in _validate(fields).items():
+    fields = dict(fields)
+    sent = fields.get("mcp_servers")
+    unchanged = isinstance(sent, list) and not any(isinstance(e, dict) and "headers" in e for e in sent)
+    if unchanged and mcp_servers_public(sent) == mcp_servers_public(definition.mcp_servers):
+        del fields["mcp_servers"]  # sent back as the API shows it: not a change of MCP servers
+    data = _validate(fields)
+    if "mcp_servers" in data:
+        project_get(principal=principal, project_ref=definition.project_id, min_role=Role.OWNER)
+        data["mcp_servers"] = _keep_operator_headers(data["mcp_servers"], definition.mcp_servers)
+    for key, value in data.items():
         setattr(definition, key, value)
     return _save(definition)
 

@@ -43,12 +43,14 @@ from pydantic import BaseModel, Field
 from apps.agents.adk.model_adapter import ModelAdapter
 from apps.agents.adk.session import HistorySessionService
 from apps.agents.adk.tools import adk_name, graph_tools, mcp_toolsets
+from apps.agents.definitions import agent_definition_check_enabled
 from apps.agents.history import HistoryMessage, InMemoryHistoryStore
 from apps.agents.llm.base import LLMError, Provider, Usage
 from apps.agents.llm.resolve import effective_model_name, resolve_model
 from apps.agents.models import AgentDefinition, RunStatus
 from apps.agents.selectors import agent_definitions_by_names
 from apps.agents.services import agent_run_finish, agent_run_start
+from apps.projects.errors import ServiceError
 
 logger = logging.getLogger(__name__)
 
@@ -149,6 +151,8 @@ def describe_failure(exc: BaseException) -> tuple[str, str]:
     """(message, code) for an exception that ended a run."""
     if isinstance(exc, LLMError):
         return str(exc), "llm_error"
+    if isinstance(exc, ServiceError):
+        return exc.message, exc.code
     text = str(exc)
     match = _AGENT_NOT_FOUND.search(text)
     if match:
@@ -285,6 +289,7 @@ class AgentExecutor:
         session_id = str(request.conversation_id or run.id)
         cancelled = False
         try:
+            agent_definition_check_enabled(definition)
             provider = request.provider or resolve_model(model_name)
             model = provider.name
             subs = request.sub_agent_definitions

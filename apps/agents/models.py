@@ -38,9 +38,16 @@ class AgentDefinition(models.Model):
     visibility = models.CharField(max_length=32, choices=Visibility.choices, default=Visibility.PROJECT)
     # Names of other agent definitions of the same project that this one may hand over to.
     sub_agents = ArrayField(models.CharField(max_length=100), default=list, blank=True)
-    # External MCP servers whose tools join the graph tools:
-    # [{"name", "url", "headers"} | {"name", "command", "args", "env"}, with optional "tool_filter"].
+    # External MCP servers whose tools join the graph tools; see apps/agents/mcp_servers.py:
+    # [{"stdio": "<operator-allowlisted name>"} | {"url", "name", "transport", "headers"}, + "tool_filter"].
     mcp_servers = models.JSONField(default=list, blank=True)
+    # Set (by an operator or a migration) when the definition must not run; turns answer
+    # "agent_definition_disabled" with this text. Empty: enabled.
+    disabled_reason = models.TextField(
+        blank=True,
+        default="",
+        help_text="Why this definition may not run. Clear it to enable the definition again.",
+    )
     history_limit = models.PositiveIntegerField(default=10, help_text="Prior messages given to the agent.")
     token_budget = models.PositiveIntegerField(default=32000, help_text="Token budget of the prior messages.")
     created_at = models.DateTimeField(auto_now_add=True)

@@ -16,10 +16,11 @@ class AgentDefinitionNotFound(NotFound):
 
 
 async def agent_definitions_by_names(*, project_id: uuid.UUID, names: list[str]) -> list[AgentDefinition]:
-    """The project's definitions named in ``names``, in that order; unknown names are left out."""
+    """The project's enabled definitions named in ``names``, in that order; others are left out."""
     if not names:
         return []
-    found = {d.name: d async for d in AgentDefinition.objects.filter(project_id=project_id, name__in=names)}
+    enabled = AgentDefinition.objects.filter(project_id=project_id, name__in=names, disabled_reason="")
+    found = {d.name: d async for d in enabled}
     return [found[n] for n in names if n in found]
 
 

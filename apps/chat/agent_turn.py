@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import copy
 import json
-import time
-import uuid
 from typing import Any
 
 from django.conf import settings
@@ -26,7 +24,7 @@ from apps.agents.models import AgentRun, RunStatus
 from apps.chat.citations import CitationFilter
 from apps.chat.frames import DoneFrame, ErrorFrame, McpToolFrame, TokenFrame
 from apps.chat.models import Message, MessageRole
-from apps.chat.turn import Turn, emit, persist_answer
+from apps.chat.turn import PartialTextSaver, Turn, emit, persist_answer
 
 # Statuses whose partial answer is kept as the assistant message, with the stop reason.
 KEEP_PARTIAL = {"max_steps", "doom_loop", "cancelled"}
@@ -39,23 +37,6 @@ def _bounded(value: Any) -> Any:
     if len(text) <= limit:
         return value
     return {"truncated": True, "preview": text[:limit]}
-
-
-class PartialTextSaver:
-    """Save the streamed text on the run now and then, so a crash does not lose what was shown."""
-
-    def __init__(self, run_id: uuid.UUID, every_seconds: float = 1.0) -> None:
-        self.run_id = run_id
-        self.every = every_seconds
-        self.last = time.monotonic()
-
-    async def maybe_save(self, parts: list[str]) -> None:
-        now = time.monotonic()
-        if now - self.last >= self.every:
-            self.last = now
-            await AgentRun.objects.filter(id=self.run_id, status=RunStatus.RUNNING).aupdate(
-                final_text="".join(parts)
-            )
 
 
 def _chat_rows(turn: Turn, messages: list[HistoryMessage]) -> list[Message]:
@@ -98,7 +79,10 @@ async def run_agent_turn(turn: Turn, provider: Provider | None) -> DoneFrame:
     known = turn.known
     citations = CitationFilter(known)
     parts: list[str] = []
-    saver = PartialTextSaver(turn.run_id)
+    run_pk = turn.run_id
+    saver = PartialTextSaver(
+        lambda text: AgentRun.objects.filter(id=run_pk, status=RunStatus.RUNNING).aupdate(final_text=text)
+    )
 
     async def send_text(text: str) -> None:
         if text:

@@ -130,8 +130,8 @@ def rename_conversation(request: HttpRequest, conversation_id: str, payload: Ren
 
 
 @router.delete("/chat/conversations/{conversation_id}", response={204: None})
-def delete_conversation(request: HttpRequest, conversation_id: str) -> Status[None]:
-    services.conversation_delete(principal=principal_of(request), conversation_id=conversation_id)
+async def delete_conversation(request: HttpRequest, conversation_id: str) -> Status[None]:
+    await services.conversation_delete(principal=principal_of(request), conversation_id=conversation_id)
     return Status(204, None)
 
 

@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from apps.chat import selectors, services
 from apps.chat.bus import get_bus
 from apps.chat.frames import ErrorFrame
+from apps.projects.db import DatabaseBusy, is_database_busy
 from apps.projects.errors import ServiceError
 from apps.projects.inputs import InvalidInput, bad_input_from, json_parse
 from apps.projects.selectors import Principal, principal_from_user
@@ -87,6 +88,10 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         except ServiceError as exc:
             await self.send_error(exc.message, exc.code)
         except Exception as exc:
+            if is_database_busy(exc):
+                busy = DatabaseBusy()
+                await self.send_error(busy.message, busy.code)
+                return
             bad_input = bad_input_from(exc)
             if bad_input is not None:
                 log.warning("websocket %s: refused input the checks missed: %s", kind, exc)

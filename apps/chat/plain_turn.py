@@ -12,7 +12,7 @@ from apps.chat.citations import CitationFilter
 from apps.chat.context import FullHistoryContextStrategy, load_prompt, to_history
 from apps.chat.frames import DoneFrame, ErrorFrame, TokenFrame
 from apps.chat.retrieval import AlwaysRetrieveStrategy
-from apps.chat.turn import Turn, emit, persist_answer
+from apps.chat.turn import PartialTextSaver, Turn, emit, persist_answer, save_claim_text
 from apps.graph_tools.registry import ToolError
 
 
@@ -43,10 +43,13 @@ async def run_plain_turn(turn: Turn, provider: Provider | None) -> DoneFrame:
     failure: str | None = None
     cancelled = False
 
+    saver = PartialTextSaver(lambda text: save_claim_text(turn, text))
+
     async def send(text: str) -> None:
         if text:
             parts.append(text)
             await emit(turn, TokenFrame(token=text))
+            await saver.maybe_save(parts)
 
     try:
         llm = provider or resolve_model(turn.model)

@@ -10,17 +10,18 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 import uuid
 from dataclasses import dataclass
 from datetime import timedelta
 
-from asgiref.sync import sync_to_async
+from asgiref.sync import ThreadSensitiveContext, sync_to_async
 from django.conf import settings
-from django.db import transaction
+from django.db import DatabaseError, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from apps.agents.definitions import agent_definition_for_project
+from apps.agents.definitions import agent_definition_check_enabled, agent_definition_for_project
 from apps.agents.history import DEFAULT_HISTORY_LIMIT
 from apps.agents.llm.base import Provider
 from apps.agents.llm.resolve import effective_model_name
@@ -33,7 +34,8 @@ from apps.chat.context import to_history
 from apps.chat.frames import DoneFrame, ErrorFrame, MetaFrame
 from apps.chat.models import Conversation, Message, MessageRole
 from apps.chat.plain_turn import run_plain_turn
-from apps.chat.turn import Turn, emit
+from apps.chat.turn import ConversationDeleted, Turn, emit
+from apps.projects.db import ConnectionReleasingExecutor, is_database_busy, raise_if_busy, release_connections
 from apps.projects.errors import ServiceError
 from apps.projects.selectors import Principal, parse_uuid, project_get
 
@@ -76,9 +78,23 @@ def conversation_rename(*, principal: Principal, conversation_id: object, title:
     return conversation
 
 
-def conversation_delete(*, principal: Principal, conversation_id: object) -> None:
-    conversation = selectors.conversation_get(principal=principal, conversation_id=conversation_id)
-    conversation.delete()
+def _delete(conversation_id: uuid.UUID) -> bool:
+    with transaction.atomic():
+        conversation = Conversation.objects.select_for_update().get(id=conversation_id)
+        running = conversation.active_turn_id is not None
+        conversation.delete()
+    return running
+
+
+async def conversation_delete(*, principal: Principal, conversation_id: object) -> None:
+    """Delete one of my conversations with its messages, at once, even while a turn runs in it.
+
+    The running turn (in whichever process) is cancelled: it ends with an ``error`` frame of code
+    ``conversation_deleted`` and ``done``, stores nothing, and its run is ``cancelled``.
+    """
+    conversation = await selectors.aconversation_get(principal=principal, conversation_id=conversation_id)
+    if await sync_to_async(_delete)(conversation.id):
+        await get_bus().cancel(str(conversation.id))
 
 
 def _title_from(message: str) -> str:
@@ -116,6 +132,7 @@ def _claim(conversation_id: uuid.UUID, turn_id: uuid.UUID) -> bool:
             active_turn_id=turn_id,
             active_turn_started_at=now,
             active_turn_worker=worker_name(),
+            active_turn_text="",
             updated_at=now,
         )
         == 1
@@ -124,8 +141,28 @@ def _claim(conversation_id: uuid.UUID, turn_id: uuid.UUID) -> bool:
 
 def _release(conversation_id: uuid.UUID, turn_id: uuid.UUID) -> None:
     Conversation.objects.filter(id=conversation_id, active_turn_id=turn_id).update(
-        active_turn_id=None, active_turn_started_at=None, active_turn_worker=""
+        active_turn_id=None, active_turn_started_at=None, active_turn_worker="", active_turn_text=""
     )
+
+
+# How often a turn tries to give its conversation back when the database is busy.
+RELEASE_ATTEMPTS = 3
+
+
+async def _release_claim(turn: Turn) -> None:
+    """Release the conversation's claim, retrying while the database is busy.
+
+    A claim left behind would refuse every message of the conversation (409) until it goes stale.
+    """
+    for attempt in range(1, RELEASE_ATTEMPTS + 1):
+        try:
+            await sync_to_async(_release)(turn.conversation.id, turn.turn_id)
+            return
+        except Exception as exc:
+            if is_database_busy(exc) and attempt < RELEASE_ATTEMPTS:
+                continue
+            log.exception("releasing conversation %s failed; the claim expires on its own", turn.key)
+            return
 
 
 def _check_rate(principal: Principal) -> None:
@@ -149,6 +186,31 @@ def _prepare(
     conversation_id: object,
     agent_definition_id: object,
 ) -> Turn:
+    try:
+        return _prepare_turn(
+            principal=principal,
+            message=message,
+            project_id=project_id,
+            conversation_id=conversation_id,
+            agent_definition_id=agent_definition_id,
+        )
+    except DatabaseError as exc:
+        raise_if_busy(exc)
+        raise
+    finally:
+        # The request that started the turn may stream its frames for minutes: it must not keep
+        # a pooled connection meanwhile.
+        release_connections()
+
+
+def _prepare_turn(
+    *,
+    principal: Principal,
+    message: str,
+    project_id: object,
+    conversation_id: object,
+    agent_definition_id: object,
+) -> Turn:
     turn_id = uuid.uuid4()
     _check_rate(principal)
     with transaction.atomic():
@@ -156,6 +218,8 @@ def _prepare(
             conversation = selectors.conversation_get(principal=principal, conversation_id=conversation_id)
             project = conversation.project
             definition = conversation.agent_definition
+            if definition is not None:
+                agent_definition_check_enabled(definition)
         else:
             if not project_id:
                 raise InvalidMessage("projectId is required when conversationId is absent")
@@ -165,6 +229,8 @@ def _prepare(
                 if agent_definition_id
                 else None
             )
+            if definition is not None:
+                agent_definition_check_enabled(definition)
             conversation = Conversation.objects.create(
                 project=project,
                 user_id=principal.user_id,
@@ -208,10 +274,14 @@ async def turn_start(
     """Validate and persist the user's message, then run the turn as a task publishing frames.
 
     Raises ``ServiceError`` (400 invalid request or unknown agent definition, 404 conversation or
-    project, 409 turn in progress) before anything is persisted or streamed.
+    project, 409 turn in progress or disabled agent definition) before anything is persisted or streamed.
     """
     text = _validate_message(message)
-    await recover_once()
+    try:
+        await recover_once()
+    except DatabaseError as exc:
+        raise_if_busy(exc)
+        raise
     if conversation_id and not parse_uuid(conversation_id):
         raise selectors.ConversationNotFound()
     turn = await _prepare(
@@ -252,15 +322,27 @@ async def _run_turn(turn: Turn, provider: Provider | None) -> None:
     The conversation is released before ``done`` is published, so a client may send its next
     message the moment it sees ``done``; the bus then marks the turn over.
     """
-    conversation_key = turn.key
-    cancel = turn.bus.cancel_signal(conversation_key)
-    run_id = str(turn.run_id) if turn.run_id else None
+    cancel = turn.bus.cancel_signal(turn.key)
 
     def time_out() -> None:
         turn.timed_out = True
         cancel.set()
 
     watchdog = asyncio.get_running_loop().call_later(settings.KGCHAT_TURN_TIMEOUT_SECONDS, time_out)
+    # The turn's database calls run on a thread of its own that gives its pooled connection back
+    # after each call: a turn waiting on the model holds no connection.
+    executor = ConnectionReleasingExecutor(name=f"turn-{turn.turn_id}")
+    try:
+        async with ThreadSensitiveContext(executor=executor):
+            await _run_turn_body(turn, provider)
+    finally:
+        watchdog.cancel()
+        executor.shutdown(wait=False)
+
+
+async def _run_turn_body(turn: Turn, provider: Provider | None) -> DoneFrame:
+    conversation_key = turn.key
+    run_id = str(turn.run_id) if turn.run_id else None
     done = DoneFrame(messageId=None, runId=run_id)
     try:
         await emit(
@@ -277,33 +359,55 @@ async def _run_turn(turn: Turn, provider: Provider | None) -> None:
             done = await run_agent_turn(turn, provider)
         else:
             done = await run_plain_turn(turn, provider)
-    except Exception:
-        log.exception("turn %s of conversation %s failed", turn.turn_id, conversation_key)
-        await emit(turn, ErrorFrame(error="the turn failed unexpectedly", code="internal_error"))
+    except ConversationDeleted:
+        if not turn.deleted:
+            turn.deleted = True
+            await emit(turn, ErrorFrame(error="the conversation was deleted", code="conversation_deleted"))
+        done = DoneFrame(messageId=None, runId=run_id)
+    except Exception as exc:
+        if is_database_busy(exc):
+            log.warning("turn %s of conversation %s: database busy (%s)", turn.turn_id, conversation_key, exc)
+            await emit(
+                turn, ErrorFrame(error="the database is busy; try again shortly", code="database_busy")
+            )
+        else:
+            log.exception("turn %s of conversation %s failed", turn.turn_id, conversation_key)
+            await emit(turn, ErrorFrame(error="the turn failed unexpectedly", code="internal_error"))
         done = DoneFrame(messageId=None, runId=run_id)
     finally:
-        watchdog.cancel()
-        try:
-            if not turn.released:
-                await sync_to_async(_release)(turn.conversation.id, turn.turn_id)
-        except Exception:
-            log.exception("releasing conversation %s failed; the claim expires on its own", conversation_key)
+        if not turn.released:
+            await _release_claim(turn)
         try:
             await emit(turn, done)
         finally:
             await turn.bus.finish(conversation_key)
+    return done
 
 
 # --- crash recovery --------------------------------------------------------------------------
 
 _recovered = False
+_recovery_lock = threading.Lock()
+
+
+def _recover_once_sync() -> None:
+    global _recovered
+    try:
+        with _recovery_lock:
+            if not _recovered:
+                from apps.chat.recovery import interrupted_turns_recover
+
+                interrupted_turns_recover()
+                _recovered = True
+    finally:
+        release_connections()
 
 
 async def recover_once() -> None:
-    """Recover turns orphaned by dead processes, once per process (before its first turn)."""
-    global _recovered
-    if not _recovered:
-        _recovered = True
-        from apps.chat.recovery import interrupted_turns_recover
+    """Recover turns orphaned by dead processes, once per process, before it serves anything.
 
-        await sync_to_async(interrupted_turns_recover)()
+    Requests arriving meanwhile wait for it (so a page already shows the interrupted answer);
+    a failed attempt (the database is down) is tried again by the next request.
+    """
+    if not _recovered:
+        await sync_to_async(_recover_once_sync)()

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
 import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
 
 from config import embedded_db
 
@@ -87,9 +89,21 @@ DATABASES = {
     "default": (dj_database_url.parse(_database_url) if _database_url else embedded_db.database_settings())
 }
 DATABASES["default"].setdefault("OPTIONS", {})
-# Keep connections open between requests and ORM calls (turns make many small queries from
-# sync_to_async's thread); a health check replaces a connection the server closed.
-DATABASES["default"]["CONN_MAX_AGE"] = env_int("KGCHAT_DB_CONN_MAX_AGE", 60)
+# One pool of connections per process (psycopg's pool, through Django): every sync_to_async thread
+# borrows a connection and gives it back, so N processes hold at most N x KGCHAT_DB_POOL_MAX
+# connections (keep that under the server's max_connections: 100, 3 reserved, on the embedded one).
+# A request that waits longer than KGCHAT_DB_POOL_TIMEOUT seconds answers 503 "database_busy".
+# KGCHAT_DB_POOL_MAX=0 turns the pool off (e.g. behind PgBouncer); connections then close after use.
+KGCHAT_DB_POOL_MAX = env_int("KGCHAT_DB_POOL_MAX", 20)
+if KGCHAT_DB_POOL_MAX > 0:
+    DATABASES["default"]["OPTIONS"]["pool"] = {
+        "min_size": min(env_int("KGCHAT_DB_POOL_MIN", 2), KGCHAT_DB_POOL_MAX),
+        "max_size": KGCHAT_DB_POOL_MAX,
+        "timeout": float(os.environ.get("KGCHAT_DB_POOL_TIMEOUT") or 10),
+    }
+# Pooled connections are returned after each use, never kept by a thread (Django requires 0).
+DATABASES["default"]["CONN_MAX_AGE"] = 0
+# The pool checks a connection before lending it, replacing one the server closed.
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 # PostgreSQL plus the kb schema's tables in introspection (see config/db/base.py).
 DATABASES["default"]["ENGINE"] = "config.db"
@@ -149,6 +163,16 @@ KGCHAT_TURN_TIMEOUT_SECONDS = env_int("KGCHAT_TURN_TIMEOUT_SECONDS", 300)
 KGCHAT_STREAM_COALESCE_MS = env_int("KGCHAT_STREAM_COALESCE_MS", 20)
 # A graph tool call running longer than this answers the model {"error", "code": "timeout"}.
 KGCHAT_TOOL_TIMEOUT_SECONDS = env_int("KGCHAT_TOOL_TIMEOUT_SECONDS", 30)
+# MCP servers agent definitions may use (apps/agents/mcp_servers.py); both empty: none.
+# Stdio servers by name, as JSON: {"<name>": {"command": "…", "args": […], "env": {…}}}.
+try:
+    KGCHAT_MCP_STDIO_SERVERS = json.loads(os.environ.get("KGCHAT_MCP_STDIO_SERVERS") or "{}")
+except json.JSONDecodeError as exc:
+    raise ImproperlyConfigured(f"KGCHAT_MCP_STDIO_SERVERS is not valid JSON: {exc}") from None
+# HTTP servers: hosts, optionally with a port ("mcp.example.com,127.0.0.1:8765"), comma-separated.
+KGCHAT_MCP_URL_ALLOWLIST = [
+    h.strip() for h in os.environ.get("KGCHAT_MCP_URL_ALLOWLIST", "").split(",") if h.strip()
+]
 OPENAI_BASE_URL = os.environ.get("OPENAI_BASE_URL", "")
 OPENAI_API_KEY = os.environ.get("OPENAI_API_KEY", "")
 OLLAMA_BASE_URL = os.environ.get("OLLAMA_BASE_URL", "http://127.0.0.1:11434/v1")
@@ -165,6 +189,5 @@ LOGGING = {
     "loggers": {
         "django.db.backends": {"level": "WARNING"},
         "httpx": {"level": "WARNING"},
-        "pgserver": {"level": "WARNING"},
     },
 }

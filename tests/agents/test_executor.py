@@ -316,7 +316,10 @@ async def test_unknown_tool_call_is_a_tool_error_not_a_crash(definition: AgentDe
     assert ends and ends[0].error
 
 
-async def test_unreachable_mcp_server_does_not_crash_the_run(definition: AgentDefinition) -> None:
+async def test_unreachable_mcp_server_does_not_crash_the_run(
+    definition: AgentDefinition, settings: Any
+) -> None:
+    settings.KGCHAT_MCP_URL_ALLOWLIST = ["127.0.0.1:9"]  # allowed, so the connection is really tried
     definition.mcp_servers = [{"name": "down", "url": "http://127.0.0.1:9/mcp", "tool_filter": ["x"]}]
 
     result, _ = await run(definition, tool_then_answer())
@@ -334,3 +337,14 @@ async def test_sub_agents_are_built_from_definitions(definition: AgentDefinition
     await run(definition, provider)
 
     assert "transfer_to_agent" in [t.name for t in provider.calls[0].tools]
+
+
+async def test_disabled_definition_does_not_run(definition: AgentDefinition) -> None:
+    definition.disabled_reason = "an operator stopped it"
+    provider = tool_then_answer()
+
+    result, events = await run(definition, provider)
+
+    assert (result.status, result.error_code) == ("error", "agent_definition_disabled")
+    assert provider.calls == []
+    assert [e.code for e in events if isinstance(e, Error)] == ["agent_definition_disabled"]

@@ -18,3 +18,19 @@ def reset_thread_executors_after_fork() -> None:
     SyncToAsync.single_thread_executor = ThreadPoolExecutor(max_workers=1)
     SyncToAsync.context_to_thread_executor.clear()
     AsyncToSync.context_to_thread_executor.clear()
+
+
+def close_database_pools() -> None:
+    """Close this process's database connection pools before forking a server.
+
+    A forked child would otherwise inherit the pool's open sockets and its worker threads' state
+    (the threads themselves do not survive ``fork``), sharing connections with the parent. Each
+    process opens its own pool again on first use.
+    """
+    from django.db import connections
+
+    for connection in connections.all():
+        connection.close()
+        close_pool = getattr(connection, "close_pool", None)
+        if close_pool is not None:
+            close_pool()

@@ -7,12 +7,14 @@ import json
 import logging
 import re
 import uuid
-from typing import Any
+from typing import Any, cast
 
 from django.conf import settings
 from google.adk.agents.readonly_context import ReadonlyContext
 from google.adk.tools.base_tool import BaseTool
 from google.adk.tools.mcp_tool.mcp_session_manager import (
+    CheckableMcpHttpClientFactory,
+    SseConnectionParams,
     StdioConnectionParams,
     StreamableHTTPConnectionParams,
 )
@@ -21,6 +23,15 @@ from google.adk.tools.tool_context import ToolContext
 from google.genai import types
 from mcp import StdioServerParameters
 
+from apps.agents.adk.mcp_http import guarded_client_factory
+from apps.agents.mcp_servers import (
+    InvalidMcpServer,
+    McpServerSpec,
+    StdioServerRef,
+    mcp_server_parse,
+    stdio_server_get,
+    url_check,
+)
 from apps.graph_tools.registry import GraphTool, tool_call, tool_get
 from apps.projects.errors import ServiceError
 
@@ -107,11 +118,14 @@ def graph_tools(names: list[str], *, project_id: uuid.UUID) -> list[BaseTool]:
 
 
 class SafeMcpToolset(McpToolset):
-    """An ``McpToolset`` whose unreachable server means "no tools", not a crashed run."""
+    """An ``McpToolset`` whose unreachable (or refused) server means "no tools", not a crashed run."""
 
     def __init__(self, *, server_name: str, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.server_name = server_name
+        # ADK swaps the HTTP client factory for its own (following redirects, unpinned) when it
+        # finds Google mTLS credentials; the guarded factory must be the only way out.
+        self._mcp_session_manager._get_mtls_transport = _no_mtls_transport  # type: ignore[method-assign]
 
     async def get_tools(self, readonly_context: ReadonlyContext | None = None) -> list[BaseTool]:
         try:
@@ -121,27 +135,49 @@ class SafeMcpToolset(McpToolset):
             return []
 
 
-def mcp_toolsets(servers: list[dict[str, Any]]) -> list[McpToolset]:
-    """Toolsets for an agent definition's ``mcp_servers``: ``{"url", "headers"}`` or ``{"command", "args", "env"}``."""
+async def _no_mtls_transport() -> None:
+    return None
+
+
+# ADK types the factory against httpx 1.x for checkers, while MCP SDK 2.x (installed) uses httpx2.
+_GUARDED_FACTORY = cast(CheckableMcpHttpClientFactory, guarded_client_factory)
+
+
+def _connection(
+    spec: McpServerSpec,
+) -> StdioConnectionParams | StreamableHTTPConnectionParams | SseConnectionParams:
+    """ADK connection parameters; a stdio server's command comes from the operator's settings only."""
+    if isinstance(spec, StdioServerRef):
+        config = stdio_server_get(spec.stdio)
+        return StdioConnectionParams(
+            server_params=StdioServerParameters(command=config.command, args=config.args, env=config.env)
+        )
+    # The URL is checked again (with a fresh DNS lookup) by the guarded client on every request.
+    url_check(spec.url, resolve_dns=False)
+    headers = dict(spec.headers or {})
+    if spec.transport == "sse":
+        return SseConnectionParams(url=spec.url, headers=headers, httpx_client_factory=_GUARDED_FACTORY)
+    return StreamableHTTPConnectionParams(
+        url=spec.url, headers=headers, httpx_client_factory=_GUARDED_FACTORY
+    )
+
+
+def mcp_toolsets(servers: list[Any]) -> list[McpToolset]:
+    """Toolsets for an agent definition's ``mcp_servers`` (see ``apps.agents.mcp_servers``).
+
+    An entry that is not allowed by the operator's settings now (a legacy command, a stdio name
+    no longer configured, a URL off the allowlist) is skipped with a warning, never run.
+    """
     toolsets: list[McpToolset] = []
-    for spec in servers or []:
-        name = str(spec.get("name") or spec.get("url") or spec.get("command") or "mcp")
-        tool_filter = spec.get("tool_filter") or None
-        params: StreamableHTTPConnectionParams | StdioConnectionParams
-        if spec.get("url"):
-            params = StreamableHTTPConnectionParams(
-                url=str(spec["url"]), headers=dict(spec.get("headers") or {})
-            )
-        elif spec.get("command"):
-            params = StdioConnectionParams(
-                server_params=StdioServerParameters(
-                    command=str(spec["command"]),
-                    args=[str(a) for a in spec.get("args") or []],
-                    env={str(k): str(v) for k, v in (spec.get("env") or {}).items()} or None,
-                )
-            )
-        else:
-            logger.warning("MCP server entry %r has neither url nor command; skipped", name)
+    for i, raw in enumerate(servers or []):
+        try:
+            spec = mcp_server_parse(raw)
+            params = _connection(spec)
+        except InvalidMcpServer as exc:
+            logger.warning("mcp_servers[%d] skipped: %s", i, exc.message)
             continue
-        toolsets.append(SafeMcpToolset(server_name=name, connection_params=params, tool_filter=tool_filter))
+        name = spec.stdio if isinstance(spec, StdioServerRef) else (spec.name or spec.url)
+        toolsets.append(
+            SafeMcpToolset(server_name=name, connection_params=params, tool_filter=spec.tool_filter or None)
+        )
     return toolsets

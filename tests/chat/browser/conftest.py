@@ -18,13 +18,13 @@ import pytest
 from channels.testing.live import make_application, set_database_connection
 from daphne.testing import DaphneProcess
 from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler
-from django.db import connections
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 
 from apps.agents.models import AgentDefinition
 from tests.chat.browser.helpers import CHROMIUM, CHROMIUM_ARGS, TEST_MODEL, World
 from tests.factories import make_entity, make_project, make_relationship, make_user
 from tests.llm_server import LLMTestServer
+from tests.support.forked_server import close_database_pools
 
 expect.set_options(timeout=15_000)
 
@@ -83,7 +83,7 @@ def live_server_url(
         setattr(settings, name, value)
     # Fork while database access is unblocked: the server process inherits pytest-django's blocker.
     with django_db_blocker.unblock():
-        connections.close_all()
+        close_database_pools()
         process = DaphneProcess(
             "127.0.0.1",
             partial(make_application, static_wrapper=ASGIStaticFilesHandler),

@@ -11,7 +11,10 @@ class Command(BaseCommand):
 
     def handle(self, *args: object, action: str, **options: object) -> None:
         if action == "start":
-            self.stdout.write(embedded_db.start())
+            try:
+                self.stdout.write(embedded_db.start())
+            except embedded_db.EmbeddedDatabaseError as exc:
+                raise CommandError(str(exc)) from exc
         elif action == "stop":
             self.stdout.write("stopped" if embedded_db.stop() else "not running")
         elif action == "status":

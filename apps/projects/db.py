@@ -1,0 +1,96 @@
+"""Database connections under load: giving pooled connections back, and naming an exhausted database.
+
+Django lends each thread its own connection and, with the pool, gives it back only when the
+connection is closed, which happens at the end of a request. A chat turn outlives the request
+that started it and waits on the model between its queries, so its work runs on
+``connection_releasing_executor``, which gives the connection back after every call.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any, ParamSpec, TypeVar
+
+from django.db import DatabaseError, connections
+
+from apps.projects.errors import ServiceError
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+# SQLSTATE classes and codes of a server that refuses work for lack of resources:
+# 53 insufficient resources (53300 too many connections), 57P03 cannot connect now.
+_BUSY_SQLSTATE_PREFIXES = ("53",)
+_BUSY_SQLSTATES = {"57P03"}
+# A refused connection carries no SQLSTATE in psycopg: the server's words are all there is.
+_BUSY_PHRASES = ("too many clients already", "too many connections", "remaining connection slots")
+
+
+class DatabaseBusy(ServiceError):
+    """the database is busy; try again shortly"""
+
+    status = 503
+    code = "database_busy"
+
+
+def is_database_busy(exc: BaseException) -> bool:
+    """Whether ``exc`` (or what caused it) says the database or the pool has no connection to give.
+
+    That is psycopg_pool's ``PoolTimeout`` (every pooled connection lent out for longer than the
+    pool's timeout) or a server refusing connections ("too many clients already", starting up).
+    """
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if type(current).__name__ in {"PoolTimeout", "TooManyRequests"} and type(
+            current
+        ).__module__.startswith("psycopg_pool"):
+            return True
+        sqlstate = getattr(current, "sqlstate", None)
+        if isinstance(sqlstate, str) and (
+            sqlstate in _BUSY_SQLSTATES or sqlstate.startswith(_BUSY_SQLSTATE_PREFIXES)
+        ):
+            return True
+        if any(phrase in str(current) for phrase in _BUSY_PHRASES):
+            return True
+        current = current.__cause__ or current.__context__
+    return False
+
+
+def raise_if_busy(exc: BaseException) -> None:
+    """Re-raise a busy database as ``DatabaseBusy`` (a 503); leave any other error alone."""
+    if isinstance(exc, DatabaseError) and is_database_busy(exc):
+        raise DatabaseBusy() from exc
+
+
+def release_connections() -> None:
+    """Give this thread's idle database connections back (to the pool, or close them).
+
+    A connection inside a transaction is left alone: it is released by the call that opened it.
+    """
+    for connection in connections.all(initialized_only=True):
+        if connection.connection is not None and not connection.in_atomic_block:
+            connection.close()
+
+
+class ConnectionReleasingExecutor(ThreadPoolExecutor):
+    """One worker thread that gives its database connection back after every call.
+
+    Used as the ``ThreadSensitiveContext`` executor of a chat turn: the turn's ORM calls keep
+    running one at a time on one thread (what Django expects), yet between them, while the model
+    streams, the turn holds no connection.
+    """
+
+    def __init__(self, name: str = "kgchat-db") -> None:
+        super().__init__(max_workers=1, thread_name_prefix=name)
+
+    def submit(self, fn: Callable[..., R], /, *args: Any, **kwargs: Any) -> Future[R]:
+        def call() -> R:
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                release_connections()
+
+        return super().submit(call)
