@@ -71,7 +71,7 @@ class PartialTextSaver:
         now = time.monotonic()
         if now - self.last >= self.every:
             self.last = now
-            await self.save("".join(parts))
+            await self.save(storable("".join(parts)))  # a model's NUL or lone surrogate, as U+FFFD
 
 
 async def save_claim_text(turn: Turn, text: str) -> None:

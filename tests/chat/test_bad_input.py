@@ -10,7 +10,8 @@ import json
 import pytest
 
 from apps.agents.definitions import default_agents_install
-from apps.agents.llm.scripted import text, tool_call
+from apps.agents.llm.base import TextDelta
+from apps.agents.llm.scripted import Delay, text, tool_call
 from apps.agents.models import AgentDefinition, AgentRunToolCall
 from apps.chat.models import Conversation, Message
 from tests.chat.conftest import adb, sse_turn, tokens, types
@@ -162,3 +163,20 @@ async def test_escaped_surrogate_pairs_and_other_control_characters_are_still_ac
     assert tokens(frames) == "Noted."
     stored = await Message.objects.filter(conversation__project=world["project"], role="user").aget()
     assert stored.content == message
+
+
+@pytest.mark.parametrize("bad", ["\x00", "\ud800"], ids=["nul", "surrogate"])
+async def test_nul_or_surrogate_in_a_models_text_is_stored_and_streamed_as_replacement_not_a_failed_turn(
+    world, scripted, bad
+):
+    # The pause lets the partial-text saver (about once a second) store the text mid-turn too.
+    scripted.turns.append([TextDelta(text=f"Paris{bad} is"), Delay(1.2), TextDelta(text=" in France.")])
+
+    status, frames = await sse_turn(world["client"], stream_body(world))
+
+    assert status == 200
+    assert "error" not in types(frames)
+    assert frames[-1]["messageId"] is not None
+    answer = await Message.objects.aget(id=frames[-1]["messageId"])
+    assert answer.content == "Paris\ufffd is in France."
+    assert tokens(frames) == answer.content
