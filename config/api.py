@@ -3,18 +3,31 @@
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from django.http import HttpRequest, HttpResponse
 from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, HttpError, ValidationError
+from ninja.parser import Parser
 
 from apps.projects.auth import token_or_session
 from apps.projects.db import DatabaseBusy, is_database_busy
 from apps.projects.errors import ServiceError
+from apps.projects.inputs import InvalidInput, bad_input_from, json_parse
 
 log = logging.getLogger("kgchat.api")
 
-api = NinjaAPI(title="kgchat", version="1", urls_namespace="api", auth=token_or_session)
+
+class CheckedJsonParser(Parser):
+    """Parse JSON bodies through the input boundary (no NUL, no lone surrogate, bounded nesting)."""
+
+    def parse_body(self, request: HttpRequest) -> Any:
+        return json_parse(request.body)
+
+
+api = NinjaAPI(
+    title="kgchat", version="1", urls_namespace="api", auth=token_or_session, parser=CheckedJsonParser()
+)
 
 
 def _error(request: HttpRequest, status: int, message: str, code: str, **extra: object) -> HttpResponse:
@@ -54,6 +67,8 @@ HTTP_CODES = {
 
 @api.exception_handler(HttpError)
 def on_http_error(request: HttpRequest, exc: HttpError) -> HttpResponse:
+    if isinstance(exc.__cause__, InvalidInput):  # ninja wraps what the body parser raised
+        return on_service_error(request, exc.__cause__)
     return _error(request, exc.status_code, str(exc), HTTP_CODES.get(exc.status_code, "http_error"))
 
 
@@ -63,6 +78,10 @@ def on_unexpected(request: HttpRequest, exc: Exception) -> HttpResponse:
         log.warning("database busy in %s %s: %s", request.method, request.path, exc)
         busy = DatabaseBusy()
         return _error(request, busy.status, busy.message, busy.code)
+    bad_input = bad_input_from(exc)
+    if bad_input is not None:
+        log.warning("refused input the checks missed in %s %s: %s", request.method, request.path, exc)
+        return on_service_error(request, bad_input)
     log.exception("unhandled error in %s %s", request.method, request.path)
     return _error(request, 500, "internal error", "internal_error")
 

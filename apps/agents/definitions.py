@@ -14,6 +14,7 @@ from apps.agents.mcp_servers import mcp_servers_public, mcp_servers_validate
 from apps.agents.models import AgentDefinition, FlowType, Visibility
 from apps.graph_tools.registry import tool_names
 from apps.projects.errors import NotFound, ServiceError
+from apps.projects.inputs import InvalidInput, input_check
 from apps.projects.models import Project, Role
 from apps.projects.selectors import Principal, parse_uuid, project_get, project_list
 
@@ -61,8 +62,18 @@ def agent_definition_check_enabled(definition: AgentDefinition) -> None:
         )
 
 
+MAX_TEXT = {"description": 10_000, "system_prompt": 100_000}
+
+
 def _validate(fields: dict[str, Any]) -> dict[str, Any]:
     out = {k: v for k, v in fields.items() if k in EDITABLE}
+    try:
+        input_check(out)
+    except InvalidInput as exc:
+        raise InvalidAgentDefinition(exc.message) from None
+    for text, limit in MAX_TEXT.items():
+        if isinstance(out.get(text), str) and len(out[text]) > limit:
+            raise InvalidAgentDefinition(f"{text} is longer than {limit} characters")
     if "name" in out:
         name = str(out["name"] or "").strip()
         if not name or len(name) > 100:

@@ -16,6 +16,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from apps.agents.models import AgentRun, AgentRunMessage, AgentRunToolCall, RunStatus
+from apps.projects.inputs import storable
 
 
 def worker_name() -> str:
@@ -59,12 +60,14 @@ async def agent_run_finish(
     """Close a run with its outcome, its messages and its tool calls: one transaction, one round trip."""
     run.status = status
     run.stop_reason = stop_reason[:64]
-    run.error = error
+    run.error = storable(error)
     run.model = (model or run.model)[:200]
     run.step_count = step_count
     run.input_tokens = input_tokens
     run.output_tokens = output_tokens
-    run.final_text = final_text
+    run.final_text = storable(final_text)
+    # What the model wrote (and the arguments it passed) may hold NUL or lone surrogates.
+    messages, tool_calls = storable(messages), storable(tool_calls)
     run.completed_at = timezone.now()
 
     @sync_to_async

@@ -15,6 +15,7 @@ from apps.chat import selectors, services
 from apps.chat.bus import get_bus
 from apps.chat.models import Conversation, Message
 from apps.projects.auth import principal_of
+from apps.projects.inputs import ListLimit, ListOffset
 from apps.projects.selectors import parse_uuid
 
 router = Router(tags=["chat"])
@@ -99,7 +100,7 @@ def message_out(m: Message) -> MessageOut:
 
 @router.get("/chat/conversations", response=ConversationList)
 def list_conversations(
-    request: HttpRequest, projectId: str | None = None, limit: int = 50, offset: int = 0
+    request: HttpRequest, projectId: str | None = None, limit: ListLimit = 50, offset: ListOffset = 0
 ) -> ConversationList:
     project_id = parse_uuid(projectId) if projectId else None
     if projectId and project_id is None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 from typing import Any
 
@@ -16,6 +15,7 @@ from apps.chat.bus import get_bus
 from apps.chat.frames import ErrorFrame
 from apps.projects.db import DatabaseBusy, is_database_busy
 from apps.projects.errors import ServiceError
+from apps.projects.inputs import InvalidInput, bad_input_from, json_parse
 from apps.projects.selectors import Principal, principal_from_user
 
 log = logging.getLogger("kgchat.ws")
@@ -58,9 +58,11 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         self, text_data: str | None = None, bytes_data: bytes | None = None, **kwargs: Any
     ) -> None:
         try:
-            content = json.loads(text_data or (bytes_data or b"").decode("utf-8", "replace"))
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            await self.send_error("malformed JSON", "invalid_request")
+            content = json_parse(
+                text_data or (bytes_data or b"").decode("utf-8", "replace"), what="the message"
+            )
+        except InvalidInput as exc:
+            await self.send_error(exc.message, exc.code)
             return
         if not isinstance(content, dict):
             await self.send_error("a message must be a JSON object", "invalid_request")
@@ -89,6 +91,11 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
             if is_database_busy(exc):
                 busy = DatabaseBusy()
                 await self.send_error(busy.message, busy.code)
+                return
+            bad_input = bad_input_from(exc)
+            if bad_input is not None:
+                log.warning("websocket %s: refused input the checks missed: %s", kind, exc)
+                await self.send_error(bad_input.message, bad_input.code)
                 return
             log.exception("websocket %s failed", kind)
             await self.send_error("internal error", "internal_error")

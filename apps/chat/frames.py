@@ -6,13 +6,19 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from apps.projects.inputs import storable
+
 
 class Frame(BaseModel):
     seq: int = 0
 
     def wire(self) -> dict[str, Any]:
-        """The frame as sent on the wire (camelCase keys, ``seq`` included)."""
-        return self.model_dump(mode="json")
+        """The frame as sent on the wire (camelCase keys, ``seq`` included).
+
+        NUL and unpaired surrogates a model produced are sent as U+FFFD, as they are stored.
+        """
+        data: dict[str, Any] = storable(self.model_dump(mode="json"))
+        return data
 
 
 class MetaFrame(Frame):

@@ -16,6 +16,7 @@ from apps.agents.llm.base import ToolSpec
 from apps.graph_tools.registry import tool_call, tool_get
 
 NO_RESULTS = "No matching entities were found in the knowledge graph."
+MAX_QUERY_CHARS = 1000  # the longest query hybrid_search accepts
 
 
 @dataclass
@@ -64,7 +65,8 @@ class AlwaysRetrieveStrategy:
         return []
 
     async def retrieve(self, *, project_id: uuid.UUID, query: str) -> Retrieval:
-        arguments = {"query": query[:1000], "limit": self.limit}
+        # Strip before cutting: a message that starts with a page of blank lines still has words.
+        arguments = {"query": query.strip()[:MAX_QUERY_CHARS], "limit": self.limit}
         result = await tool_call(project_id=project_id, name="hybrid_search", arguments=arguments)
         entities = list(result.get("results", []))
         return Retrieval(

@@ -22,6 +22,7 @@ from apps.chat.bus import FrameBus, get_bus
 from apps.chat.citations import KnownEntities
 from apps.chat.frames import AnyFrame, Citation, ErrorFrame
 from apps.chat.models import Conversation, Message, MessageRole
+from apps.projects.inputs import storable
 from apps.projects.models import Project
 
 
@@ -70,7 +71,7 @@ class PartialTextSaver:
         now = time.monotonic()
         if now - self.last >= self.every:
             self.last = now
-            await self.save("".join(parts))
+            await self.save(storable("".join(parts)))  # a model's NUL or lone surrogate, as U+FFFD
 
 
 async def save_claim_text(turn: Turn, text: str) -> None:
@@ -123,11 +124,13 @@ async def persist_answer(
             now = timezone.now()
             for offset, row in enumerate(extra):
                 row.created_at = now + timedelta(microseconds=offset)
+                # What the model wrote or passed to a tool may hold NUL or lone surrogates.
+                row.content, row.tool_calls = storable(row.content), storable(row.tool_calls)
                 row.save(force_insert=True)
             message = Message.objects.create(
                 conversation=turn.conversation,
                 role=MessageRole.ASSISTANT,
-                content=content,
+                content=storable(content),
                 retrieval_context=retrieval_context,
                 citations=[c.model_dump() for c in citations],
                 created_at=now + timedelta(microseconds=len(extra)),

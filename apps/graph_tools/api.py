@@ -4,21 +4,26 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
-from typing import Any
+from typing import Annotated, Any
 
 from asgiref.sync import sync_to_async
 from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest
 from ninja import Router, Schema
+from pydantic import Field
 
 from apps.graph_tools import importer, selectors
+from apps.graph_tools.importer import MAX_TYPE
 from apps.graph_tools.models import GraphObject
 from apps.projects.auth import principal_of
 from apps.projects.errors import ServiceError
+from apps.projects.inputs import ListLimit, ListOffset
 from apps.projects.models import Role
 from apps.projects.selectors import project_get
 
 router = Router(tags=["graph"])
+
+MAX_QUERY = 1000  # the longest ``q`` (the search tools take queries of the same length)
 
 
 class EntityOut(Schema):
@@ -94,10 +99,10 @@ async def import_graph(request: HttpRequest, project_id: str) -> ImportOut:
 def list_entities(
     request: HttpRequest,
     project_id: str,
-    type: str | None = None,
-    q: str | None = None,
-    limit: int = 50,
-    offset: int = 0,
+    type: Annotated[str | None, Field(max_length=MAX_TYPE)] = None,
+    q: Annotated[str | None, Field(max_length=MAX_QUERY)] = None,
+    limit: ListLimit = 50,
+    offset: ListOffset = 0,
 ) -> EntityList:
     project = project_get(principal=principal_of(request), project_ref=project_id)
     qs = selectors.entity_list(project=project, type=type, q=q)

@@ -294,10 +294,17 @@ def get_embedder() -> Embedder:
     return _embedder_for(settings.KGCHAT_EMBEDDINGS or "")
 
 
+# An entity is embedded from the first this many characters of its text. The embedded model reads
+# a long text in 512-token windows, so its cost grows with the length: a 200,000-word description
+# (936k tokens) held the model, and every search waiting for it, for most of an hour. Full-text
+# search reads further (models.SEARCH_DESCRIPTION_CHARS); the whole description stays stored.
+EMBED_TEXT_CHARS = 4000
+
+
 def entity_text(*, name: str, type: str, description: str) -> str:
-    """The text an entity is embedded from."""
+    """The text an entity is embedded from (its first ``EMBED_TEXT_CHARS`` characters)."""
     text = f"{name} ({type})"
-    return f"{text}: {description}" if description else text
+    return (f"{text}: {description}" if description else text)[:EMBED_TEXT_CHARS]
 
 
 def hnsw_index_name(model_name: str) -> str:

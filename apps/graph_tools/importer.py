@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -15,6 +14,7 @@ from django.db import connection, connections, transaction
 from apps.graph_tools.embeddings import graph_objects_embed
 from apps.graph_tools.models import GraphObject, GraphRelationship
 from apps.projects.errors import ServiceError
+from apps.projects.inputs import InvalidInput, json_parse
 from apps.projects.models import Project
 
 log = logging.getLogger("kgchat.import")
@@ -102,14 +102,12 @@ def parse_lines(lines: Iterable[str | bytes]) -> tuple[list[_Entity], list[_Rela
     entities: dict[str, _Entity] = {}
     relationships: dict[tuple[str, str, str], _Relationship] = {}
     for number, raw in enumerate(lines, start=1):
-        text = raw.decode("utf-8", errors="strict") if isinstance(raw, bytes) else raw
-        text = text.strip()
-        if not text:
+        if not raw.strip():
             continue
         try:
-            record = json.loads(text)
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise GraphImportError(f"invalid JSON ({exc})", line=number) from None
+            record = json_parse(raw, what="the line")
+        except InvalidInput as exc:
+            raise GraphImportError(exc.message, line=number) from None
         if not isinstance(record, dict):
             raise GraphImportError("each line must be a JSON object", line=number)
         kind = record.get("kind")

@@ -29,6 +29,7 @@ from mcp_types import Tool as MCPTool
 
 from apps.graph_tools.registry import UnknownTool, tool_call, tool_get, tool_list
 from apps.projects.errors import ServiceError
+from apps.projects.inputs import bad_input_from, input_check
 from apps.projects.selectors import principal_from_token, project_get
 
 log = logging.getLogger("kgchat.mcp")
@@ -84,7 +85,10 @@ class GraphMCPServer(MCPServer):
             result = await tool_call(project_id=project_id, name=name, arguments=arguments)
         except ServiceError as exc:
             return _error_result(exc.message)
-        except Exception:
+        except Exception as exc:
+            bad_input = bad_input_from(exc)
+            if bad_input is not None:
+                return _error_result(bad_input.message)
             log.exception("graph tool %s failed", name)
             return _error_result(f"internal error in tool {name}")
         return CallToolResult(
@@ -110,6 +114,7 @@ def mcp_project_resolve(*, authorization_secret: str | None, project_ref: str | 
     if principal is None:
         raise McpUnauthorized()
     if project_ref:
+        input_check(project_ref, field="X-Project-ID")
         return project_get(principal=principal, project_ref=project_ref).id
     if principal.token_project_id is not None:
         return principal.token_project_id

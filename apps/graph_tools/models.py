@@ -7,6 +7,7 @@ import uuid
 from django.contrib.postgres.indexes import GinIndex
 from django.contrib.postgres.search import SearchVector, SearchVectorField
 from django.db import models
+from django.db.models.functions import Left
 from pgvector.django import VectorField
 
 from apps.projects.models import Project
@@ -14,6 +15,12 @@ from apps.projects.models import Project
 # The text search configuration for full-text search. 'simple' would not stem; 'english'
 # stems and drops stop words, which suits the descriptions people write.
 TEXT_SEARCH_CONFIG = "english"
+
+# Full-text search reads the first this many characters of a description. PostgreSQL refuses a
+# tsvector whose lexemes exceed 1 MB ("string is too long for tsvector"), which a long enough
+# description reaches; capped, 100,000 characters hold at most 400 kB of lexemes. The whole
+# description is still stored, shown and embedded.
+SEARCH_DESCRIPTION_CHARS = 100_000
 
 
 class GraphObject(models.Model):
@@ -30,7 +37,7 @@ class GraphObject(models.Model):
     embedding_model = models.CharField(max_length=200, blank=True, default="")
     search_vector = models.GeneratedField(
         expression=SearchVector("name", weight="A", config=TEXT_SEARCH_CONFIG)
-        + SearchVector("description", weight="B", config=TEXT_SEARCH_CONFIG),
+        + SearchVector(Left("description", SEARCH_DESCRIPTION_CHARS), weight="B", config=TEXT_SEARCH_CONFIG),
         output_field=SearchVectorField(),
         db_persist=True,
     )

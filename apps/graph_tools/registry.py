@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict
 from pydantic import ValidationError as PydanticValidationError
 
 from apps.projects.errors import NotFound, ServiceError
+from apps.projects.inputs import input_problem
 
 
 class ToolArgs(BaseModel):
@@ -131,6 +132,13 @@ def tool_get(name: str) -> GraphTool:
 def validate_arguments(tool: GraphTool, arguments: dict[str, Any] | None) -> ToolArgs:
     if arguments is not None and not isinstance(arguments, dict):
         raise ToolArgumentError("arguments must be a JSON object")
+    # The input boundary for every caller: REST, MCP and the arguments a model passes in a turn.
+    problem = input_problem(arguments or {})
+    if problem is not None:
+        path, reason = problem
+        raise ToolArgumentError(
+            f"invalid arguments for {tool.name}: {path or '(arguments)'} {reason}", argument=path or None
+        )
     try:
         return tool.args_model.model_validate(arguments or {})
     except PydanticValidationError as exc:

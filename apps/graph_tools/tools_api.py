@@ -6,7 +6,6 @@ Each route makes one call into the registry; ``config.api`` maps ``ToolError`` t
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from asgiref.sync import async_to_sync
@@ -15,6 +14,7 @@ from ninja import Router, Schema
 
 from apps.graph_tools.registry import ToolArgumentError, tool_call, tool_list
 from apps.projects.auth import principal_of
+from apps.projects.inputs import InvalidInput, json_parse
 from apps.projects.selectors import project_get
 
 router = Router(tags=["graph tools"])
@@ -56,9 +56,11 @@ def _arguments(request: HttpRequest) -> dict[str, Any]:
     if not request.body.strip():
         return {}
     try:
-        arguments = json.loads(request.body)
-    except ValueError as exc:
-        raise ToolArgumentError(f"the body must be a JSON object of arguments: {exc}") from None
+        arguments = json_parse(request.body)
+    except InvalidInput as exc:
+        if exc.field:
+            raise ToolArgumentError(f"invalid arguments: {exc.message}", argument=exc.field) from None
+        raise ToolArgumentError(f"the body must be a JSON object of arguments: {exc.message}") from None
     if not isinstance(arguments, dict):
         raise ToolArgumentError("the body must be a JSON object of arguments")
     return arguments

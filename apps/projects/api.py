@@ -10,6 +10,7 @@ from ninja import Router, Schema, Status
 
 from apps.projects import selectors, services
 from apps.projects.auth import principal_of
+from apps.projects.inputs import ListLimit, ListOffset
 
 router = Router(tags=["projects"])
 
@@ -42,7 +43,7 @@ def _project_out(project: object, role: str | None) -> ProjectOut:
 
 
 @router.get("/projects", response=ProjectList)
-def list_projects(request: HttpRequest, limit: int = 100, offset: int = 0) -> ProjectList:
+def list_projects(request: HttpRequest, limit: ListLimit = 100, offset: ListOffset = 0) -> ProjectList:
     principal = principal_of(request)
     rows = selectors.project_list_with_roles(principal=principal)
     page = rows[offset : offset + max(0, min(limit, 500))]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import secrets
 
 from django.contrib.auth.models import User
@@ -10,8 +11,9 @@ from django.utils import timezone
 from django.utils.text import slugify
 
 from apps.projects.errors import ServiceError
+from apps.projects.inputs import InvalidInput, input_check
 from apps.projects.models import ApiToken, Project, ProjectMembership, Role
-from apps.projects.selectors import token_hash
+from apps.projects.selectors import parse_uuid, token_hash
 
 TOKEN_PREFIX = "kgc_"
 
@@ -24,15 +26,41 @@ def _unique_slug(name: str) -> str:
     return slug
 
 
+MAX_NAME = Project._meta.get_field("name").max_length or 200
+MAX_SLUG = Project._meta.get_field("slug").max_length or 100
+SLUG_PATTERN = re.compile(r"[-a-zA-Z0-9_]+")
+
+
+def _checked_slug(slug: str) -> str:
+    """A slug that can address the project in a URL path segment: ASCII letters, digits, ``-``, ``_``.
+
+    A slug that reads as a UUID is refused too: a reference that parses as one is looked up as an id.
+    """
+    if len(slug) > MAX_SLUG:
+        raise InvalidInput(f"slug is longer than {MAX_SLUG} characters", field="slug")
+    if not SLUG_PATTERN.fullmatch(slug) or parse_uuid(slug) is not None:
+        raise InvalidInput(
+            "slug must be ASCII letters, digits, '-' or '_' (and not a UUID)",
+            field="slug",
+        )
+    return slug
+
+
 @transaction.atomic
 def project_create(*, owner: User, name: str, slug: str | None = None) -> Project:
     """Create a project and make ``owner`` its owner."""
+    input_check(name, field="name")
     name = name.strip()
     if not name:
-        raise ServiceError("name must not be empty", code="invalid_request")
+        raise InvalidInput("name must not be empty", field="name")
+    if len(name) > MAX_NAME:
+        raise InvalidInput(f"name is longer than {MAX_NAME} characters", field="name")
+    if slug:
+        input_check(slug, field="slug")
+        slug = _checked_slug(slug)
     if slug and Project.objects.filter(slug=slug).exists():
         raise ServiceError(f"slug {slug!r} is taken", code="slug_taken", status=409)
-    project = Project.objects.create(name=name[:200], slug=slug or _unique_slug(name))
+    project = Project.objects.create(name=name, slug=slug or _unique_slug(name))
     ProjectMembership.objects.create(project=project, user=owner, role=Role.OWNER)
     return project
 

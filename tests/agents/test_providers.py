@@ -303,3 +303,26 @@ def test_resolve_model_scripted_by_name(settings: Settings) -> None:
 
     assert provider is script
     assert provider.name == "scripted/greeting"
+
+
+DEEP = "[" * 10_000 + "]" * 10_000
+
+
+async def test_openai_tool_call_arguments_nested_10000_deep_are_an_error_not_a_crash(
+    server: LLMTestServer,
+) -> None:
+    server.enqueue(Stream(tool_call_chunks("search", '{"query": ' + DEEP + "}"), finish_reason="tool_calls"))
+
+    events = await collect(provider_for(server))
+
+    assert len(events) == 1
+    assert isinstance(events[0], ErrorEvent)
+    assert "malformed tool-call arguments for 'search'" in events[0].error
+
+
+async def test_openai_stream_chunk_nested_10000_deep_is_an_error_not_a_crash(server: LLMTestServer) -> None:
+    server.enqueue(Stream([DEEP]))
+
+    events = await collect(provider_for(server))
+
+    assert isinstance(events[-1], ErrorEvent) and "malformed stream chunk" in events[-1].error

@@ -9,6 +9,7 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.test import Client
 
+from apps.graph_tools.embeddings import EMBED_TEXT_CHARS, entity_text
 from apps.graph_tools.models import GraphObject, GraphRelationship
 from tests.factories import make_entity, make_project, make_relationship, make_user
 
@@ -252,3 +253,71 @@ def test_imports_of_one_project_take_turns_and_other_projects_do_not_wait():
             worker.join()
 
     assert outcome == {"same": "waited", "other": "imported"}
+
+
+# --- issue #11: bad input in an import answers 400 invalid_import with the line, never 500 -----
+
+
+@pytest.mark.parametrize(
+    ("second_line", "reason"),
+    [
+        (
+            b'{"kind": "entity", "key": "eve", "type": "P", "name": "Eve", "properties": '
+            + b"[" * 10_000
+            + b"]" * 10_000
+            + b"}",
+            "nested",
+        ),
+        (b'{"kind": "entity", "key": "eve", "type": "P", "name": "Eve \xff\xfe"}', "invalid JSON"),
+        (b'{"kind": "entity", "key": "eve", "type": "P", "name": "Eve\\u0000"}', "NUL"),
+        (b'{"kind": "entity", "key": "eve", "type": "P", "name": "Eve\\ud800"}', "surrogate"),
+        (
+            b'{"kind": "entity", "key": "eve", "type": "P", "name": "Eve", "properties": {"a\\u0000": 1}}',
+            "NUL",
+        ),
+    ],
+    ids=["nested-10000-deep", "invalid-utf8", "nul", "lone-surrogate", "nul-in-a-property-key"],
+)
+def test_deep_nesting_invalid_utf8_nul_and_surrogates_in_an_import_are_invalid_import_with_the_line(
+    owner_client, second_line, reason
+):
+    client, project = owner_client
+    body = json.dumps(ALICE).encode() + b"\n" + second_line + b"\n" + json.dumps(BOB).encode()
+
+    response = post_import(client, project, body)
+
+    assert response.status_code == 400
+    error = response.json()
+    assert error["code"] == "invalid_import"
+    assert error["line"] == 2
+    assert reason in error["error"]
+    assert not GraphObject.objects.filter(project=project).exists()
+
+
+@pytest.mark.django_db(transaction=True)  # committed, so the embedding thread sees the entities
+def test_a_200000_word_description_is_stored_whole_and_searchable_by_its_beginning(owner_client):
+    client, project = owner_client
+    words = [f"w{n:06d}x" for n in range(200_000)]  # 2 MB of distinct lexemes: over tsvector's 1 MB
+    long_one = {**ALICE, "description": "Zanzibarian clockmaker. " + " ".join(words)}
+
+    response = post_import(client, project, jsonl(long_one, BOB))
+    search = client.post(
+        f"/api/projects/{project.id}/graph/tools/search_entities",
+        {"query": "clockmaker"},
+        content_type="application/json",
+    )
+    tail = client.post(
+        f"/api/projects/{project.id}/graph/tools/search_entities",
+        {"query": words[-1]},
+        content_type="application/json",
+    )
+
+    assert response.status_code == 200, response.content[:300]
+    assert response.json()["entitiesCreated"] == 2
+    assert response.json()["entitiesEmbedded"] == 2  # the embedder reads the first EMBED_TEXT_CHARS only
+    assert (
+        len(entity_text(name="Alice", type="Person", description=long_one["description"])) == EMBED_TEXT_CHARS
+    )
+    assert GraphObject.objects.get(project=project, key="alice").description == long_one["description"]
+    assert [r["key"] for r in search.json()["results"]] == ["alice"]
+    assert tail.json()["results"] == []

@@ -23,7 +23,9 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
+from apps.graph_tools.mcp_server import mcp_project_resolve
 from apps.graph_tools.registry import tool_get, tool_names
+from apps.projects.errors import ServiceError
 from tests.factories import add_member, make_project, make_token, make_user
 from tests.graph_tools.conftest import SmallGraph, build_small_graph
 
@@ -210,3 +212,66 @@ async def test_stdio_command_serves_the_projects_tools(live_graph: SmallGraph):
     assert [e["other"]["key"] for e in payload(edges)["edges"]] == ["carol"]
     assert bad.is_error is True
     assert "query" in bad.content[0].text
+
+
+# --- issue #11: bad input in tools/call is an isError result (or a JSON-RPC error), never a crash --
+
+
+async def test_http_nul_in_tool_arguments_is_an_is_error_result_naming_the_argument(
+    daphne_url: str, token: str
+):
+    async with http_client(daphne_url, {"Authorization": f"Bearer {token}"}) as client:
+        bad = await client.call_tool("hybrid_search", {"query": "Alice\x00"})
+        nested = await client.call_tool("query_entities", {"properties": {"a": {"b": ["\x00"]}}})
+        after = await client.call_tool("list_entity_types", {})
+
+    assert bad.is_error is True
+    assert "query" in bad.content[0].text and "NUL" in bad.content[0].text
+    assert nested.is_error is True
+    assert "properties.a.b.0" in nested.content[0].text
+    assert payload(after)["types"][0] == {"type": "Person", "count": 5}
+
+
+def raw_tools_call(arguments_json: str) -> str:
+    return (
+        '{"jsonrpc": "2.0", "id": 7, "method": "tools/call", '
+        f'"params": {{"name": "query_entities", "arguments": {arguments_json}}}}}'
+    )
+
+
+@pytest.mark.parametrize(
+    "arguments_json",
+    ['{"type": "Person\\ud800"}', '{"properties": {"a": ' + "[" * 10_000 + "]" * 10_000 + "}}"],
+    ids=["lone-surrogate", "nested-10000-deep"],
+)
+async def test_http_lone_surrogate_or_deep_nesting_in_tools_call_is_a_parse_error_not_500(
+    daphne_url: str, token: str, arguments_json: str
+):
+    """The MCP SDK parses the JSON-RPC body itself and refuses both before a tool runs."""
+    headers = {
+        "Authorization": f"Bearer {token}",
+        "Accept": "application/json, text/event-stream",
+        "Content-Type": "application/json",
+        "MCP-Protocol-Version": "2025-06-18",
+    }
+
+    async with httpx.AsyncClient(timeout=30) as raw:
+        response = await raw.post(daphne_url, content=raw_tools_call(arguments_json), headers=headers)
+    async with http_client(daphne_url, {"Authorization": f"Bearer {token}"}) as client:
+        after = await client.call_tool("list_entity_types", {})
+
+    assert response.status_code == 400
+    assert response.json()["error"]["code"] == -32700
+    assert payload(after)["types"][0] == {"type": "Person", "count": 5}
+
+
+def test_x_project_id_with_a_nul_is_a_400_naming_the_header_not_a_500(member_tokens: tuple[str, str]):
+    """HTTP clients cannot send a NUL in a header; a proxy or a raw socket can, so the service checks it."""
+    unbound, _ = member_tokens
+
+    with pytest.raises(ServiceError) as refused:
+        mcp_project_resolve(authorization_secret=unbound, project_ref="demo\x00")
+
+    assert refused.value.status == 400
+    assert refused.value.code == "invalid_request"
+    assert "X-Project-ID" in refused.value.message

@@ -97,6 +97,8 @@ def _parse_arguments(name: str, raw: str) -> dict[str, Any]:
         parsed = json.loads(raw)
     except json.JSONDecodeError as exc:
         raise _Failure(f"malformed tool-call arguments for {name!r}: {exc.msg} in {raw[:200]!r}") from None
+    except RecursionError:  # nested deeper than Python's parser goes
+        raise _Failure(f"malformed tool-call arguments for {name!r}: nested too deeply") from None
     if not isinstance(parsed, dict):
         raise _Failure(f"tool-call arguments for {name!r} are not a JSON object: {raw[:200]!r}")
     return parsed
@@ -241,7 +243,7 @@ class OpenAICompatProvider:
             data = json.loads(raw)
             choice = data["choices"][0]
             message = choice.get("message") or {}
-        except (ValueError, KeyError, IndexError, TypeError):
+        except (ValueError, KeyError, IndexError, TypeError, RecursionError):
             raise _Failure(f"malformed answer from {url}: {raw[:200]!r}") from None
         events: list[StreamEvent] = []
         if message.get("content"):
@@ -280,7 +282,7 @@ class OpenAICompatProvider:
                     break
                 try:
                     chunk = json.loads(payload)
-                except json.JSONDecodeError:
+                except (json.JSONDecodeError, RecursionError):
                     raise _Failure(f"malformed stream chunk from {url}: {payload[:200]!r}") from None
                 if not isinstance(chunk, dict):
                     raise _Failure(f"malformed stream chunk from {url}: {payload[:200]!r}")
