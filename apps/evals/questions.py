@@ -66,7 +66,7 @@ class Question:
 
 def ask(
     *,
-    set: str,
+    set_name: str,
     kind: Kind,
     template: str,
     index: int,
@@ -77,8 +77,8 @@ def ask(
     """Write a question from its template."""
     values = {k: f"{v:,}" if isinstance(v, int) else str(v) for k, v in slots.items()}
     return Question(
-        id=f"{set}-{kind}-{index}",
-        set=set,
+        id=f"{set_name}-{kind}-{index}",
+        set=set_name,
         kind=kind,
         template=template,
         text=TEMPLATES[template].format(**values),

@@ -22,6 +22,7 @@ import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from apps.chat.citations import LINK
 from apps.evals.questions import Question
 
 _APOSTROPHES = str.maketrans("", "", "'’`")
@@ -96,7 +97,11 @@ def first_number(answer: str) -> int | None:
 
 
 def answer_score(question: Question, answer: str) -> float:
-    """The correctness of ``answer`` to ``question`` from 0 to 1, by the rules of this module."""
+    """The correctness of ``answer`` to ``question`` from 0 to 1, by the rules of this module.
+
+    Entity links count as their label (an entity id is no answer, and its digits no number).
+    """
+    answer = LINK.sub(lambda m: m.group(1), answer)
     if question.kind == "absent":
         return 1.0 if says_not_found(answer) else 0.0
     if question.kind == "count":
@@ -107,9 +112,6 @@ def answer_score(question: Question, answer: str) -> float:
     if question.kind == "list":
         return found / len(question.expected)
     return 1.0 if found else 0.0
-
-
-LINK = re.compile(r"\[([^\[\]\n]{1,300})\]\(entity:([^()\s]{1,200})\)")
 
 
 @dataclass(frozen=True)

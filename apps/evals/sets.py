@@ -124,7 +124,7 @@ def world_questions(world: World, *, set_name: str, per_kind: int, seed: int) ->
         if country is None:
             return None
         return ask(
-            set=set_name,
+            set_name=set_name,
             kind="one_hop",
             template=template,
             index=index,
@@ -148,7 +148,12 @@ def world_questions(world: World, *, set_name: str, per_kind: int, seed: int) ->
             return None
         answer = getattr(world.countries[city.country], attr)
         return ask(
-            set=set_name, kind="two_hop", template=template, index=index, expected=(answer,), city=city.name
+            set_name=set_name,
+            kind="two_hop",
+            template=template,
+            index=index,
+            expected=(answer,),
+            city=city.name,
         )
 
     def a_list(index: int) -> Question | None:
@@ -165,7 +170,7 @@ def world_questions(world: World, *, set_name: str, per_kind: int, seed: int) ->
                 return None
             expected = tuple(world.countries[n].name for n in country.neighbours)
             return ask(
-                set=set_name,
+                set_name=set_name,
                 kind="list",
                 template=template,
                 index=index,
@@ -177,7 +182,7 @@ def world_questions(world: World, *, set_name: str, per_kind: int, seed: int) ->
             if country is None:
                 return None
             return ask(
-                set=set_name,
+                set_name=set_name,
                 kind="list",
                 template=template,
                 index=index,
@@ -205,7 +210,7 @@ def world_questions(world: World, *, set_name: str, per_kind: int, seed: int) ->
                 break
         expected = tuple(dict.fromkeys(x.name for x in cities[:k]))
         return ask(
-            set=set_name,
+            set_name=set_name,
             kind="list",
             template="cities_over",
             index=index,
@@ -219,7 +224,7 @@ def world_questions(world: World, *, set_name: str, per_kind: int, seed: int) ->
     def absent(index: int) -> Question:
         template = ("capital", "currency")[index % 2]
         return ask(
-            set=set_name,
+            set_name=set_name,
             kind="absent",
             template=template,
             index=index,
@@ -231,7 +236,7 @@ def world_questions(world: World, *, set_name: str, per_kind: int, seed: int) ->
         if country is None:
             return None
         return ask(
-            set=set_name,
+            set_name=set_name,
             kind="count",
             template="count_borders",
             index=index,
