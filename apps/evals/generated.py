@@ -13,7 +13,7 @@ import random
 import uuid
 from collections import defaultdict
 
-from apps.evals.questions import Question, ask, invented_name
+from apps.evals.questions import Kind, Question, ask, invented_name
 from apps.evals.scoring import normalise
 from apps.evals.selectors import graph_facts, graph_name_counts, graph_names
 
@@ -40,7 +40,11 @@ def generated_questions(*, project_id: uuid.UUID, per_kind: int, seed: int) -> l
             several.append((key, distinct))
 
     questions: list[Question] = []
-    for kind, pool in (("one_hop", single), ("list", several)):
+    pools: tuple[tuple[Kind, list[tuple[tuple[str, str, str, str], list[str]]]], ...] = (
+        ("one_hop", single),
+        ("list", several),
+    )
+    for kind, pool in pools:
         for index, (key, targets) in enumerate(rng.sample(pool, min(per_kind, len(pool)))):
             _, type_, name, rel = key
             questions.append(

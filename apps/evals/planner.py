@@ -179,9 +179,10 @@ def plan(question: str, steps: list[Step]) -> list[ScriptItem]:
 
     if n == 0:
         return _search(slots["country"], "Country")
-    country = _exact(results[0][0], slots["country"], "Country")
-    if country is None:
+    named = _exact(results[0][0], slots["country"], "Country")
+    if named is None:
         return text(_not_found("country", slots["country"]))
+    country = named
     if n == 1:
         return [_edges(country["id"], *COUNTRY_EDGES[template])]
     if template != "cities_over":

@@ -21,8 +21,7 @@ from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
-from django.contrib.auth import get_user_model
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 
 from apps.agents.definitions import default_agents_install
 from apps.agents.llm.base import (
@@ -78,9 +77,8 @@ class EvalError(ServiceError):
 # --- setting up what an eval needs ---------------------------------------------------------------
 
 
-def eval_user_ensure(*, project: Project | None = None) -> AbstractBaseUser:
+def eval_user_ensure(*, project: Project | None = None) -> User:
     """The user eval conversations belong to (no password); a viewer of ``project`` if it is not a member."""
-    User = get_user_model()
     user = User.objects.filter(username=EVAL_USER).first()
     if user is None:
         user = User.objects.create_user(username=EVAL_USER, password=None)
@@ -208,7 +206,7 @@ class QuestionResult:
 
 
 @sync_to_async
-def _read_turn(project: Project, message_id: str | None, run_id: str | None) -> dict[str, Any]:
+def _read_turn(project: Project, message_id: str | None, run_id: uuid.UUID | None) -> dict[str, Any]:
     """What the turn stored: the answer, the run's figures, what its tools returned."""
     out: dict[str, Any] = {"answer": "", "returned": set(), "tool_calls": 0, "run": None}
     if message_id:
@@ -296,7 +294,7 @@ async def eval_question_run(
             result.run_id = getattr(frame, "runId", None)
     result.error = "; ".join(errors) or None
 
-    stored = await _read_turn(project, message_id, result.run_id)
+    stored = await _read_turn(project, message_id, uuid.UUID(result.run_id) if result.run_id else None)
     run: AgentRun | None = stored["run"]
     result.answer = stored["answer"]
     result.score = answer_score(question, result.answer) if message_id else 0.0
@@ -382,13 +380,14 @@ async def eval_run(
 ) -> list[QuestionResult]:
     """Ask every question of ``plan`` of every model, with the agent and/or in plain chat."""
     user = await sync_to_async(eval_user_ensure)(project=plan.project)
-    principal = Principal(user=user)  # type: ignore[arg-type]
+    principal = Principal(user=user)
     results: list[QuestionResult] = []
     for model in plan.models:
         modes: list[AgentDefinition | None] = []
         if plan.agent is not None:
             modes.append(plan.agent)
-        if plan.plain:
+        if plan.plain and model != PLANNER_MODEL:
+            # The planner follows tools; plain chat offers none, so its answers would mean nothing.
             modes.append(None)
         for agent in modes:
             for question in plan.questions:

@@ -1,6 +1,8 @@
 """``manage.py eval``: measure answer quality through the real turn path (see apps.evals)."""
 
+import logging
 from pathlib import Path
+from typing import Any
 
 from asgiref.sync import async_to_sync
 from django.conf import settings
@@ -36,7 +38,9 @@ class Command(BaseCommand):
             help=f"model to evaluate (repeatable; default {PLANNER_MODEL})",
         )
         parser.add_argument(
-            "--plain", action="store_true", help="also ask in plain chat (RAG without an agent)"
+            "--plain",
+            action="store_true",
+            help="also ask in plain chat (RAG without an agent; not for the planner)",
         )
         parser.add_argument("--plain-only", action="store_true", help="only plain chat, no agent")
         parser.add_argument("--per-kind", type=int, default=DEFAULT_PER_KIND, help="questions of each kind")
@@ -46,7 +50,9 @@ class Command(BaseCommand):
             "--out", default=str(Path(settings.BASE_DIR) / ".data" / "eval"), help="results directory"
         )
 
-    def handle(self, *args: object, **o: object) -> None:
+    def handle(self, *args: object, **o: Any) -> None:
+        # One line per answer is the progress report; ADK's per-run INFO lines would bury it.
+        logging.getLogger("google_adk").setLevel(logging.WARNING)
         results: list[QuestionResult] = []
 
         def show(r: QuestionResult) -> None:
@@ -57,7 +63,7 @@ class Command(BaseCommand):
             )
 
         async def run_all() -> None:
-            for set_name in o["sets"] or ["demo"]:  # type: ignore[attr-defined]
+            for set_name in o["sets"] or ["demo"]:
                 plan = await eval_plan(
                     set_name=set_name,
                     project_ref=o["project"],
