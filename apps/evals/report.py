@@ -130,7 +130,7 @@ def plot(rows: list[dict[str, Any]], path: Path) -> bool:
     ax.set_ylim(0, 1.05)
     ax.set_ylabel("answer correctness")
     ax.set_title("kgchat answer quality by question kind")
-    ax.legend(fontsize="small", loc="lower left")
+    ax.legend(fontsize="small", loc="upper center", bbox_to_anchor=(0.5, -0.1), ncol=2)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
