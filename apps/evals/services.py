@@ -28,6 +28,7 @@ from apps.agents.llm.base import (
     ChatMessage,
     Done,
     GenerationConfig,
+    ModelUnavailable,
     Provider,
     StreamEvent,
     TextDelta,
@@ -370,6 +371,11 @@ def eval_plan(
     override = (getattr(settings, "KGCHAT_MODEL", "") or "").strip()
     if override and any(m != override for m in models):
         raise EvalError(f"KGCHAT_MODEL={override} would replace the models to evaluate; unset it")
+    for model in models:
+        try:
+            eval_provider(model)
+        except ModelUnavailable as exc:
+            raise EvalError(f"model {model!r} cannot be used: {exc}", code="model_unavailable") from None
     return EvalPlan(
         project=project, set_name=set_name, questions=questions, agent=definition, models=models, plain=plain
     )
