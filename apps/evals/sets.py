@@ -98,7 +98,13 @@ def demo_world() -> World:
 
 
 def _symmetric_neighbours(world: World, country: Country) -> bool:
-    return all(country.key in world.countries[n].neighbours for n in country.neighbours)
+    """Whether the countries ``country`` lists are exactly those that list it.
+
+    The graph has an edge for each listing, so a one-sided listing (GeoNames keeps the former
+    "Serbia and Montenegro", which lists Croatia) would make "borders" mean two things.
+    """
+    listing = {c.key for c in world.countries.values() if country.key in c.neighbours}
+    return set(country.neighbours) == listing
 
 
 def world_questions(world: World, *, set_name: str, per_kind: int, seed: int) -> list[Question]:

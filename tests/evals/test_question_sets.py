@@ -111,3 +111,19 @@ def test_generated_questions_ask_for_the_targets_of_a_project_relationship():
     assert len(absent) == 3
     assert all(q.slots["name"] not in {"Ada", "Bob", "Acme", "Globex"} for q in absent)
     assert generated_questions(project_id=project.id, per_kind=3, seed=1) == questions
+
+
+def test_border_questions_skip_countries_another_country_lists_one_sidedly(geonames):
+    # GeoNames keeps the former "Serbia and Montenegro", which lists Croatia; Croatia does not list it.
+    questions = demo_questions(per_kind=40, seed=1)
+
+    asked = {q.slots["country"] for q in questions if q.template in ("borders", "count_borders")}
+
+    assert asked
+    assert "Croatia" not in asked
+    for name in asked:
+        iso = geonames[name]["iso"]
+        listing = {c["name"] for c in geonames.values() if iso in (c["neighbours"] or "").split(",")}
+        assert listing == {
+            c["name"] for c in geonames.values() if c["iso"] in geonames[name]["neighbours"].split(",")
+        }
