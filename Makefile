@@ -12,7 +12,7 @@ STAMP := $(VENV)/.installed
 export DJANGO_SETTINGS_MODULE ?= config.settings.local
 export PYTHONUNBUFFERED := 1
 
-.PHONY: run serve setup install db migrate demo stop test lint bench system-deps clean local-llm
+.PHONY: run serve setup install db migrate demo stop test lint bench eval system-deps clean local-llm
 
 $(STAMP): pyproject.toml constraints.txt
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -68,6 +68,12 @@ lint: install
 
 bench: migrate
 	DJANGO_SETTINGS_MODULE=config.settings.test $(PY) -m bench
+
+# Answer quality through the real turn path (apps/evals): the perfect planner on the demo and the
+# fictional sets by default; EVAL_ARGS adds models, e.g. EVAL_ARGS="--model openai/qwen --plain".
+EVAL_ARGS ?=
+eval: migrate
+	KGCHAT_MODEL= KGCHAT_TURNS_PER_MINUTE=0 $(PY) manage.py eval --set demo --set fictional $(EVAL_ARGS)
 
 clean: stop
 	rm -rf $(VENV) .data

@@ -49,6 +49,7 @@ INSTALLED_APPS = [
     "apps.graph_tools",
     "apps.agents",
     "apps.chat",
+    "apps.evals",
 ]
 
 MIDDLEWARE = [
