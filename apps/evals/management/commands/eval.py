@@ -62,6 +62,13 @@ class Command(BaseCommand):
                 + (f"  [{r.error}]" if r.error else "")
             )
 
+        if o["plain_only"] and (o["models"] or [PLANNER_MODEL]) == [PLANNER_MODEL]:
+            raise CommandError(f"--plain-only needs a --model: {PLANNER_MODEL} only answers with tools")
+        if (o["plain"] or o["plain_only"]) and PLANNER_MODEL in (o["models"] or [PLANNER_MODEL]):
+            self.stderr.write(
+                f"{PLANNER_MODEL} follows tools, and plain chat offers none: it is not asked in plain mode"
+            )
+
         async def run_all() -> None:
             for set_name in o["sets"] or ["demo"]:
                 plan = await eval_plan(
