@@ -10,7 +10,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from apps.evals.questions import KINDS
+from apps.evals.questions import KINDS, Question
+from apps.evals.scoring import answer_score
 from apps.evals.services import QuestionResult
 
 COLUMNS = (
@@ -60,6 +61,30 @@ def summarise(results: list[QuestionResult]) -> list[dict[str, Any]]:
             }
         )
     return rows
+
+
+def rescore(data: dict[str, Any]) -> list[QuestionResult]:
+    """The results of a written eval file, their correctness scored again by today's rules.
+
+    Only correctness is recomputed (from the stored answers); citations, tools, tokens and times
+    are what the run measured.
+    """
+    results = []
+    for item in data.get("results", []):
+        result = QuestionResult(**item)
+        question = Question(
+            id=result.question_id,
+            set=result.set,
+            kind=result.kind,  # type: ignore[arg-type]
+            template=result.template,
+            text=result.question,
+            expected=tuple(result.expected),
+            count=result.expected_count,
+        )
+        # A turn that stored no answer has "" here, which scores 0 under every rule.
+        result.score = answer_score(question, result.answer)
+        results.append(result)
+    return results
 
 
 def _cell(value: Any) -> str:

@@ -3,7 +3,7 @@
 - **one_hop, two_hop**: 1 if the answer names the expected entity, else 0.
 - **list**: the share of expected names the answer names (partial credit; extra names cost nothing).
 - **absent**: 1 if the answer says the thing is not there ("not found", "no such", "does not
-  exist", "could not find", "there is no", …), else 0.
+  exist", "could not find", "there is no", "nothing about", "no information", …), else 0.
 - **count**: 1 if the first number in the answer (digits, or a number word up to twenty) is the
   expected count, else 0.
 
@@ -53,6 +53,15 @@ NOT_FOUND_PHRASES = (
     "there is no",
     "there are no",
     "unknown",
+    # The small-model loop (apps.agents.llm.prompted_tools) tells the model to say "the knowledge
+    # graph has nothing about it".
+    "nothing about",
+    "no information",
+    "no record",
+    "not mentioned",
+    "does not mention",
+    "does not contain",
+    "doesnt contain",
 )
 
 NUMBER_WORDS = {

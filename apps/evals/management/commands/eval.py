@@ -1,5 +1,6 @@
 """``manage.py eval``: measure answer quality through the real turn path (see apps.evals)."""
 
+import json
 import logging
 from pathlib import Path
 from typing import Any
@@ -47,6 +48,9 @@ class Command(BaseCommand):
         parser.add_argument("--limit", type=int, help="at most this many questions per set")
         parser.add_argument("--seed", type=int, default=DEFAULT_SEED)
         parser.add_argument(
+            "--rescore", help="score the answers of a written results file again (nothing is asked)"
+        )
+        parser.add_argument(
             "--out", default=str(Path(settings.BASE_DIR) / ".data" / "eval"), help="results directory"
         )
 
@@ -54,6 +58,13 @@ class Command(BaseCommand):
         # One line per answer is the progress report; ADK's per-run INFO lines would bury it.
         logging.getLogger("google_adk").setLevel(logging.WARNING)
         results: list[QuestionResult] = []
+        if o["rescore"]:
+            try:
+                results = report.rescore(json.loads(Path(o["rescore"]).read_text()))
+            except (OSError, ValueError, TypeError) as exc:
+                raise CommandError(f"cannot rescore {o['rescore']}: {exc}") from None
+            self._report(results, Path(str(o["out"])))
+            return
 
         def show(r: QuestionResult) -> None:
             mark = "ok " if r.score >= 1 else ("1/2" if r.score > 0 else "NO ")
@@ -88,7 +99,10 @@ class Command(BaseCommand):
             async_to_sync(run_all)()
         except EvalError as exc:
             raise CommandError(exc.message) from None
+        self._report(results, Path(str(o["out"])))
+
+    def _report(self, results: list[QuestionResult], out: Path) -> None:
         rows = report.summarise(results)
         self.stdout.write("\n" + report.table(rows))
-        paths = report.write(results, rows, Path(str(o["out"])))
+        paths = report.write(results, rows, out)
         self.stdout.write("\n" + "  ".join(f"{k}: {v}" for k, v in paths.items()))
