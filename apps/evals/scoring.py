@@ -62,6 +62,7 @@ NOT_FOUND_PHRASES = (
     "does not mention",
     "does not contain",
     "doesnt contain",
+    "not listed",
 )
 
 NUMBER_WORDS = {

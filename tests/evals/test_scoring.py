@@ -43,6 +43,7 @@ def test_list_answer_gets_partial_credit_and_extra_names_cost_nothing():
         "Logaria does not exist in this knowledge graph.",
         "I couldn't find Logaria.",
         "The knowledge graph has nothing about Logaria.",
+        "The currency used by Logaria is not listed in the results.",
     ],
 )
 def test_absent_answer_that_says_not_found_scores_one(answer):
