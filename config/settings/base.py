@@ -51,6 +51,7 @@ INSTALLED_APPS = [
     "apps.graph_tools",
     "apps.agents",
     "apps.chat",
+    "apps.evals",
 ]
 
 MIDDLEWARE = [
@@ -176,6 +177,10 @@ KGCHAT_MCP_URL_ALLOWLIST = [
 OPENAI_BASE_URL = os.environ.get("OPENAI_BASE_URL", "")
 OPENAI_API_KEY = os.environ.get("OPENAI_API_KEY", "")
 OLLAMA_BASE_URL = os.environ.get("OLLAMA_BASE_URL", "http://127.0.0.1:11434/v1")
+# Off: openai/ models get the small-model agent loop (schema-forced first step) instead of native tools.
+OPENAI_NATIVE_TOOLS = os.environ.get("OPENAI_NATIVE_TOOLS", "1").lower() not in {"0", "false", "no"}
+# Where `make run` serves the offline default (local/<model>): one llama.cpp server on loopback.
+KGCHAT_LOCAL_LLM_URL = f"http://127.0.0.1:{env_int('KGCHAT_LOCAL_LLM_PORT', 8012)}/v1"
 GOOGLE_API_KEY = os.environ.get("GOOGLE_API_KEY", "")
 
 DATA_UPLOAD_MAX_MEMORY_SIZE = KGCHAT_IMPORT_MAX_BYTES

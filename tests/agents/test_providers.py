@@ -275,23 +275,6 @@ def test_resolve_model_unknown_names_are_refused(settings: Settings) -> None:
         resolve_model("scripted/nope")
 
 
-def test_resolve_model_local_is_looked_up_lazily(settings: Settings) -> None:
-    settings.KGCHAT_MODEL = ""
-    try:
-        import apps.agents.llm.local  # noqa: F401
-    except ImportError:
-        with pytest.raises(ModelUnavailable, match=r"apps\.agents\.llm\.local"):
-            resolve_model("local/smollm2")
-    else:
-        # The module is there; the model itself is optional (make local-llm), and says so when absent.
-        try:
-            provider = resolve_model("local/smollm2-135m")
-        except ModelUnavailable as exc:
-            assert "make local-llm" in str(exc)
-        else:
-            assert provider.name == "local/smollm2-135m"
-
-
 def test_resolve_model_scripted_by_name(settings: Settings) -> None:
     settings.KGCHAT_MODEL = ""
     script = ScriptedProvider(turns=[text("hi")])

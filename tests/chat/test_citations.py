@@ -54,3 +54,50 @@ def test_entities_learnt_in_this_turn_are_what_gets_stored():
     )
 
     assert list(entities.new) == ["3"]
+
+
+# Refs no tool returned, in the forms small models write them (issue #12): all of them go.
+MADE_UP = "123e4567-e89b-12d3-a456-426614174000"
+FORMS_TEXT = (
+    f"[entity:{MADE_UP}] - Elbonia is (entity:{MADE_UP}) big, see entity:{MADE_UP}.\n"
+    f"```\nentity:{MADE_UP}\n```\n"
+    f"[entity:{MADE_UP}](entity:paris) and [Atlantis](entity:atlantis:1); "
+    "kept: [entity:paris], entity:paris! identity:x (entity:) [entity:bad ref] entity:"
+)
+FORMS_EXPECTED = (
+    " - Elbonia is  big, see .\n"
+    "```\n\n```\n"
+    "[Paris](entity:11111111-1111-1111-1111-111111111111) and Atlantis; "
+    "kept: [entity:paris], entity:paris! identity:x (entity:) [ ref] entity:"
+)
+
+
+def test_unknown_refs_are_removed_in_every_form_and_known_ones_kept():
+    text, citations = check_citations(FORMS_TEXT, known())
+
+    assert text == FORMS_EXPECTED
+    assert MADE_UP not in text
+    assert [c.key for c in citations] == ["paris"]
+
+
+def test_every_split_of_the_other_forms_gives_the_same_text():
+    for cut in range(len(FORMS_TEXT) + 1):
+        assert stream([FORMS_TEXT[:cut], FORMS_TEXT[cut:]]) == (FORMS_EXPECTED, ["paris"]), cut
+
+
+def test_every_split_into_three_deltas_around_a_bare_ref_gives_the_same_text():
+    text = f"A entity:{MADE_UP}, B [entity:{MADE_UP}](entity:paris)."
+    expected, _ = check_citations(text, known())
+
+    for a in range(len(text) + 1):
+        for b in range(a, len(text) + 1):
+            assert stream([text[:a], text[a:b], text[b:]])[0] == expected, (a, b)
+
+
+def test_one_character_deltas_of_the_other_forms_give_the_same_text():
+    assert stream(list(FORMS_TEXT)) == (FORMS_EXPECTED, ["paris"])
+
+
+def test_a_ref_that_ends_the_stream_is_decided_when_it_ends():
+    assert stream(["Capital: entity:", MADE_UP[:8]]) == ("Capital: ", [])
+    assert stream(["Capital: entity:par", "is"]) == ("Capital: entity:paris", [])

@@ -134,6 +134,8 @@ class OpenAICompatProvider:
     backoff: float = 0.5
     max_backoff: float = 20.0
     extra_headers: dict[str, str] = field(default_factory=dict)
+    # Added to the error when the server cannot be reached (how to start it).
+    unreachable_hint: str = ""
 
     def __post_init__(self) -> None:
         self.base_url = self.base_url.rstrip("/")
@@ -141,9 +143,15 @@ class OpenAICompatProvider:
             self.name = self.model
 
     def stream(
-        self, messages: list[ChatMessage], tools: list[ToolSpec], config: GenerationConfig
+        self,
+        messages: list[ChatMessage],
+        tools: list[ToolSpec],
+        config: GenerationConfig,
+        *,
+        extra_body: dict[str, Any] | None = None,
     ) -> AsyncIterator[StreamEvent]:
-        return self._run(messages, tools, config)
+        """Stream one completion; ``extra_body`` adds request fields (``response_format``, …)."""
+        return self._run(messages, tools, config, extra_body or {})
 
     def _body(
         self, messages: list[ChatMessage], tools: list[ToolSpec], config: GenerationConfig
@@ -167,9 +175,13 @@ class OpenAICompatProvider:
         return headers
 
     async def _run(
-        self, messages: list[ChatMessage], tools: list[ToolSpec], config: GenerationConfig
+        self,
+        messages: list[ChatMessage],
+        tools: list[ToolSpec],
+        config: GenerationConfig,
+        extra_body: dict[str, Any],
     ) -> AsyncIterator[StreamEvent]:
-        body = self._body(messages, tools, config)
+        body = {**self._body(messages, tools, config), **extra_body}
         url = f"{self.base_url}/chat/completions"
         timeout = httpx.Timeout(self.timeout, connect=self.connect_timeout)
         attempt = 0
@@ -206,7 +218,8 @@ class OpenAICompatProvider:
         except httpx.TimeoutException:
             raise _Failure(f"timed out connecting to {url}", status=0) from None
         except httpx.HTTPError as exc:
-            raise _Failure(f"cannot reach {url}: {exc}", status=0) from None
+            hint = f" ({self.unreachable_hint})" if self.unreachable_hint else ""
+            raise _Failure(f"cannot reach {url}: {exc}{hint}", status=0) from None
 
     async def _check(self, response: httpx.Response, url: str) -> None:
         if response.status_code < 400:

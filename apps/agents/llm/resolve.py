@@ -2,14 +2,17 @@
 
 Names: ``gemini-…`` or ``gemini/<model>`` (needs ``GOOGLE_API_KEY`` or Vertex AI settings),
 ``openai/<model>`` (``OPENAI_BASE_URL``, ``OPENAI_API_KEY``; the OpenAI API when only a key is set),
-``ollama/<model>`` (``OLLAMA_BASE_URL``), ``local/<model>`` (the embedded offline model, from the
-module ``apps.agents.llm.local``, which must define ``provider(model: str) -> Provider``) and
+``ollama/<model>`` (``OLLAMA_BASE_URL``), ``local/<model>`` (the offline default served on loopback,
+from the module ``apps.agents.llm.local``, which must define ``provider(model: str) -> Provider``) and
 ``scripted/<name>`` (a script registered in-process with
 ``apps.agents.llm.scripted.register_script``; tests and benches only).
 
 ``settings.KGCHAT_MODEL``, when set, replaces every name. A name that cannot be served raises
 ``ModelUnavailable`` here, before any run starts. The provider's ``name`` is the served model name
 (for the ``meta`` frame).
+
+``openai/`` models call tools natively unless ``OPENAI_NATIVE_TOOLS`` is off: then they get the
+small-model agent loop of ``apps.agents.llm.prompted_tools`` (like ``local/`` models always do).
 """
 
 from __future__ import annotations
@@ -59,9 +62,14 @@ def resolve_model(name: str) -> Provider:
             )
         from apps.agents.llm.openai_compat import OpenAICompatProvider
 
-        return OpenAICompatProvider(
+        compat = OpenAICompatProvider(
             base_url=base_url or OPENAI_DEFAULT_BASE_URL, api_key=api_key, model=rest, name=served
         )
+        if getattr(settings, "OPENAI_NATIVE_TOOLS", True):
+            return compat
+        from apps.agents.llm.prompted_tools import PromptedToolsProvider
+
+        return PromptedToolsProvider(inner=compat)
     if prefix == "ollama":
         from apps.agents.llm.openai_compat import OpenAICompatProvider
 

@@ -1,0 +1,73 @@
+"""Serve the offline default model over an OpenAI-compatible HTTP endpoint on loopback.
+
+``python -m apps.agents.llm.local_server --model <gguf> --alias qwen2.5-1.5b --port 8012`` starts
+llama.cpp's own server (through the prebuilt ``xllamacpp`` wheel) and blocks until SIGTERM or
+SIGINT. ``scripts/local_llm.sh serve`` starts it in the background for ``make run``; every app
+process then talks to this one process (``local/<alias>`` in ``apps.agents.llm.resolve``) instead of
+loading 2 GB of weights each.
+
+It listens on 127.0.0.1 only, and no browser origin may call it (CORS off): the only clients are
+kgchat's own processes on this machine. One slot (``n_parallel=1``) keeps the previous prompt's
+KV cache, so a turn's system prompt and tool list, which stay the same from step to step and
+from turn to turn, are read once (``cache_prompt``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+from typing import Any
+
+
+def build_params(args: argparse.Namespace) -> Any:
+    """llama.cpp server parameters for a small model on a few shared CPU cores."""
+    import xllamacpp
+
+    params = xllamacpp.CommonParams()
+    params.model.path = args.model
+    params.model_alias = {args.alias}
+    params.hostnames = ["127.0.0.1"]
+    params.port = args.port
+    params.cors_origins = ""
+    params.n_ctx = args.ctx
+    params.n_parallel = 1
+    params.cache_prompt = True
+    params.n_predict = args.max_tokens
+    # Half the cores: llama.cpp's threads wait for one another, so on cores that the app, the
+    # database and the embedder also use, one busy core stalls them all (measured on two busy
+    # cores: 0.2 tokens/s with two threads; see the README for one).
+    threads = args.threads or max(1, (os.cpu_count() or 2) // 2)
+    params.cpuparams.n_threads = threads
+    params.cpuparams_batch.n_threads = threads
+    params.ui = False
+    params.verbosity = 1
+    return params
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", required=True, help="path of the GGUF file")
+    parser.add_argument("--alias", required=True, help="the model name clients ask for")
+    parser.add_argument("--port", type=int, default=8012)
+    parser.add_argument("--ctx", type=int, default=8192, help="context window in tokens")
+    parser.add_argument("--max-tokens", type=int, default=1024, help="longest answer in tokens")
+    parser.add_argument("--threads", type=int, default=0, help="CPU threads (0: half the cores)")
+    args = parser.parse_args(argv)
+    if not os.path.isfile(args.model):
+        print(f"local_server: no model file at {args.model}", file=sys.stderr)
+        return 2
+
+    import xllamacpp
+
+    server = xllamacpp.Server(build_params(args))
+    print(f"local_server: serving {args.alias} on {server.listening_address}", flush=True)
+    signal.sigwait({signal.SIGTERM, signal.SIGINT})
+    print("local_server: stopping", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGINT})
+    sys.exit(main())

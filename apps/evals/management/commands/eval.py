@@ -1,0 +1,108 @@
+"""``manage.py eval``: measure answer quality through the real turn path (see apps.evals)."""
+
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+from asgiref.sync import async_to_sync
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from apps.evals import report
+from apps.evals.planner import PLANNER_MODEL
+from apps.evals.services import SETS, EvalError, QuestionResult, eval_plan, eval_run
+from apps.evals.sets import DEFAULT_PER_KIND, DEFAULT_SEED
+
+
+class Command(BaseCommand):
+    help = "Ask eval questions through the turn service and score the answers (table, JSON, chart)."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument(
+            "--set",
+            dest="sets",
+            action="append",
+            choices=SETS,
+            help="question set (repeatable; default demo)",
+        )
+        parser.add_argument(
+            "--project", help="project slug or id (default: the set's own eval project; needed for generated)"
+        )
+        parser.add_argument(
+            "--agent", default="graph-query-agent", help="agent definition name in the project"
+        )
+        parser.add_argument(
+            "--model",
+            dest="models",
+            action="append",
+            help=f"model to evaluate (repeatable; default {PLANNER_MODEL})",
+        )
+        parser.add_argument(
+            "--plain",
+            action="store_true",
+            help="also ask in plain chat (RAG without an agent; not for the planner)",
+        )
+        parser.add_argument("--plain-only", action="store_true", help="only plain chat, no agent")
+        parser.add_argument("--per-kind", type=int, default=DEFAULT_PER_KIND, help="questions of each kind")
+        parser.add_argument("--limit", type=int, help="at most this many questions per set")
+        parser.add_argument("--seed", type=int, default=DEFAULT_SEED)
+        parser.add_argument(
+            "--rescore", help="score the answers of a written results file again (nothing is asked)"
+        )
+        parser.add_argument(
+            "--out", default=str(Path(settings.BASE_DIR) / ".data" / "eval"), help="results directory"
+        )
+
+    def handle(self, *args: object, **o: Any) -> None:
+        # One line per answer is the progress report; ADK's per-run INFO lines would bury it.
+        logging.getLogger("google_adk").setLevel(logging.WARNING)
+        results: list[QuestionResult] = []
+        if o["rescore"]:
+            try:
+                results = report.rescore(json.loads(Path(o["rescore"]).read_text()))
+            except (OSError, ValueError, TypeError) as exc:
+                raise CommandError(f"cannot rescore {o['rescore']}: {exc}") from None
+            self._report(results, Path(str(o["out"])))
+            return
+
+        def show(r: QuestionResult) -> None:
+            mark = "ok " if r.score >= 1 else ("1/2" if r.score > 0 else "NO ")
+            self.stdout.write(
+                f"{mark} {r.set:9} {r.mode:5} {r.kind:7} {r.question}  ->  {r.answer[:140]!r}"
+                + (f"  [{r.error}]" if r.error else "")
+            )
+
+        if o["plain_only"] and (o["models"] or [PLANNER_MODEL]) == [PLANNER_MODEL]:
+            raise CommandError(f"--plain-only needs a --model: {PLANNER_MODEL} only answers with tools")
+        if (o["plain"] or o["plain_only"]) and PLANNER_MODEL in (o["models"] or [PLANNER_MODEL]):
+            self.stderr.write(
+                f"{PLANNER_MODEL} follows tools, and plain chat offers none: it is not asked in plain mode"
+            )
+
+        async def run_all() -> None:
+            for set_name in o["sets"] or ["demo"]:
+                plan = await eval_plan(
+                    set_name=set_name,
+                    project_ref=o["project"],
+                    agent_name=o["agent"],
+                    models=o["models"] or [PLANNER_MODEL],
+                    plain=bool(o["plain"] or o["plain_only"]),
+                    agent=not o["plain_only"],
+                    per_kind=o["per_kind"],
+                    limit=o["limit"],
+                    seed=o["seed"],
+                )
+                results.extend(await eval_run(plan=plan, on_result=show))
+
+        try:
+            async_to_sync(run_all)()
+        except EvalError as exc:
+            raise CommandError(exc.message) from None
+        self._report(results, Path(str(o["out"])))
+
+    def _report(self, results: list[QuestionResult], out: Path) -> None:
+        rows = report.summarise(results)
+        self.stdout.write("\n" + report.table(rows))
+        paths = report.write(results, rows, out)
+        self.stdout.write("\n" + "  ".join(f"{k}: {v}" for k, v in paths.items()))

@@ -1,0 +1,406 @@
+"""Run eval questions through the real turn service and score the answers.
+
+Every question is one new conversation started with ``apps.chat.services.turn_start`` — the
+code SSE and the websocket use — with the project's agent definition (or none: plain RAG). The
+frames are read from the frame bus like a transport does; the answer, the run's steps, tokens
+and tool calls are read back from what the turn stored (``kb.chat_messages``, ``kb.agent_runs``,
+``kb.agent_run_tool_calls``). The model is wrapped to see its raw text (before the citation
+filter) and, in plain chat, its token usage.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from django.contrib.auth.models import User
+
+from apps.agents.definitions import default_agents_install
+from apps.agents.llm.base import (
+    ChatMessage,
+    Done,
+    GenerationConfig,
+    ModelUnavailable,
+    Provider,
+    StreamEvent,
+    TextDelta,
+    ToolSpec,
+    Usage,
+)
+from apps.agents.llm.resolve import resolve_model
+from apps.agents.models import AgentDefinition, AgentRun, AgentRunToolCall
+from apps.chat.bus import get_bus
+from apps.chat.citations import iter_entities
+from apps.chat.models import Message
+from apps.chat.services import RateLimited, turn_start
+from apps.evals.generated import generated_questions
+from apps.evals.planner import PLANNER_MODEL, planner_register
+from apps.evals.questions import Question
+from apps.evals.scoring import answer_score, citation_check, cited_refs
+from apps.evals.sets import (
+    DEFAULT_PER_KIND,
+    DEFAULT_SEED,
+    demo_questions,
+    fictional_questions,
+    fictional_world,
+    world_graph_lines,
+)
+from apps.graph_tools.demo import demo_graph_lines
+from apps.graph_tools.embeddings import get_embedder
+from apps.graph_tools.importer import graph_import, graph_import_embed
+from apps.graph_tools.models import GraphObject
+from apps.projects.errors import ServiceError
+from apps.projects.models import Project, ProjectMembership, Role
+from apps.projects.selectors import Principal
+from apps.projects.services import membership_set, project_create
+
+log = logging.getLogger("kgchat.evals")
+
+EVAL_USER = "kgchat-eval"
+SETS = ("demo", "fictional", "generated")
+RATE_LIMIT_RETRIES = 10
+
+
+class EvalError(ServiceError):
+    """the eval cannot run"""
+
+    code = "invalid_eval"
+
+
+# --- setting up what an eval needs ---------------------------------------------------------------
+
+
+def eval_user_ensure(*, project: Project | None = None) -> User:
+    """The user eval conversations belong to (no password); a viewer of ``project`` if it is not a member."""
+    user = User.objects.filter(username=EVAL_USER).first()
+    if user is None:
+        user = User.objects.create_user(username=EVAL_USER, password=None)
+    if project is not None and not ProjectMembership.objects.filter(project=project, user=user).exists():
+        membership_set(project=project, user=user, role=Role.VIEWER)
+    return user
+
+
+def eval_project_ensure(*, set_name: str, seed: int = DEFAULT_SEED) -> Project:
+    """The eval's own project of a shipped set, with its graph imported and embedded once."""
+    if set_name == "demo":
+        slug, title, lines = "eval-demo", "Eval: demo graph", lambda: demo_graph_lines()
+    elif set_name == "fictional":
+        slug, title = f"eval-fictional-{seed}", f"Eval: fictional world (seed {seed})"
+
+        def lines() -> Any:
+            return (json.dumps(r, ensure_ascii=False) for r in world_graph_lines(fictional_world(seed=seed)))
+    else:
+        raise EvalError(f"set {set_name!r} has no eval project of its own; pass --project")
+    user = eval_user_ensure()
+    project = Project.objects.filter(slug=slug).first()
+    if project is None:
+        project = project_create(owner=user, name=title, slug=slug)
+    if not GraphObject.objects.filter(project=project).exists():
+        result = graph_import(project=project, lines=lines())
+        graph_import_embed(project_id=project.id, result=result)
+    embedder = get_embedder()
+    missing = GraphObject.objects.filter(project=project).exclude(
+        embedding_model=embedder.name, embedding__isnull=False
+    )
+    if missing.exists():
+        from apps.graph_tools.embeddings import graph_objects_embed
+
+        graph_objects_embed(project_id=project.id, only_missing=True)
+    default_agents_install(project=project)
+    return project
+
+
+def eval_questions(
+    *, set_name: str, project: Project, per_kind: int = DEFAULT_PER_KIND, seed: int = DEFAULT_SEED
+) -> list[Question]:
+    if set_name == "demo":
+        return demo_questions(per_kind=per_kind, seed=seed)
+    if set_name == "fictional":
+        return fictional_questions(per_kind=per_kind, seed=seed)
+    if set_name == "generated":
+        return generated_questions(project_id=project.id, per_kind=per_kind, seed=seed)
+    raise EvalError(f"unknown question set {set_name!r}; one of {', '.join(SETS)}")
+
+
+# --- the model, watched ------------------------------------------------------------------------
+
+
+@dataclass
+class MeteredProvider:
+    """A provider that records its raw text, its calls and their usage (one per eval question)."""
+
+    inner: Provider
+    name: str = ""
+    calls: int = 0
+    usage: Usage = field(default_factory=Usage)
+    text: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.name = self.name or self.inner.name
+
+    def stream(
+        self, messages: list[ChatMessage], tools: list[ToolSpec], config: GenerationConfig
+    ) -> AsyncIterator[StreamEvent]:
+        return self._stream(messages, tools, config)
+
+    async def _stream(
+        self, messages: list[ChatMessage], tools: list[ToolSpec], config: GenerationConfig
+    ) -> AsyncIterator[StreamEvent]:
+        self.calls += 1
+        async for event in self.inner.stream(messages, tools, config):
+            if isinstance(event, TextDelta):
+                self.text.append(event.text)
+            elif isinstance(event, Done):
+                self.usage = Usage(
+                    input_tokens=self.usage.input_tokens + event.usage.input_tokens,
+                    output_tokens=self.usage.output_tokens + event.usage.output_tokens,
+                )
+            yield event
+
+
+def eval_provider(model: str) -> Provider:
+    """The provider of ``model`` (the perfect planner is registered on first use)."""
+    if model == PLANNER_MODEL:
+        planner_register()
+    return resolve_model(model)
+
+
+# --- one question --------------------------------------------------------------------------------
+
+
+@dataclass
+class QuestionResult:
+    question_id: str
+    set: str
+    kind: str
+    template: str
+    question: str
+    expected: list[str]
+    expected_count: int | None
+    mode: str
+    model: str
+    answer: str = ""
+    score: float = 0.0
+    cited: int = 0
+    valid_citations: int = 0
+    citation_precision: float | None = None
+    tool_calls: int = 0
+    steps: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    ttft_s: float | None = None
+    done_s: float | None = None
+    error: str | None = None
+    conversation_id: str | None = None
+    run_id: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@sync_to_async
+def _read_turn(project: Project, message_id: str | None, run_id: uuid.UUID | None) -> dict[str, Any]:
+    """What the turn stored: the answer, the run's figures, what its tools returned."""
+    out: dict[str, Any] = {"answer": "", "returned": set(), "tool_calls": 0, "run": None}
+    if message_id:
+        message = Message.objects.filter(id=message_id).first()
+        if message is not None:
+            out["answer"] = message.content
+            for e in (message.retrieval_context or {}).get("entities", []):
+                out["returned"] |= {e["id"], e["key"]}
+    if run_id:
+        out["run"] = AgentRun.objects.filter(id=run_id).first()
+        calls = list(AgentRunToolCall.objects.filter(run_id=run_id).values_list("output", flat=True))
+        out["tool_calls"] = len(calls)
+        for output in calls:
+            for e in iter_entities(output):
+                out["returned"] |= {e["id"], e["key"]}
+    return out
+
+
+@sync_to_async
+def _existing(project: Project, refs: list[str]) -> set[str]:
+    ids = [r for r in refs if _is_uuid(r)]
+    rows = GraphObject.objects.filter(project=project, id__in=ids).values_list("id", "key")
+    found = {str(i) for i, _ in rows}
+    found |= set(GraphObject.objects.filter(project=project, key__in=refs).values_list("key", flat=True))
+    return found
+
+
+def _is_uuid(value: str) -> bool:
+    try:
+        uuid.UUID(value)
+    except ValueError:
+        return False
+    return True
+
+
+async def eval_question_run(
+    *,
+    principal: Principal,
+    project: Project,
+    question: Question,
+    agent: AgentDefinition | None,
+    model: str,
+) -> QuestionResult:
+    """Ask one question in a new conversation through the turn service; score what it answered."""
+    result = QuestionResult(
+        question_id=question.id,
+        set=question.set,
+        kind=question.kind,
+        template=question.template,
+        question=question.text,
+        expected=list(question.expected),
+        expected_count=question.count,
+        mode="agent" if agent is not None else "plain",
+        model=model,
+    )
+    provider = MeteredProvider(eval_provider(model))
+    started = time.perf_counter()
+    for attempt in range(RATE_LIMIT_RETRIES + 1):
+        try:
+            handle = await turn_start(
+                principal=principal,
+                message=question.text,
+                project_id=str(project.id),
+                agent_definition_id=str(agent.id) if agent is not None else None,
+                provider=provider,
+            )
+            break
+        except RateLimited:
+            if attempt == RATE_LIMIT_RETRIES:
+                raise
+            await asyncio.sleep(7)
+            started = time.perf_counter()
+    result.conversation_id = handle.conversation_id
+    message_id: str | None = None
+    errors: list[str] = []
+    async for frame in get_bus().subscribe(handle.conversation_id):
+        now = time.perf_counter() - started
+        if frame.type == "token" and result.ttft_s is None:
+            result.ttft_s = round(now, 3)
+        elif frame.type == "error":
+            errors.append(f"{getattr(frame, 'code', '')}: {getattr(frame, 'error', '')}")
+        elif frame.type == "done":
+            result.done_s = round(now, 3)
+            message_id = getattr(frame, "messageId", None)
+            result.run_id = getattr(frame, "runId", None)
+    result.error = "; ".join(errors) or None
+
+    stored = await _read_turn(project, message_id, uuid.UUID(result.run_id) if result.run_id else None)
+    run: AgentRun | None = stored["run"]
+    result.answer = stored["answer"]
+    result.score = answer_score(question, result.answer) if message_id else 0.0
+    raw = run.final_text if run is not None else "".join(provider.text)
+    if run is not None:
+        result.steps, result.input_tokens, result.output_tokens = (
+            run.step_count,
+            run.input_tokens,
+            run.output_tokens,
+        )
+    else:
+        result.steps = provider.calls
+        result.input_tokens, result.output_tokens = provider.usage.input_tokens, provider.usage.output_tokens
+    result.tool_calls = stored["tool_calls"]
+    existing = await _existing(project, cited_refs(raw))
+    check = citation_check(raw_answer=raw, existing=existing, returned=stored["returned"])
+    result.cited, result.valid_citations, result.citation_precision = (
+        check.cited,
+        check.valid,
+        check.precision,
+    )
+    return result
+
+
+# --- a whole eval ------------------------------------------------------------------------------------
+
+
+@dataclass
+class EvalPlan:
+    project: Project
+    set_name: str
+    questions: list[Question]
+    agent: AgentDefinition | None
+    models: list[str]
+    plain: bool
+
+
+@sync_to_async
+def eval_plan(
+    *,
+    set_name: str,
+    project_ref: str | None,
+    agent_name: str,
+    models: list[str],
+    plain: bool,
+    agent: bool = True,
+    per_kind: int = DEFAULT_PER_KIND,
+    limit: int | None = None,
+    seed: int = DEFAULT_SEED,
+) -> EvalPlan:
+    """Set up (eval projects are created and loaded once) and choose the questions."""
+    from apps.projects.selectors import project_get_by_ref
+
+    if set_name not in SETS:
+        raise EvalError(f"unknown question set {set_name!r}; one of {', '.join(SETS)}")
+    if project_ref:
+        try:
+            project = project_get_by_ref(project_ref=project_ref)
+        except ServiceError:
+            raise EvalError(f"no project {project_ref!r}", code="project_not_found", status=404) from None
+    else:
+        project = eval_project_ensure(set_name=set_name, seed=seed)
+    definition = None
+    if agent:
+        definition = AgentDefinition.objects.filter(project=project, name=agent_name).first()
+        if definition is None:
+            raise EvalError(f"project {project.slug!r} has no agent definition named {agent_name!r}")
+    questions = eval_questions(set_name=set_name, project=project, per_kind=per_kind, seed=seed)
+    if limit is not None:
+        questions = questions[:limit]
+    if not questions:
+        raise EvalError(f"the {set_name} set has no questions for project {project.slug!r}")
+    override = (getattr(settings, "KGCHAT_MODEL", "") or "").strip()
+    if override and any(m != override for m in models):
+        raise EvalError(f"KGCHAT_MODEL={override} would replace the models to evaluate; unset it")
+    for model in models:
+        try:
+            eval_provider(model)
+        except ModelUnavailable as exc:
+            raise EvalError(f"model {model!r} cannot be used: {exc}", code="model_unavailable") from None
+    return EvalPlan(
+        project=project, set_name=set_name, questions=questions, agent=definition, models=models, plain=plain
+    )
+
+
+async def eval_run(
+    *, plan: EvalPlan, on_result: Callable[[QuestionResult], None] | None = None
+) -> list[QuestionResult]:
+    """Ask every question of ``plan`` of every model, with the agent and/or in plain chat."""
+    user = await sync_to_async(eval_user_ensure)(project=plan.project)
+    principal = Principal(user=user)
+    results: list[QuestionResult] = []
+    for model in plan.models:
+        modes: list[AgentDefinition | None] = []
+        if plan.agent is not None:
+            modes.append(plan.agent)
+        if plan.plain and model != PLANNER_MODEL:
+            # The planner follows tools; plain chat offers none, so its answers would mean nothing.
+            modes.append(None)
+        for agent in modes:
+            for question in plan.questions:
+                result = await eval_question_run(
+                    principal=principal, project=plan.project, question=question, agent=agent, model=model
+                )
+                results.append(result)
+                if on_result is not None:
+                    on_result(result)
+    return results

@@ -1,0 +1,52 @@
+"""The eval report: summary rows, the printed table, files, and rescoring a written run."""
+
+import json
+
+from apps.evals.report import rescore, summarise, table, write
+from apps.evals.services import QuestionResult
+
+
+def result(**fields):
+    base = dict(
+        question_id="demo-absent-0", set="demo", kind="absent", template="capital",
+        question="What is the capital of Logaria?", expected=[], expected_count=None,
+        mode="agent", model="local/m", answer="", score=0.0, done_s=1.0,
+    )  # fmt: skip
+    return QuestionResult(**{**base, **fields})
+
+
+def test_rescoring_a_written_run_applies_todays_rules_to_its_answers():
+    data = {"results": [result(answer="The knowledge graph has nothing about Logaria.").as_dict()]}
+
+    (again,) = rescore(json.loads(json.dumps(data)))
+
+    assert again.score == 1.0
+    assert again.done_s == 1.0
+
+
+def test_summary_has_a_row_per_kind_and_an_all_row_and_the_files_are_written(tmp_path):
+    results = [
+        result(score=1.0, cited=0),
+        result(
+            question_id="demo-count-0",
+            kind="count",
+            score=0.0,
+            cited=2,
+            valid_citations=1,
+            citation_precision=0.5,
+        ),
+    ]
+
+    rows = summarise(results)
+    paths = write(results, rows, tmp_path)
+
+    assert [(r["kind"], r["n"], r["correct"]) for r in rows] == [
+        ("absent", 1, 1.0),
+        ("count", 1, 0.0),
+        ("all", 2, 0.5),
+    ]
+    assert rows[-1]["citation_precision"] == 0.5
+    assert rows[-1]["answers_without_citations"] == 1
+    assert "local/m" in table(rows)
+    assert json.loads(paths["json"].read_text())["summary"] == rows
+    assert (tmp_path / "latest.json").exists()
