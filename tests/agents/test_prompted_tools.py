@@ -319,3 +319,17 @@ def test_step_schema_offers_optional_arguments_only_when_they_are_closed_choices
         "direction",
     }
     assert set(branches["hybrid_search"]["properties"]["arguments"]["properties"]) == {"query"}
+
+
+async def test_plain_chat_without_tools_streams_the_answer_from_the_facts_it_was_given(
+    server: LLMTestServer,
+) -> None:
+    server.enqueue(Stream(text_chunks("Lisbon.")))
+    config = GenerationConfig(model="small")
+
+    events = [e async for e in provider_for(server).stream(list(QUESTION), [], config)]
+
+    assert [e.text for e in events if isinstance(e, TextDelta)] == ["Lisbon."]
+    system = server.requests[0]["messages"][0]["content"]
+    assert "Tools:" not in system and "use only the facts above" in system
+    assert "response_format" not in server.requests[0]

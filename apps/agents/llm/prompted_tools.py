@@ -294,10 +294,15 @@ def system_prompt(instructions: str, tools: Sequence[ToolSpec]) -> str:
             "[Portugal](entity:country:PT).\n"
             "After a tool result, either call another tool the same way or write the answer."
         )
+    # Plain chat offers no tools and puts the retrieved facts into the instructions instead.
+    if tools:
+        use, cite, found = "facts from the tool results", "the link the results give it", "the results"
+    else:
+        use, cite, found = "the facts above", "the link given for it", "the facts above"
     parts.append(
-        "Rules for the answer: use only facts from the tool results, never your own knowledge. "
-        "Cite every entity you mention with the link the results give it, exactly as written. "
-        "If the results do not contain what was asked, say that the knowledge graph has nothing "
+        f"Rules for the answer: use only {use}, never your own knowledge. "
+        f"Cite every entity you mention with {cite}, exactly as written. "
+        f"If {found} do not contain what was asked, say that the knowledge graph has nothing "
         "about it, and nothing more. Answer briefly."
     )
     return "\n\n".join(parts)
