@@ -24,6 +24,7 @@ from apps.agents.llm.base import (
 )
 from apps.agents.llm.openai_compat import OpenAICompatProvider
 from apps.agents.llm.prompted_tools import (
+    CHECK,
     CallHoldback,
     PromptedToolsProvider,
     find_call,
@@ -309,6 +310,7 @@ def test_the_prompt_lays_out_calls_as_json_and_results_as_lines() -> None:
     assert prompt[0].content.startswith("Be helpful.")
     assert json.loads(prompt[2].content) == {"name": "hybrid_search", "arguments": {"query": "Portugal"}}
     assert prompt[3].content.startswith("Result of hybrid_search:\nresults:\n- [Portugal](entity:country:PT)")
+    assert prompt[3].content.endswith(CHECK)
 
 
 def test_step_schema_offers_optional_arguments_only_when_they_are_closed_choices() -> None:
@@ -333,3 +335,11 @@ async def test_plain_chat_without_tools_streams_the_answer_from_the_facts_it_was
     system = server.requests[0]["messages"][0]["content"]
     assert "Tools:" not in system and "use only the facts above" in system
     assert "response_format" not in server.requests[0]
+
+
+def test_the_prompt_names_the_agents_own_search_and_edge_tools_in_its_strategy() -> None:
+    prompt = prompt_messages(list(QUESTION), TOOLS)[0].content
+
+    assert "Start with hybrid_search on the name" in prompt
+    assert "get_entity_edges with its key" in prompt
+    assert "Start with" not in prompt_messages(list(QUESTION), [spec("list_entity_types")])[0].content
