@@ -24,7 +24,6 @@ from apps.agents.llm.base import (
 )
 from apps.agents.llm.openai_compat import OpenAICompatProvider
 from apps.agents.llm.prompted_tools import (
-    CHECK,
     CallHoldback,
     PromptedToolsProvider,
     find_call,
@@ -310,7 +309,6 @@ def test_the_prompt_lays_out_calls_as_json_and_results_as_lines() -> None:
     assert prompt[0].content.startswith("Be helpful.")
     assert json.loads(prompt[2].content) == {"name": "hybrid_search", "arguments": {"query": "Portugal"}}
     assert prompt[3].content.startswith("Result of hybrid_search:\nresults:\n- [Portugal](entity:country:PT)")
-    assert prompt[3].content.endswith(CHECK)
 
 
 def test_step_schema_offers_optional_arguments_only_when_they_are_closed_choices() -> None:
@@ -343,3 +341,20 @@ def test_the_prompt_names_the_agents_own_search_and_edge_tools_in_its_strategy()
     assert "Start with hybrid_search on the name" in prompt
     assert "get_entity_edges with its key" in prompt
     assert "Start with" not in prompt_messages(list(QUESTION), [spec("list_entity_types")])[0].content
+
+
+@pytest.mark.parametrize(
+    ("query", "noted"),
+    [("Osfinzelund capital", True), ("capital of portugal", False), ("Portugal", False)],
+)
+def test_a_search_whose_results_name_nothing_the_query_names_says_so(query: str, noted: bool) -> None:
+    call = ToolCallRequest(id="c0", name="hybrid_search", arguments={"query": query})
+    messages = [
+        *QUESTION,
+        ChatMessage(role="assistant", tool_calls=[call]),
+        ChatMessage(role="tool", tool_call_id="c0", content=json.dumps({"results": [PORTUGAL]})),
+    ]
+
+    result = prompt_messages(messages, TOOLS)[-1].content
+
+    assert result.endswith(f'(No result has a name that appears in "{query}".)') is noted

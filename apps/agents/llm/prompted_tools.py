@@ -24,6 +24,7 @@ system prompt and tool list are the same for every step and turn, so the server'
 from __future__ import annotations
 
 import json
+import unicodedata
 import uuid
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
@@ -48,13 +49,6 @@ MESSAGE_MAX_CHARS = 600
 STEP_MAX_TOKENS = 200
 ANSWER_MAX_TOKENS = 512
 FENCE = "```"
-# Said after the tool results of a step. Measured on the demo graph without it: asked for the capital
-# of an invented country, the model answered with the nearest search result ("Oslo").
-CHECK = (
-    "Check: is the thing the question names among these results, with the fact asked for? If yes, "
-    "answer from them and cite them. If you need another lookup, call a tool. If it is not there, "
-    "say that the knowledge graph has nothing about it."
-)
 # Keys of tool results a model does not need: ids are long and the key refers to the same entity.
 SKIPPED_KEYS = frozenset({"id", "score", "rank", "embedding", "vector", "distance"})
 
@@ -345,6 +339,40 @@ def system_prompt(instructions: str, tools: Sequence[ToolSpec]) -> str:
     return "\n\n".join(parts)
 
 
+def _words(text: str) -> str:
+    folded = unicodedata.normalize("NFKD", text.casefold())
+    plain = "".join(ch if ch.isalnum() else " " for ch in folded if not unicodedata.combining(ch))
+    return f" {' '.join(plain.split())} "
+
+
+def _names_in(content: str, query: str) -> bool | None:
+    """Whether a search result names an entity that the query names (``None``: no entities in it).
+
+    Searches always return their nearest matches. Measured on the demo graph: asked for the capital
+    of an invented country, the model answered with the nearest result ("Oslo"); a plain note that
+    no result's name is in the query is what it lacked.
+    """
+    try:
+        data = json.loads(content)
+    except (json.JSONDecodeError, TypeError):
+        return None
+    names = [str(e["name"]) for e in _entities(data)]
+    if not names:
+        return None
+    words = _words(query)
+    return any(_words(name) in words for name in names if _words(name).strip())
+
+
+def _entities(value: Any) -> list[dict[str, Any]]:
+    if _is_entity(value):
+        return [value]
+    if isinstance(value, dict):
+        return [e for v in value.values() for e in _entities(v)]
+    if isinstance(value, list):
+        return [e for v in value for e in _entities(v)]
+    return []
+
+
 def _this_turn_start(messages: Sequence[ChatMessage]) -> int:
     for index in range(len(messages) - 1, -1, -1):
         if messages[index].role == "user":
@@ -380,6 +408,7 @@ def prompt_messages(
     if start < len(messages):
         out.append(ChatMessage(role="user", content=messages[start].content))
     names = {c.id: c.name for m in messages for c in m.tool_calls}
+    queries = {c.id: c.arguments.get("query") for m in messages for c in m.tool_calls}
     for message in messages[start + 1 :]:
         if message.role == "assistant":
             calls = [json.dumps({"name": c.name, "arguments": c.arguments}) for c in message.tool_calls]
@@ -388,14 +417,11 @@ def prompt_messages(
                 out.append(ChatMessage(role="assistant", content=text))
         elif message.role == "tool":
             name = names.get(message.tool_call_id or "", message.name or "tool")
-            out.append(
-                ChatMessage(
-                    role="user", content=f"Result of {name}:\n{layout_result(message.content, result_limit)}"
-                )
-            )
-    if len(out) > 1 and out[-1].role == "user" and messages[-1].role == "tool":
-        # Right before the model writes: small models follow the last words best.
-        out[-1] = ChatMessage(role="user", content=f"{out[-1].content}\n\n{CHECK}")
+            text = f"Result of {name}:\n{layout_result(message.content, result_limit)}"
+            query = queries.get(message.tool_call_id or "")
+            if isinstance(query, str) and _names_in(message.content, query) is False:
+                text += f'\n(No result has a name that appears in "{query}".)'
+            out.append(ChatMessage(role="user", content=text))
     if answer_now and out[-1].role == "user":
         out[-1] = ChatMessage(
             role="user", content=out[-1].content + "\n\nNo more tool calls: write the answer now."
