@@ -333,8 +333,8 @@ def system_prompt(instructions: str, tools: Sequence[ToolSpec]) -> str:
     parts.append(
         f"Rules for the answer: use only {use}, never your own knowledge. "
         f"Cite every entity you mention with {cite}, exactly as written. "
-        f"If {found} do not contain what was asked, say that the knowledge graph has nothing "
-        "about it, and nothing more. Answer briefly."
+        f"If {found} do not contain what was asked, say that you could not find it in the "
+        "knowledge graph, and nothing more. Answer briefly."
     )
     return "\n\n".join(parts)
 
