@@ -44,10 +44,10 @@ export KGCHAT_LOCAL_LLM_PORT ?= 8012
 local-llm: install
 	@bash scripts/local_llm.sh install
 
-# With no model configured, run serves the embedded offline model, installing it first if needed.
+# With no model configured, run serves the offline default model, installing it first if needed.
 run: setup
 	@if [ -z "$$KGCHAT_MODEL$$GOOGLE_API_KEY$$OPENAI_BASE_URL" ]; then \
-		echo "no model configured (KGCHAT_MODEL, GOOGLE_API_KEY, OPENAI_BASE_URL unset): using the embedded offline model $(LOCAL_MODEL)"; \
+		echo "no model configured (KGCHAT_MODEL, GOOGLE_API_KEY, OPENAI_BASE_URL unset): using the offline default model $(LOCAL_MODEL), served on loopback"; \
 		bash scripts/local_llm.sh serve || echo "local-llm: FAILED to install or start the offline model (see above); serving anyway, and every turn will say how to configure a model"; \
 		export KGCHAT_MODEL=$(LOCAL_MODEL); \
 	fi; \

@@ -319,3 +319,42 @@ def test_step_schema_offers_optional_arguments_only_when_they_are_closed_choices
         "direction",
     }
     assert set(branches["hybrid_search"]["properties"]["arguments"]["properties"]) == {"query"}
+
+
+async def test_plain_chat_without_tools_streams_the_answer_from_the_facts_it_was_given(
+    server: LLMTestServer,
+) -> None:
+    server.enqueue(Stream(text_chunks("Lisbon.")))
+    config = GenerationConfig(model="small")
+
+    events = [e async for e in provider_for(server).stream(list(QUESTION), [], config)]
+
+    assert [e.text for e in events if isinstance(e, TextDelta)] == ["Lisbon."]
+    system = server.requests[0]["messages"][0]["content"]
+    assert "Tools:" not in system and "use only the facts above" in system
+    assert "response_format" not in server.requests[0]
+
+
+def test_the_prompt_names_the_agents_own_search_and_edge_tools_in_its_strategy() -> None:
+    prompt = prompt_messages(list(QUESTION), TOOLS)[0].content
+
+    assert "Start with hybrid_search on the name" in prompt
+    assert "get_entity_edges with its key" in prompt
+    assert "Start with" not in prompt_messages(list(QUESTION), [spec("list_entity_types")])[0].content
+
+
+@pytest.mark.parametrize(
+    ("query", "noted"),
+    [("Osfinzelund capital", True), ("capital of portugal", False), ("Portugal", False)],
+)
+def test_a_search_whose_results_name_nothing_the_query_names_says_so(query: str, noted: bool) -> None:
+    call = ToolCallRequest(id="c0", name="hybrid_search", arguments={"query": query})
+    messages = [
+        *QUESTION,
+        ChatMessage(role="assistant", tool_calls=[call]),
+        ChatMessage(role="tool", tool_call_id="c0", content=json.dumps({"results": [PORTUGAL]})),
+    ]
+
+    result = prompt_messages(messages, TOOLS)[-1].content
+
+    assert result.endswith(f'(No result has a name that appears in "{query}".)') is noted

@@ -24,6 +24,7 @@ system prompt and tool list are the same for every step and turn, so the server'
 from __future__ import annotations
 
 import json
+import unicodedata
 import uuid
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
@@ -281,6 +282,35 @@ def _signature(tool: ToolSpec) -> str:
     return f"- {tool.name}({args}): {description[: end + 1] if end > 0 else description}"
 
 
+def _first_with_required(tools: Sequence[ToolSpec], argument: str) -> str | None:
+    for tool in tools:
+        if argument in (tool.parameters.get("required") or []):
+            return tool.name
+    return None
+
+
+def _strategy(tools: Sequence[ToolSpec]) -> str:
+    """How to look things up, naming the agent's own search and neighbourhood tools when it has them.
+
+    Measured on the demo graph without it: a first step of ``query_entities({})`` (a page of
+    arbitrary entities) answered from memory, and a two-hop question was answered after one search.
+    """
+    search = _first_with_required(tools, "query")
+    edges = _first_with_required(tools, "entity_id")
+    lines = []
+    if search:
+        lines.append(
+            f"Start with {search} on the name the question is about (only the name, not the whole question)."
+        )
+    if edges:
+        lines.append(
+            "When the answer needs facts of another entity that a result mentions (the country a city "
+            f"lies in, the members of a group), look that entity up too ({search or edges} with its name, "
+            f"or {edges} with its key) before answering."
+        )
+    return "\n" + "\n".join(lines) if lines else ""
+
+
 def system_prompt(instructions: str, tools: Sequence[ToolSpec]) -> str:
     """The agent's instructions, the tools and the rules: the same for every step of every turn."""
     parts = [instructions.strip()] if instructions.strip() else []
@@ -293,14 +323,54 @@ def system_prompt(instructions: str, tools: Sequence[ToolSpec]) -> str:
             "Refer to an entity by the key in its link, for example country:PT in "
             "[Portugal](entity:country:PT).\n"
             "After a tool result, either call another tool the same way or write the answer."
+            + _strategy(tools)
         )
+    # Plain chat offers no tools and puts the retrieved facts into the instructions instead.
+    if tools:
+        use, cite, found = "facts from the tool results", "the link the results give it", "the results"
+    else:
+        use, cite, found = "the facts above", "the link given for it", "the facts above"
     parts.append(
-        "Rules for the answer: use only facts from the tool results, never your own knowledge. "
-        "Cite every entity you mention with the link the results give it, exactly as written. "
-        "If the results do not contain what was asked, say that the knowledge graph has nothing "
-        "about it, and nothing more. Answer briefly."
+        f"Rules for the answer: use only {use}, never your own knowledge. "
+        f"Cite every entity you mention with {cite}, exactly as written. "
+        f"If {found} do not contain what was asked, say that you could not find it in the "
+        "knowledge graph, and nothing more. Answer briefly."
     )
     return "\n\n".join(parts)
+
+
+def _words(text: str) -> str:
+    folded = unicodedata.normalize("NFKD", text.casefold())
+    plain = "".join(ch if ch.isalnum() else " " for ch in folded if not unicodedata.combining(ch))
+    return f" {' '.join(plain.split())} "
+
+
+def _names_in(content: str, query: str) -> bool | None:
+    """Whether a search result names an entity that the query names (``None``: no entities in it).
+
+    Searches always return their nearest matches. Measured on the demo graph: asked for the capital
+    of an invented country, the model answered with the nearest result ("Oslo"); a plain note that
+    no result's name is in the query is what it lacked.
+    """
+    try:
+        data = json.loads(content)
+    except (json.JSONDecodeError, TypeError):
+        return None
+    names = [str(e["name"]) for e in _entities(data)]
+    if not names:
+        return None
+    words = _words(query)
+    return any(_words(name) in words for name in names if _words(name).strip())
+
+
+def _entities(value: Any) -> list[dict[str, Any]]:
+    if _is_entity(value):
+        return [value]
+    if isinstance(value, dict):
+        return [e for v in value.values() for e in _entities(v)]
+    if isinstance(value, list):
+        return [e for v in value for e in _entities(v)]
+    return []
 
 
 def _this_turn_start(messages: Sequence[ChatMessage]) -> int:
@@ -338,6 +408,7 @@ def prompt_messages(
     if start < len(messages):
         out.append(ChatMessage(role="user", content=messages[start].content))
     names = {c.id: c.name for m in messages for c in m.tool_calls}
+    queries = {c.id: c.arguments.get("query") for m in messages for c in m.tool_calls}
     for message in messages[start + 1 :]:
         if message.role == "assistant":
             calls = [json.dumps({"name": c.name, "arguments": c.arguments}) for c in message.tool_calls]
@@ -346,11 +417,11 @@ def prompt_messages(
                 out.append(ChatMessage(role="assistant", content=text))
         elif message.role == "tool":
             name = names.get(message.tool_call_id or "", message.name or "tool")
-            out.append(
-                ChatMessage(
-                    role="user", content=f"Result of {name}:\n{layout_result(message.content, result_limit)}"
-                )
-            )
+            text = f"Result of {name}:\n{layout_result(message.content, result_limit)}"
+            query = queries.get(message.tool_call_id or "")
+            if isinstance(query, str) and _names_in(message.content, query) is False:
+                text += f'\n(No result has a name that appears in "{query}".)'
+            out.append(ChatMessage(role="user", content=text))
     if answer_now and out[-1].role == "user":
         out[-1] = ChatMessage(
             role="user", content=out[-1].content + "\n\nNo more tool calls: write the answer now."
