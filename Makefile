@@ -67,6 +67,7 @@ lint: install system-deps
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy apps
 	$(VENV)/bin/lint-imports
+	@bash scripts/local_llm.sh runtime
 	$(PY) scripts/check_portable.py
 
 bench: migrate

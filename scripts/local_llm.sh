@@ -3,6 +3,7 @@
 # llama.cpp's own OpenAI-compatible server from the prebuilt xllamacpp wheel, on loopback only.
 #
 #   scripts/local_llm.sh install   the runtime into the venv and the joined model into .data/models/
+#   scripts/local_llm.sh runtime   the runtime only (what the portability check of `make lint` inspects)
 #   scripts/local_llm.sh serve     install if needed, then start the server in the background (once)
 #   scripts/local_llm.sh stop      stop the server this worktree started
 #   scripts/local_llm.sh status    say whether it is running
@@ -53,6 +54,16 @@ need_libgomp() {
     DEBIAN_FRONTEND=noninteractive $sudo apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends libgomp1 >/dev/null
 }
 
+# The runtime alone (34 MB): `make lint` installs it so the portability check inspects its library.
+install_runtime() {
+    if ! runtime_installed; then
+        mkdir -p "$MODELS"
+        grep '^xllamacpp==' "$REQS" >"$MODELS/.runtime.txt"
+        "$PIP" install --quiet --no-deps --only-binary :all: --require-hashes -r "$MODELS/.runtime.txt"
+        rm -f "$MODELS/.runtime.txt"
+    fi
+}
+
 install() {
     if runtime_installed && model_ok; then
         return 0
@@ -63,11 +74,7 @@ install() {
     flock 9
     local started; started=$(date +%s)
     need_libgomp
-    if ! runtime_installed; then
-        grep '^xllamacpp==' "$REQS" >"$MODELS/.runtime.txt"
-        "$PIP" install --quiet --no-deps --only-binary :all: --require-hashes -r "$MODELS/.runtime.txt"
-        rm -f "$MODELS/.runtime.txt"
-    fi
+    install_runtime
     if ! model_ok; then
         scratch=$(mktemp -d "$MODELS/.parts.XXXXXX")
         trap 'rm -rf "$scratch"' EXIT
@@ -147,8 +154,9 @@ stop() {
 
 case "${1:-install}" in
     install) install ;;
+    runtime) install_runtime ;;
     serve) serve ;;
     stop) stop ;;
     status) if running && healthy; then echo "local-llm: serving $ALIAS on $BASE/v1"; else echo "local-llm: not running"; exit 1; fi ;;
-    *) echo "usage: $0 install|serve|stop|status" >&2; exit 2 ;;
+    *) echo "usage: $0 install|runtime|serve|stop|status" >&2; exit 2 ;;
 esac
