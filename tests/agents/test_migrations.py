@@ -1,26 +1,18 @@
 """Migration agents.0002 (issue #11 part 3): definitions whose MCP servers a user chose are disabled."""
 
 import pytest
-from django.db import connection
-from django.db.migrations.executor import MigrationExecutor
+
+from tests.support.migrations import migrate, migrate_to_latest
 
 BEFORE = [("agents", "0001_initial")]
 AFTER = [("agents", "0002_agentdefinition_disabled_reason")]
-
-
-def migrate(targets):
-    executor = MigrationExecutor(connection)
-    executor.loader.build_graph()
-    executor.migrate(targets)
-    executor.loader.build_graph()
-    return executor.loader.project_state(targets).apps
 
 
 @pytest.fixture
 def before_disabling(transactional_db):
     apps = migrate(BEFORE)
     yield apps
-    migrate(MigrationExecutor(connection).loader.graph.leaf_nodes())
+    migrate_to_latest()
 
 
 def insert_definitions(apps, servers_by_name):

@@ -4,26 +4,19 @@ import uuid
 
 import pytest
 from django.db import connection
-from django.db.migrations.executor import MigrationExecutor
 from django.utils import timezone
+
+from tests.support.migrations import migrate, migrate_to_latest
 
 BEFORE = [("chat", "0001_initial")]
 AFTER = [("chat", "0002_conversation_agent_definition")]
-
-
-def migrate(targets):
-    executor = MigrationExecutor(connection)
-    executor.loader.build_graph()
-    executor.migrate(targets)
-    executor.loader.build_graph()
-    return executor.loader.project_state(targets).apps
 
 
 @pytest.fixture
 def at_first_chat_migration(transactional_db):
     apps = migrate(BEFORE)
     yield apps
-    migrate(MigrationExecutor(connection).loader.graph.leaf_nodes())
+    migrate_to_latest()
 
 
 def column(table: str, name: str):
@@ -98,4 +91,4 @@ def test_known_entities_are_backfilled_from_earlier_tool_results(transactional_d
 
         assert Conversation.objects.get(id=conversation_id).known_entities == {paris["id"]: paris}
     finally:
-        migrate(MigrationExecutor(connection).loader.graph.leaf_nodes())
+        migrate_to_latest()
