@@ -166,7 +166,37 @@ class SettingsPanel {
         : null;
       list.append(el("li", { class: "settings-row", "data-username": m.username }, name, role, remove));
     }
-    return el("section", { "aria-labelledby": "settings-members" }, el("h3", { id: "settings-members", text: `Members (${members.length})` }), list);
+    return el(
+      "section",
+      { "aria-labelledby": "settings-members" },
+      el("h3", { id: "settings-members", text: `Members (${members.length})` }),
+      list,
+      owner ? this.addForm() : null,
+    );
+  }
+
+  // Add an existing user by username or e-mail. Something shaped like an address is tried as an
+  // e-mail first, then as a username (usernames may contain "@").
+  addForm() {
+    const pid = encodeURIComponent(this.projectId);
+    const who = el("input", { type: "text", class: "settings-link", "aria-label": "Username or e-mail", placeholder: "Username or e-mail", required: true });
+    const role = roleSelect("viewer", "Role for the new member", () => {});
+    const form = el("form", { class: "settings-row" }, who, role, el("button", { type: "submit", class: "btn btn-small", text: "Add" }));
+    form.addEventListener("submit", (event) => {
+      event.preventDefault();
+      const value = who.value.trim();
+      if (!value) return;
+      this.act(async () => {
+        const looksLikeEmail = /^[^@\s]+@[^@\s]+\.[^@\s]+$/.test(value);
+        try {
+          await api("POST", `/projects/${pid}/members`, looksLikeEmail ? { email: value, role: role.value } : { username: value, role: role.value });
+        } catch (err) {
+          if (!(looksLikeEmail && err.code === "user_not_found")) throw err;
+          await api("POST", `/projects/${pid}/members`, { username: value, role: role.value });
+        }
+      }, `${value} was added as ${role.value}.`);
+    });
+    return form;
   }
 
   invitationsSection(invitations) {

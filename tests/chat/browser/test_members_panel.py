@@ -97,3 +97,23 @@ def test_the_last_owner_is_told_why_they_cannot_step_down(
     expect(dialog.get_by_role("alert")).to_contain_text("at least one owner")
     expect(dialog.get_by_label("Role of ada")).to_have_value("owner")
     assert ProjectMembership.objects.get(project=world.project, user=world.user).role == "owner"
+
+
+def test_owner_adds_a_member_by_e_mail_and_an_unknown_name_is_explained(
+    page: Page, live_server_url: str, world: World
+) -> None:
+    hugo = make_user("hugo")
+    type(hugo).objects.filter(pk=hugo.pk).update(email="hugo@example.org")
+    log_in(page, live_server_url, "ada")
+    dialog = open_panel(page)
+
+    dialog.get_by_label("Username or e-mail").fill("nobody-like-that")
+    dialog.get_by_role("button", name="Add", exact=True).click()
+    expect(dialog.get_by_role("alert")).to_contain_text("no user with that username")
+    dialog.get_by_label("Username or e-mail").fill("hugo@example.org")
+    dialog.get_by_label("Role for the new member").select_option("editor")
+    dialog.get_by_role("button", name="Add", exact=True).click()
+
+    expect(dialog.get_by_role("status")).to_have_text("hugo@example.org was added as editor.")
+    expect(dialog.get_by_label("Role of hugo")).to_have_value("editor")
+    assert ProjectMembership.objects.get(project=world.project, user=hugo).role == "editor"
