@@ -7,5 +7,6 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("accounts/", include("django.contrib.auth.urls")),
     path("api/", api.urls),
+    path("", include("apps.projects.urls")),
     path("", include("apps.chat.urls")),
 ]

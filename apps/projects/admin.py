@@ -2,9 +2,10 @@ from typing import Any
 
 from django.contrib import admin, messages
 from django.http import HttpRequest
+from django.utils import timezone
 
-from apps.projects.models import ApiToken, Project, ProjectMembership
-from apps.projects.services import api_token_create, api_token_revoke
+from apps.projects.models import ApiToken, Project, ProjectInvitation, ProjectMembership
+from apps.projects.services import api_token_create, api_token_revoke, invitation_mark_revoked
 
 
 class MembershipInline(admin.TabularInline):
@@ -55,3 +56,36 @@ class ApiTokenAdmin(admin.ModelAdmin):
     def revoke(self, request: HttpRequest, queryset: Any) -> None:
         for token in queryset:
             api_token_revoke(token=token)
+
+
+@admin.register(ProjectInvitation)
+class ProjectInvitationAdmin(admin.ModelAdmin):
+    """Invitations are created by owners (REST, the chat page): their token is never stored, so the
+    admin lists them and revokes them, and cannot show or make a link."""
+
+    list_display = ["project", "role", "status", "created_by", "created_at", "expires_at", "accepted_by"]
+    list_filter = ["role", "project"]
+    search_fields = ["project__name", "project__slug", "created_by__username", "accepted_by__username"]
+    readonly_fields = fields = (
+        "project",
+        "role",
+        "created_by",
+        "created_at",
+        "expires_at",
+        "revoked_at",
+        "accepted_at",
+        "accepted_by",
+    )
+    actions = ["revoke"]
+
+    @admin.display(description="status")
+    def status(self, obj: ProjectInvitation) -> str:
+        return obj.status_at(timezone.now())
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    @admin.action(description="Revoke the selected invitations")
+    def revoke(self, request: HttpRequest, queryset: Any) -> None:
+        for invitation in queryset:
+            invitation_mark_revoked(invitation=invitation)

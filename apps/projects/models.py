@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import uuid
+from datetime import datetime
 
 from django.conf import settings
 from django.db import models
+from django.utils import timezone
 
 
 class Project(models.Model):
@@ -75,3 +77,60 @@ class ApiToken(models.Model):
     @property
     def is_active(self) -> bool:
         return self.revoked_at is None
+
+
+class InvitationStatus(models.TextChoices):
+    PENDING = "pending", "Pending"
+    ACCEPTED = "accepted", "Accepted"
+    REVOKED = "revoked", "Revoked"
+    EXPIRED = "expired", "Expired"
+
+
+class ProjectInvitation(models.Model):
+    """A single-use link that makes whoever accepts it a member with ``role``.
+
+    Only the SHA-256 of the token is stored: the token itself is shown once, to the owner who
+    created the invitation, as part of the link.
+    """
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="invitations")
+    role = models.CharField(max_length=16, choices=Role.choices, default=Role.VIEWER)
+    token_hash = models.CharField(max_length=64, unique=True, editable=False)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="invitations_created",
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField()
+    revoked_at = models.DateTimeField(null=True, blank=True)
+    accepted_at = models.DateTimeField(null=True, blank=True, editable=False)
+    accepted_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        editable=False,
+        related_name="invitations_accepted",
+    )
+
+    class Meta:
+        db_table = 'kb"."project_invitations'
+        ordering = ["-created_at"]
+        indexes = [models.Index(fields=["project", "-created_at"], name="invitation_project_created")]
+
+    def __str__(self) -> str:
+        return f"{self.role} invitation to {self.project} ({self.status_at(timezone.now())})"
+
+    def status_at(self, now: datetime) -> str:
+        """What the invitation is at ``now``: accepted and revoked outrank expiry."""
+        if self.accepted_at is not None:
+            return InvitationStatus.ACCEPTED
+        if self.revoked_at is not None:
+            return InvitationStatus.REVOKED
+        if self.expires_at <= now:
+            return InvitationStatus.EXPIRED
+        return InvitationStatus.PENDING

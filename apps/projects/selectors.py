@@ -5,12 +5,22 @@ from __future__ import annotations
 import hashlib
 import uuid
 from dataclasses import dataclass
+from datetime import datetime
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser, User
-from django.db.models import QuerySet
+from django.db.models import Case, IntegerField, QuerySet, Value, When
+from django.utils import timezone
 
 from apps.projects.errors import NotFound, PermissionDenied
-from apps.projects.models import ApiToken, Project, ProjectMembership, Role
+from apps.projects.inputs import input_problem
+from apps.projects.models import (
+    ApiToken,
+    InvitationStatus,
+    Project,
+    ProjectInvitation,
+    ProjectMembership,
+    Role,
+)
 
 
 class ProjectNotFound(NotFound):
@@ -32,6 +42,20 @@ class Principal:
 
 
 ROLE_RANK = {Role.VIEWER: 0, Role.EDITOR: 1, Role.OWNER: 2}
+
+
+class RoleTooLow(PermissionDenied):
+    """A member whose role is below what the request needs; the REST body names it (``requiredRole``)."""
+
+    code = "forbidden"
+
+    def __init__(self, required: str) -> None:
+        super().__init__(f"this needs the {required} role in the project")
+        self.required = str(required)
+
+    @property
+    def extra(self) -> dict[str, str]:
+        return {"requiredRole": self.required}
 
 
 def parse_uuid(value: object) -> uuid.UUID | None:
@@ -63,7 +87,7 @@ def project_get(*, principal: Principal, project_ref: object, min_role: str = Ro
     if min_role != Role.VIEWER:
         role = project_role(principal=principal, project=project)
         if role is None or ROLE_RANK[Role(role)] < ROLE_RANK[Role(min_role)]:
-            raise PermissionDenied(f"this needs the {min_role} role in the project", code="forbidden")
+            raise RoleTooLow(min_role)
     return project
 
 
@@ -110,3 +134,107 @@ def project_list_with_roles(*, principal: Principal) -> list[tuple[Project, str]
     if principal.token_project_id is not None:
         memberships = memberships.filter(project_id=principal.token_project_id)
     return sorted(((m.project, m.role) for m in memberships), key=lambda pr: pr[0].name.lower())
+
+
+class MemberNotFound(NotFound):
+    """member not found"""
+
+    code = "member_not_found"
+
+
+class InvitationNotFound(NotFound):
+    """invitation not found"""
+
+    code = "invitation_not_found"
+
+
+# What a token that can no longer be accepted answers: 404 like an unknown one, with its reason.
+INVITATION_GONE = {
+    InvitationStatus.ACCEPTED: ("this invitation has already been used", "invitation_used"),
+    InvitationStatus.REVOKED: ("this invitation has been revoked", "invitation_revoked"),
+    InvitationStatus.EXPIRED: ("this invitation has expired", "invitation_expired"),
+}
+MAX_INVITATION_TOKEN_CHARS = 200
+MAX_USER_ID = 2**63 - 1
+
+
+def parse_user_id(value: object) -> int | None:
+    """The user id ``value`` names (decimal digits within bigint), or None."""
+    text = str(value)
+    if not text.isascii() or not text.isdigit() or len(text) > 19:
+        return None
+    number = int(text)
+    return number if 0 < number <= MAX_USER_ID else None
+
+
+def member_list(*, principal: Principal, project_ref: object) -> QuerySet[ProjectMembership]:
+    """The members of a project the principal belongs to (any role): owners first, then by username."""
+    project = project_get(principal=principal, project_ref=project_ref)
+    rank = Case(
+        *(When(role=role, then=Value(2 - n)) for role, n in ROLE_RANK.items()),
+        output_field=IntegerField(),
+    )
+    return (
+        ProjectMembership.objects.filter(project=project)
+        .select_related("user")
+        .annotate(role_order=rank)
+        .order_by("role_order", "user__username")
+    )
+
+
+def member_get(*, project: Project, user_ref: object) -> ProjectMembership:
+    """The membership of the user ``user_ref`` (an id) in ``project``; ``MemberNotFound`` otherwise."""
+    user_id = parse_user_id(user_ref)
+    membership = (
+        ProjectMembership.objects.select_related("user").filter(project=project, user_id=user_id).first()
+        if user_id is not None
+        else None
+    )
+    if membership is None:
+        raise MemberNotFound()
+    return membership
+
+
+def invitation_list(*, principal: Principal, project_ref: object) -> QuerySet[ProjectInvitation]:
+    """A project's invitations, newest first; only its owners may see them."""
+    project = project_get(principal=principal, project_ref=project_ref, min_role=Role.OWNER)
+    return ProjectInvitation.objects.filter(project=project).select_related("created_by", "accepted_by")
+
+
+def invitation_by_token(*, token: object, now: datetime, lock: bool = False) -> ProjectInvitation:
+    """The pending invitation whose token is ``token``; ``InvitationNotFound`` (with its reason) otherwise."""
+    if not isinstance(token, str) or not token or len(token) > MAX_INVITATION_TOKEN_CHARS:
+        raise InvitationNotFound()
+    if input_problem(token) is not None:
+        raise InvitationNotFound()
+    # FOR UPDATE OF cannot name the schema-qualified tables, so a locking read joins nothing.
+    qs = (
+        ProjectInvitation.objects.select_for_update()
+        if lock
+        else ProjectInvitation.objects.select_related("project", "created_by")
+    )
+    invitation = qs.filter(token_hash=token_hash(token)).first()
+    if invitation is None:
+        raise InvitationNotFound()
+    status = invitation.status_at(now)
+    if status in INVITATION_GONE:
+        message, code = INVITATION_GONE[InvitationStatus(status)]
+        raise InvitationNotFound(message, code=code)
+    return invitation
+
+
+def invitation_preview(
+    *, principal: Principal, token: object, now: datetime | None = None
+) -> InvitationPreview:
+    """What accepting ``token`` would do for the principal (for the page that asks them to accept)."""
+    invitation = invitation_by_token(token=token, now=now or timezone.now())
+    current = project_role(principal=principal, project=invitation.project)
+    raises = current is None or ROLE_RANK[Role(current)] < ROLE_RANK[Role(invitation.role)]
+    return InvitationPreview(invitation=invitation, current_role=current, would_change=raises)
+
+
+@dataclass(frozen=True)
+class InvitationPreview:
+    invitation: ProjectInvitation
+    current_role: str | None
+    would_change: bool

@@ -164,6 +164,8 @@ KGCHAT_TURN_TIMEOUT_SECONDS = env_int("KGCHAT_TURN_TIMEOUT_SECONDS", 300)
 KGCHAT_STREAM_COALESCE_MS = env_int("KGCHAT_STREAM_COALESCE_MS", 20)
 # A graph tool call running longer than this answers the model {"error", "code": "timeout"}.
 KGCHAT_TOOL_TIMEOUT_SECONDS = env_int("KGCHAT_TOOL_TIMEOUT_SECONDS", 30)
+# How long a project invitation link stays valid when its owner does not say (hours; 7 days).
+KGCHAT_INVITATION_TTL_HOURS = env_int("KGCHAT_INVITATION_TTL_HOURS", 7 * 24)
 # MCP servers agent definitions may use (apps/agents/mcp_servers.py); both empty: none.
 # Stdio servers by name, as JSON: {"<name>": {"command": "…", "args": […], "env": {…}}}.
 try:
