@@ -13,9 +13,12 @@ from ninja import Router, Schema, Status
 
 from apps.chat import selectors, services
 from apps.chat.bus import get_bus
+from apps.chat.feedback import feedback_mine
 from apps.chat.models import Conversation, Message
+from apps.chat.search import conversation_search
+from apps.chat.usage import Usage, answer_usage, conversation_usage
 from apps.projects.auth import principal_of
-from apps.projects.inputs import ListLimit, ListOffset
+from apps.projects.inputs import ListLimit, ListOffset, search_text_check
 from apps.projects.selectors import parse_uuid
 
 router = Router(tags=["chat"])
@@ -29,6 +32,18 @@ class ToolCallOut(Schema):
     error: str | None = None
 
 
+class FeedbackOut(Schema):
+    rating: str
+    comment: str
+    updatedAt: datetime
+
+
+class AnswerUsageOut(Schema):
+    inputTokens: int
+    outputTokens: int
+    cost: float | None
+
+
 class MessageOut(Schema):
     id: uuid.UUID
     role: str
@@ -37,6 +52,8 @@ class MessageOut(Schema):
     retrievalContext: Any = None
     citations: list[dict[str, Any]]
     createdAt: datetime
+    feedback: FeedbackOut | None = None
+    usage: AnswerUsageOut | None = None
 
 
 class ConversationOut(Schema):
@@ -50,11 +67,25 @@ class ConversationOut(Schema):
 
 class ConversationWithMessagesOut(ConversationOut):
     messages: list[MessageOut]
+    usage: AnswerUsageOut
 
 
 class ConversationList(Schema):
     items: list[ConversationOut]
     count: int
+
+
+class ConversationHitOut(ConversationOut):
+    snippet: str
+
+
+class ConversationSearchList(Schema):
+    items: list[ConversationHitOut]
+    count: int
+
+
+def usage_out(u: Usage) -> AnswerUsageOut:
+    return AnswerUsageOut(inputTokens=u.input_tokens, outputTokens=u.output_tokens, cost=u.cost)
 
 
 class RenameIn(Schema):
@@ -83,7 +114,7 @@ def conversation_out(c: Conversation) -> ConversationOut:
     )
 
 
-def message_out(m: Message) -> MessageOut:
+def message_out(m: Message, *, feedback: FeedbackOut | None = None, usage: Usage | None = None) -> MessageOut:
     return MessageOut(
         id=m.id,
         role=m.role,
@@ -95,18 +126,35 @@ def message_out(m: Message) -> MessageOut:
         retrievalContext=m.retrieval_context,
         citations=m.citations or [],
         createdAt=m.created_at,
+        feedback=feedback,
+        usage=usage_out(usage) if usage else None,
     )
 
 
-@router.get("/chat/conversations", response=ConversationList)
+@router.get("/chat/conversations", response=ConversationList | ConversationSearchList)
 def list_conversations(
-    request: HttpRequest, projectId: str | None = None, limit: ListLimit = 50, offset: ListOffset = 0
-) -> ConversationList:
+    request: HttpRequest,
+    projectId: str | None = None,
+    limit: ListLimit = 50,
+    offset: ListOffset = 0,
+    q: str | None = None,
+) -> ConversationList | ConversationSearchList:
     project_id = parse_uuid(projectId) if projectId else None
+    query = search_text_check(q) if q is not None else ""
     if projectId and project_id is None:
-        return ConversationList(items=[], count=0)
-    qs = selectors.conversation_list(principal=principal_of(request), project_id=project_id)
+        return ConversationSearchList(items=[], count=0) if query else ConversationList(items=[], count=0)
     limit, offset = max(1, min(limit, 200)), max(0, offset)
+    if query:
+        hits, total = conversation_search(
+            principal=principal_of(request), q=query, project_id=project_id, limit=limit, offset=offset
+        )
+        return ConversationSearchList(
+            items=[
+                ConversationHitOut(**conversation_out(h.conversation).dict(), snippet=h.snippet) for h in hits
+            ],
+            count=total,
+        )
+    qs = selectors.conversation_list(principal=principal_of(request), project_id=project_id)
     return ConversationList(
         items=[conversation_out(c) for c in qs[offset : offset + limit]], count=qs.count()
     )
@@ -117,8 +165,25 @@ def get_conversation(request: HttpRequest, conversation_id: str) -> Conversation
     conversation = selectors.conversation_get(
         principal=principal_of(request), conversation_id=conversation_id
     )
-    messages = [message_out(m) for m in selectors.message_list(conversation=conversation)]
-    return ConversationWithMessagesOut(**conversation_out(conversation).dict(), messages=messages)
+    principal = principal_of(request)
+    rows = list(selectors.message_list(conversation=conversation))
+    mine = feedback_mine(principal=principal, message_ids=[m.id for m in rows])
+    usage = answer_usage(messages=rows)
+    messages = [
+        message_out(
+            m,
+            feedback=FeedbackOut(rating=f.rating, comment=f.comment, updatedAt=f.updated_at)
+            if (f := mine.get(m.id))
+            else None,
+            usage=usage.get(m.id),
+        )
+        for m in rows
+    ]
+    return ConversationWithMessagesOut(
+        **conversation_out(conversation).dict(),
+        messages=messages,
+        usage=usage_out(conversation_usage(conversation=conversation)),
+    )
 
 
 @router.patch("/chat/conversations/{conversation_id}", response=ConversationOut)
