@@ -13,10 +13,10 @@ from ninja import Router, Schema, Status
 
 from apps.chat import selectors, services
 from apps.chat.bus import get_bus
-from apps.chat.feedback import feedback_mine
+from apps.chat.details import conversation_detail
 from apps.chat.models import Conversation, Message
 from apps.chat.search import conversation_search
-from apps.chat.usage import Usage, answer_usage, conversation_usage
+from apps.chat.usage import Usage
 from apps.projects.auth import principal_of
 from apps.projects.inputs import ListLimit, ListOffset, search_text_check
 from apps.projects.selectors import parse_uuid
@@ -162,27 +162,19 @@ def list_conversations(
 
 @router.get("/chat/conversations/{conversation_id}", response=ConversationWithMessagesOut)
 def get_conversation(request: HttpRequest, conversation_id: str) -> ConversationWithMessagesOut:
-    conversation = selectors.conversation_get(
-        principal=principal_of(request), conversation_id=conversation_id
-    )
-    principal = principal_of(request)
-    rows = list(selectors.message_list(conversation=conversation))
-    mine = feedback_mine(principal=principal, message_ids=[m.id for m in rows])
-    usage = answer_usage(messages=rows)
+    detail = conversation_detail(principal=principal_of(request), conversation_id=conversation_id)
     messages = [
         message_out(
             m,
             feedback=FeedbackOut(rating=f.rating, comment=f.comment, updatedAt=f.updated_at)
-            if (f := mine.get(m.id))
+            if (f := detail.feedback.get(m.id))
             else None,
-            usage=usage.get(m.id),
+            usage=detail.usage.get(m.id),
         )
-        for m in rows
+        for m in detail.messages
     ]
     return ConversationWithMessagesOut(
-        **conversation_out(conversation).dict(),
-        messages=messages,
-        usage=usage_out(conversation_usage(conversation=conversation)),
+        **conversation_out(detail.conversation).dict(), messages=messages, usage=usage_out(detail.total)
     )
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import uuid
 
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
@@ -89,25 +89,22 @@ def feedback_set(
     run_id = parse_uuid(context.get("agent_run_id"))
     if run_id is not None and not AgentRun.objects.filter(id=run_id).exists():
         run_id = None
-    now = timezone.now()
-    with transaction.atomic():
-        feedback, _ = MessageFeedback.objects.update_or_create(
-            message=message,
-            user_id=principal.user_id,
-            defaults={
-                "rating": rating,
-                "comment": comment.strip(),
-                "agent_run_id": run_id,
-                "updated_at": now,
-            },
-            create_defaults={
-                "rating": rating,
-                "comment": comment.strip(),
-                "agent_run_id": run_id,
-                "created_at": now,
-                "updated_at": now,
-            },
-        )
+    values = {"rating": rating, "comment": comment.strip(), "agent_run_id": run_id}
+    for attempt in (1, 2):
+        now = timezone.now()
+        try:
+            with transaction.atomic():
+                feedback, _ = MessageFeedback.objects.update_or_create(
+                    message=message,
+                    user_id=principal.user_id,
+                    defaults={**values, "updated_at": now},
+                    create_defaults={**values, "created_at": now, "updated_at": now},
+                )
+            break
+        except IntegrityError:
+            # Another request of this user created it first: the second attempt updates that row.
+            if attempt == 2:
+                raise
     return feedback
 
 
