@@ -9,14 +9,18 @@ project (their conversations are hidden there) all answer ``ShareNotFound``.
 from __future__ import annotations
 
 import secrets
+import uuid
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.db import transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 
-from apps.chat.models import Conversation, ConversationShare
-from apps.chat.selectors import conversation_get
+from apps.chat.feedback import feedback_mine
+from apps.chat.models import Conversation, ConversationShare, Message, MessageFeedback
+from apps.chat.selectors import conversation_get, message_list
+from apps.chat.usage import Usage, answer_usage
 from apps.projects.errors import NotFound, ServiceError
 from apps.projects.inputs import input_problem
 from apps.projects.models import ProjectMembership
@@ -118,3 +122,26 @@ def shared_conversation_get(
     ).exists():
         raise ShareNotFound()
     return share, conversation
+
+
+@dataclass(frozen=True)
+class SharedConversation:
+    share: ConversationShare
+    conversation: Conversation
+    messages: list[Message]
+    feedback: dict[uuid.UUID, MessageFeedback]  # the caller's own, by message id
+    usage: dict[uuid.UUID, Usage]  # agent answers, by message id
+
+
+def shared_conversation_detail(*, principal: Principal, token: object) -> SharedConversation:
+    """What a share link shows the caller: the conversation, its messages and the caller's own feedback."""
+    share, conversation = shared_conversation_get(principal=principal, token=token)
+    messages = list(message_list(conversation=conversation))
+    feedback = feedback_mine(principal=principal, message_ids=[m.id for m in messages])
+    return SharedConversation(
+        share=share,
+        conversation=conversation,
+        messages=messages,
+        feedback=feedback,
+        usage=answer_usage(messages=messages),
+    )

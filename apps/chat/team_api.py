@@ -8,14 +8,14 @@ from typing import Literal
 
 from django.http import HttpRequest, HttpResponse
 from django.urls import reverse
+from django.utils import timezone
 from ninja import Router, Schema, Status
 
-from apps.chat.api import MessageOut, message_out
+from apps.chat.api import FeedbackOut, MessageOut, message_out
 from apps.chat.export import conversation_export
 from apps.chat.feedback import feedback_clear, feedback_set
 from apps.chat.models import ConversationShare, MessageFeedback
-from apps.chat.selectors import message_list
-from apps.chat.sharing import share_create, share_list, share_revoke, shared_conversation_get
+from apps.chat.sharing import share_create, share_list, share_revoke, shared_conversation_detail
 from apps.projects.auth import principal_of
 from apps.projects.inputs import ListLimit, ListOffset
 
@@ -60,8 +60,6 @@ class ShareList(Schema):
 
 
 def share_out(share: ConversationShare) -> ShareOut:
-    from django.utils import timezone
-
     return ShareOut(
         id=share.id,
         conversationId=share.conversation_id,
@@ -115,16 +113,26 @@ class SharedConversationOut(Schema):
 @router.get("/shares/{token}", response=SharedConversationOut)
 def get_shared(request: HttpRequest, token: str) -> SharedConversationOut:
     """The conversation a share link shows, read-only, for a member of its project."""
-    share, conversation = shared_conversation_get(principal=principal_of(request), token=token)
+    shared = shared_conversation_detail(principal=principal_of(request), token=token)
+    conversation = shared.conversation
     return SharedConversationOut(
         id=conversation.id,
         projectId=conversation.project_id,
         title=conversation.title,
-        sharedBy=share.created_by.get_username(),
+        sharedBy=shared.share.created_by.get_username(),
         createdAt=conversation.created_at,
         updatedAt=conversation.updated_at,
-        expiresAt=share.expires_at,
-        messages=[message_out(m) for m in message_list(conversation=conversation)],
+        expiresAt=shared.share.expires_at,
+        messages=[
+            message_out(
+                m,
+                feedback=FeedbackOut(rating=f.rating, comment=f.comment, updatedAt=f.updated_at)
+                if (f := shared.feedback.get(m.id))
+                else None,
+                usage=shared.usage.get(m.id),
+            )
+            for m in shared.messages
+        ],
     )
 
 

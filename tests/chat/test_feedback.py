@@ -119,14 +119,22 @@ def test_feedback_on_another_users_answer_or_an_unknown_id_is_404(answered):
 def test_a_member_seeing_a_shared_conversation_may_rate_its_answers(answered):
     member = make_user()
     add_member(answered["project"], member, "viewer")
-    client_for(answered["user"]).post(
-        f"/api/chat/conversations/{answered['conversation'].id}/shares", {}, content_type="application/json"
+    token = (
+        client_for(answered["user"])
+        .post(
+            f"/api/chat/conversations/{answered['conversation'].id}/shares",
+            {},
+            content_type="application/json",
+        )
+        .json()["token"]
     )
 
     response = put_feedback(client_for(member), answered["answer"].id, rating="up")
 
     assert response.status_code == 200
     assert MessageFeedback.objects.get().user == member
+    shown = client_for(member).get(f"/api/shares/{token}").json()["messages"]
+    assert [m["feedback"]["rating"] if m["feedback"] else None for m in shown] == [None, "up"]
 
 
 @pytest.mark.django_db
