@@ -1,7 +1,7 @@
 """Full-text search over my conversations: titles and the text of messages (PROTOCOL §2, ``?q=``).
 
-PostgreSQL full text with the GIN expression indexes of migration 0007 (the expressions below
-must stay identical to them). The query string is parsed as a web search
+PostgreSQL full text with the GIN indexes of migration 0007: the stored ``search_vector`` of
+messages and an expression index on titles (the title expression below must stay identical to it). The query string is parsed as a web search
 (``websearch_to_tsquery``): quotes make phrases, ``or`` and ``-`` work, and no input is a syntax
 error. Conversations rank by their best matching title or message, then by recency.
 """
@@ -31,26 +31,30 @@ mine AS (
 ),
 hits AS (
     SELECT mine.id AS cid, ts_rank(to_tsvector('english'::regconfig, mine.title), q.query) AS rank,
-           mine.title AS body
+           NULL::uuid AS msg_id
     FROM mine, q WHERE to_tsvector('english'::regconfig, mine.title) @@ q.query
     UNION ALL
-    SELECT m.conversation_id, ts_rank(to_tsvector('english'::regconfig, left(m.content, 100000)), q.query),
-           left(m.content, 100000)
+    SELECT m.conversation_id, ts_rank(m.search_vector, q.query), m.id
     FROM "kb"."chat_messages" m JOIN mine ON mine.id = m.conversation_id, q
-    WHERE m.role IN ('user', 'assistant')
-      AND to_tsvector('english'::regconfig, left(m.content, 100000)) @@ q.query
+    WHERE m.role IN ('user', 'assistant') AND m.search_vector @@ q.query
 ),
-best AS (SELECT DISTINCT ON (cid) cid, rank, body FROM hits ORDER BY cid, rank DESC)
+best AS (SELECT DISTINCT ON (cid) cid, rank, msg_id FROM hits ORDER BY cid, rank DESC)
 """
 
 _PAGE = (
     _MATCHES
     + """
-SELECT best.cid,
-       ts_headline('english'::regconfig, translate(best.body, %(marks)s, ''), q.query, %(options)s)
-FROM best JOIN mine ON mine.id = best.cid, q
-ORDER BY best.rank DESC, mine.updated_at DESC, best.cid
-LIMIT %(limit)s OFFSET %(offset)s
+SELECT page.cid, page.total,
+       ts_headline('english'::regconfig, translate(left(coalesce(m.content, page.title), 100000), %(marks)s, ''), q.query,
+                   %(options)s)
+FROM (
+    SELECT best.cid, best.msg_id, best.rank, mine.title, mine.updated_at, count(*) OVER () AS total
+    FROM best JOIN mine ON mine.id = best.cid
+    ORDER BY best.rank DESC, mine.updated_at DESC, best.cid
+    LIMIT %(limit)s OFFSET %(offset)s
+) page
+LEFT JOIN "kb"."chat_messages" m ON m.id = page.msg_id, q
+ORDER BY page.rank DESC, page.updated_at DESC, page.cid
 """
 )
 
@@ -87,8 +91,10 @@ def conversation_search(
     with connection.cursor() as cursor:
         cursor.execute(_PAGE, params)
         rows = cursor.fetchall()
-        cursor.execute(_COUNT, params)
-        (total,) = cursor.fetchone() or (0,)
+        total = rows[0][1] if rows else 0
+        if not rows and offset > 0:  # a page past the end still reports how many there are
+            cursor.execute(_COUNT, params)
+            (total,) = cursor.fetchone() or (0,)
     by_id = Conversation.objects.in_bulk([row[0] for row in rows])
-    hits = [SearchHit(conversation=by_id[cid], snippet=snippet_html(h)) for cid, h in rows if cid in by_id]
+    hits = [SearchHit(conversation=by_id[cid], snippet=snippet_html(h)) for cid, _, h in rows if cid in by_id]
     return hits, int(total)
