@@ -179,8 +179,9 @@ def conversation_export(*, principal: Principal, conversation_id: object, format
 
 
 # The share page: CommonMark without raw HTML (anything HTML-like in a message is shown as text);
-# markdown-it refuses javascript:, vbscript:, file: and data: links.
-_MD = MarkdownIt("commonmark", {"html": False}).enable("table")
+# markdown-it refuses javascript:, vbscript:, file: and data: links. Images are off, as in the chat
+# page's renderer: an image in a message would make every reader's browser fetch a URL it names.
+_MD = MarkdownIt("commonmark", {"html": False}).enable("table").disable("image")
 
 
 @dataclass(frozen=True)

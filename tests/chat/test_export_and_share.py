@@ -52,7 +52,7 @@ def shared_world():
     )
     answer = make_agent_answer(
         conversation,
-        f"It is [the city](entity:{paris.id}). <img src=x onerror=alert(1)> [bad](javascript:alert(1))",
+        f"It is [the city](entity:{paris.id}). <img src=x onerror=alert(1)> [bad](javascript:alert(1)) ![pixel](https://tracker.example/p.png)",
         citations=[{"id": str(paris.id), "key": "paris", "type": "City", "name": "Paris"}],
     )
     return {
@@ -143,6 +143,7 @@ def test_share_page_opens_read_only_for_another_member_with_safe_markdown(shared
     assert "What is the capital of France?" in html and "Paris" in html
     assert "<img" not in html and "&lt;img src=x onerror=alert(1)&gt;" in html
     assert 'href="javascript:' not in html
+    assert 'src="https://tracker.example' not in html
     assert "<textarea" not in html and "<script" not in html and "<form" not in html
     assert "Tool call: search_entities" in html
 
