@@ -1,6 +1,7 @@
 """Reads of the graph structure for the tools: entities, edges, traversal, schema.
 
-Every function is scoped to one project; an entity is named by its id or its import key.
+Every function is scoped to one project; an entity is named by its id or its import key, resolved
+by ``selectors.entity_get``.
 """
 
 from __future__ import annotations
@@ -13,8 +14,8 @@ from typing import Any
 
 from django.db import connection
 
-from apps.graph_tools.registry import EntityNotFound
 from apps.graph_tools.search import ENTITY_COLUMNS, entity_row
+from apps.graph_tools.selectors import entity_get
 
 
 def _fetch(sql: str, params: dict[str, Any] | list[Any]) -> list[tuple[Any, ...]]:
@@ -33,24 +34,17 @@ def _compact(entity: dict[str, Any]) -> dict[str, Any]:
 
 
 def entity_resolve(*, project_id: uuid.UUID, ref: str) -> dict[str, Any]:
-    """Return the entity whose id or key is ``ref`` (an id wins over a key), with its properties."""
-    as_id = _uuid_or_none(ref)
-    rows = _fetch(
-        f"""SELECT {ENTITY_COLUMNS}, o.properties FROM kb.graph_objects o
-            WHERE o.project_id = %(project)s AND (o.key = %(ref)s OR o.id = %(id)s)
-            ORDER BY (o.id = %(id)s) DESC NULLS LAST LIMIT 1""",
-        {"project": project_id, "ref": ref, "id": as_id},
-    )
-    if not rows:
-        raise EntityNotFound(f"entity {ref!r} not found (give an entity id or key from a search result)")
-    return {**entity_row(rows[0]), "properties": _json(rows[0][5])}
-
-
-def _uuid_or_none(value: str) -> uuid.UUID | None:
-    try:
-        return uuid.UUID(value)
-    except (ValueError, TypeError, AttributeError):
-        return None
+    """The entity whose id or key is ``ref`` (``selectors.entity_get``), as tools show it, with its
+    properties."""
+    entity = entity_get(project_id=project_id, ref=ref)
+    return {
+        "id": str(entity.id),
+        "key": entity.key,
+        "type": entity.type,
+        "name": entity.name,
+        "description": entity.description,
+        "properties": entity.properties,
+    }
 
 
 def entity_edges(

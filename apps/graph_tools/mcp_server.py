@@ -27,7 +27,8 @@ from mcp.server.transport_security import TransportSecuritySettings
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from mcp_types import Tool as MCPTool
 
-from apps.graph_tools.registry import UnknownTool, tool_call, tool_get, tool_list
+from apps.graph_tools.errors import McpUnauthorized, UnknownTool
+from apps.graph_tools.registry import tool_call, tool_get, tool_list
 from apps.projects.errors import ServiceError
 from apps.projects.inputs import bad_input_from, input_check
 from apps.projects.selectors import principal_from_token, project_get
@@ -99,13 +100,6 @@ class GraphMCPServer(MCPServer):
 
 def _error_result(message: str) -> CallToolResult:
     return CallToolResult(content=[TextContent(type="text", text=message)], is_error=True)
-
-
-class McpUnauthorized(ServiceError):
-    """authentication required: 'Authorization: Bearer <api token>'"""
-
-    status = 401
-    code = "unauthorized"
 
 
 def mcp_project_resolve(*, authorization_secret: str | None, project_ref: str | None) -> uuid.UUID:

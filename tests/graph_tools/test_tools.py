@@ -6,7 +6,8 @@ from typing import Any
 
 import pytest
 
-from apps.graph_tools.registry import EntityNotFound, ToolArgumentError, UnknownTool, tool_names
+from apps.graph_tools.errors import EntityNotFound, ToolArgumentError, UnknownTool
+from apps.graph_tools.registry import tool_names
 from tests.factories import make_entity, make_relationship
 from tests.graph_tools.conftest import SmallGraph, call_tool
 
