@@ -18,7 +18,7 @@ from apps.graph_tools.registry import tool_names
 from apps.projects.errors import ServiceError
 from apps.projects.inputs import InvalidInput, input_check
 from apps.projects.models import Project, Role
-from apps.projects.selectors import Principal, project_get
+from apps.projects.selectors import Principal, project_get, project_get_by_ref
 
 EDITABLE = (
     "name",
@@ -193,6 +193,15 @@ def default_agents_install(*, project: Project) -> InstallResult:
         )
         (result.installed if created else result.existing).append(spec["name"])
     return result
+
+
+def default_agents_install_as_operator(*, project_ref: str | None) -> dict[Project, InstallResult]:
+    """Install the default agents into the project named by id or slug, or into every project when
+    ``project_ref`` is None (operators: no access checks)."""
+    projects = (
+        [project_get_by_ref(project_ref=project_ref)] if project_ref is not None else Project.objects.all()
+    )
+    return {project: default_agents_install(project=project) for project in projects}
 
 
 def default_agents_install_as_owner(*, principal: Principal, project_ref: object) -> InstallResult:

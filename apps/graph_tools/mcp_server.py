@@ -31,7 +31,7 @@ from apps.graph_tools.errors import McpUnauthorized, UnknownTool
 from apps.graph_tools.registry import tool_call, tool_get, tool_list
 from apps.projects.errors import ServiceError
 from apps.projects.inputs import bad_input_from, input_check
-from apps.projects.selectors import principal_from_token, project_get
+from apps.projects.selectors import principal_from_token, project_get, project_get_by_ref
 
 log = logging.getLogger("kgchat.mcp")
 
@@ -194,9 +194,11 @@ def mcp_asgi_app() -> McpHttpApp:
     return McpHttpApp()
 
 
-async def mcp_stdio_serve(*, project_id: uuid.UUID) -> None:
-    """Serve the graph tools of one project over stdin/stdout until the client closes them."""
-    await GraphMCPServer(project_id=project_id).run_stdio_async()
+async def mcp_stdio_serve(*, project_ref: str) -> None:
+    """Serve the graph tools of one project (id or slug, no access check: operators) over stdin/stdout
+    until the client closes them; an unknown project raises ``ProjectNotFound`` before serving."""
+    project = await sync_to_async(project_get_by_ref)(project_ref=project_ref)
+    await GraphMCPServer(project_id=project.id).run_stdio_async()
 
 
 __all__ = ["GraphMCPServer", "McpHttpApp", "mcp_asgi_app", "mcp_stdio_serve"]

@@ -4,6 +4,7 @@ from io import StringIO
 
 import pytest
 from django.core.management import call_command
+from django.core.management.base import CommandError
 
 from apps.agents.definitions import agent_definition_create, agent_definition_update
 from apps.agents.models import AgentDefinition
@@ -21,6 +22,19 @@ def test_install_default_agents_command_for_all_projects():
     call_command("install_default_agents", "--all", stdout=out)
 
     assert AgentDefinition.objects.filter(name="graph-query-agent").count() == 2
+
+
+def test_install_default_agents_command_into_one_project_by_slug_and_an_unknown_one_is_refused():
+    project, other = make_project(), make_project()
+    out = StringIO()
+
+    call_command("install_default_agents", "--project", project.slug, stdout=out)
+    with pytest.raises(CommandError, match="no project 'nowhere'"):
+        call_command("install_default_agents", "--project", "nowhere")
+
+    assert f"{project.slug}: installed graph-query-agent" in out.getvalue()
+    assert list(AgentDefinition.objects.values_list("project_id", flat=True)) == [project.id]
+    assert not AgentDefinition.objects.filter(project=other).exists()
 
 
 def test_editor_cannot_create_a_private_agent_definition_and_nothing_is_created():

@@ -33,3 +33,8 @@ def test_load_graph_command_reports_the_failing_line(tmp_path: Path):
 
     with pytest.raises(CommandError, match="line 2"):
         call_command("load_graph", str(path), "--project", project.slug)
+
+
+def test_mcp_server_command_refuses_an_unknown_project_before_serving():
+    with pytest.raises(CommandError, match="no project 'nowhere'"):
+        call_command("mcp_server", "--project", "nowhere")
