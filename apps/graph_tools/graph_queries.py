@@ -1,7 +1,7 @@
 """Reads of the graph structure for the tools: entities, edges, traversal, schema.
 
 Every function is scoped to one project; an entity is named by its id or its import key, resolved
-by ``selectors.entity_get``.
+by ``selectors.entity_resolve``.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any
 from django.db import connection
 
 from apps.graph_tools.search import ENTITY_COLUMNS, entity_row
-from apps.graph_tools.selectors import entity_get
+from apps.graph_tools.selectors import entity_resolve
 
 
 def _fetch(sql: str, params: dict[str, Any] | list[Any]) -> list[tuple[Any, ...]]:
@@ -31,20 +31,6 @@ def _json(value: Any) -> Any:
 
 def _compact(entity: dict[str, Any]) -> dict[str, Any]:
     return {k: entity[k] for k in ("id", "key", "type", "name")}
-
-
-def entity_resolve(*, project_id: uuid.UUID, ref: str) -> dict[str, Any]:
-    """The entity whose id or key is ``ref`` (``selectors.entity_get``), as tools show it, with its
-    properties."""
-    entity = entity_get(project_id=project_id, ref=ref)
-    return {
-        "id": str(entity.id),
-        "key": entity.key,
-        "type": entity.type,
-        "name": entity.name,
-        "description": entity.description,
-        "properties": entity.properties,
-    }
 
 
 def entity_edges(

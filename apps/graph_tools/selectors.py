@@ -1,20 +1,23 @@
 """Reads of the graph for REST browsing, and the one id-or-key resolver of entities.
 
 The tools have their own, faster queries (``graph_queries``, ``search``) but name entities through
-``entity_get`` too. Reads a member makes take the principal and check it here.
+``entity_resolve`` too. Reads a member makes take the principal and check it here.
 """
 
 from __future__ import annotations
 
+import json
 import uuid
 from dataclasses import dataclass
 from typing import Any
 
+from django.db import connection
 from django.db.models import Q, QuerySet
 
 from apps.graph_tools.errors import EntityNotFound
 from apps.graph_tools.models import GraphObject, GraphRelationship
 from apps.graph_tools.registry import GraphTool, tool_list
+from apps.graph_tools.search import ENTITY_COLUMNS, entity_row
 from apps.projects.selectors import Principal, parse_uuid, project_get
 
 
@@ -22,15 +25,24 @@ def _entities(project_id: uuid.UUID) -> QuerySet[GraphObject]:
     return GraphObject.objects.filter(project_id=project_id).defer("embedding", "search_vector")
 
 
-def entity_get(*, project_id: uuid.UUID, ref: str) -> GraphObject:
-    """Return the project's entity whose id or import key is ``ref``; an id wins over a key."""
-    entity_id = parse_uuid(ref)
-    entity = _entities(project_id).filter(id=entity_id).first() if entity_id else None
-    if entity is None:
-        entity = _entities(project_id).filter(key=ref).first()
-    if entity is None:
+def entity_resolve(*, project_id: uuid.UUID, ref: str) -> dict[str, Any]:
+    """Return the project's entity whose id or import key is ``ref`` (an id wins over a key), as tools
+    show it: ``id``, ``key``, ``type``, ``name``, ``description``, ``properties``.
+
+    One round trip and no ORM: every graph tool that names an entity starts here.
+    """
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"""SELECT {ENTITY_COLUMNS}, o.properties FROM kb.graph_objects o
+                WHERE o.project_id = %(project)s AND (o.key = %(ref)s OR o.id = %(id)s)
+                ORDER BY (o.id = %(id)s) DESC NULLS LAST LIMIT 1""",
+            {"project": project_id, "ref": ref, "id": parse_uuid(ref)},
+        )
+        row = cursor.fetchone()
+    if row is None:
         raise EntityNotFound(f"entity {ref!r} not found (give an entity id or key from a search result)")
-    return entity
+    properties = json.loads(row[5]) if isinstance(row[5], str) else row[5]  # jsonb arrives as text here
+    return {**entity_row(row), "properties": properties}
 
 
 def entity_list(
@@ -65,7 +77,7 @@ class EntityDetail:
 def entity_detail(*, principal: Principal, project_ref: object, ref: str, limit: int = 200) -> EntityDetail:
     """One entity of a project the principal may see, with its relationships in both directions."""
     project = project_get(principal=principal, project_ref=project_ref)
-    entity = entity_get(project_id=project.id, ref=ref)
+    entity = _entities(project.id).get(id=entity_resolve(project_id=project.id, ref=ref)["id"])
     out = (
         GraphRelationship.objects.filter(src=entity)
         .select_related("dst")

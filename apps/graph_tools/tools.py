@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal
 from asgiref.sync import sync_to_async
 from pydantic import Field, StringConstraints
 
-from apps.graph_tools import graph_queries, search
+from apps.graph_tools import graph_queries, search, selectors
 from apps.graph_tools.embeddings import get_embedder
 from apps.graph_tools.registry import GraphTool, ToolArgs, ToolContext, register
 
@@ -151,7 +151,7 @@ async def _query_entities(ctx: ToolContext, args: QueryEntitiesArgs) -> dict[str
 
 
 def _find_similar_sync(ctx: ToolContext, args: FindSimilarArgs) -> dict[str, Any]:
-    entity = graph_queries.entity_resolve(project_id=ctx.project_id, ref=args.entity_id)
+    entity = selectors.entity_resolve(project_id=ctx.project_id, ref=args.entity_id)
     results = search.find_similar(
         project_id=ctx.project_id, embedder=get_embedder(), entity=entity, limit=args.limit
     )
