@@ -14,7 +14,7 @@ from typing import Any
 
 from django.db import connection
 
-from apps.graph_tools.search import ENTITY_COLUMNS, entity_row
+from apps.graph_tools.search import ENTITY_COLUMNS, entity_row, json_value
 from apps.graph_tools.selectors import entity_resolve
 
 
@@ -22,11 +22,6 @@ def _fetch(sql: str, params: dict[str, Any] | list[Any]) -> list[tuple[Any, ...]
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         return cursor.fetchall()
-
-
-def _json(value: Any) -> Any:
-    # Django's psycopg setup hands jsonb to the model field as text; raw queries decode it here.
-    return json.loads(value) if isinstance(value, str) else value
 
 
 def _compact(entity: dict[str, Any]) -> dict[str, Any]:
@@ -69,7 +64,7 @@ def entity_edges(
             "type": r[1],
             "direction": r[2],
             "other": _compact(entity_row(r[4:9])),
-            "properties": _json(r[3]),
+            "properties": json_value(r[3]),
         }
         for r in _fetch(sql, params)
     ]
@@ -186,7 +181,7 @@ def entity_query(
                 f"SELECT count(*) FROM kb.graph_objects o WHERE o.project_id = %(project)s {where}", params
             )[0][0]
         )
-    return {"results": [{**entity_row(r), "properties": _json(r[5])} for r in rows], "total": total}
+    return {"results": [{**entity_row(r), "properties": json_value(r[5])} for r in rows], "total": total}
 
 
 def entity_type_counts(*, project_id: uuid.UUID) -> list[dict[str, Any]]:

@@ -6,7 +6,6 @@ The tools have their own, faster queries (``graph_queries``, ``search``) but nam
 
 from __future__ import annotations
 
-import json
 import uuid
 from dataclasses import dataclass
 from typing import Any
@@ -17,7 +16,7 @@ from django.db.models import Q, QuerySet
 from apps.graph_tools.errors import EntityNotFound
 from apps.graph_tools.models import GraphObject, GraphRelationship
 from apps.graph_tools.registry import GraphTool, tool_list
-from apps.graph_tools.search import ENTITY_COLUMNS, entity_row
+from apps.graph_tools.search import ENTITY_COLUMNS, entity_row, json_value
 from apps.projects.selectors import Principal, parse_uuid, project_get
 
 
@@ -41,8 +40,7 @@ def entity_resolve(*, project_id: uuid.UUID, ref: str) -> dict[str, Any]:
         row = cursor.fetchone()
     if row is None:
         raise EntityNotFound(f"entity {ref!r} not found (give an entity id or key from a search result)")
-    properties = json.loads(row[5]) if isinstance(row[5], str) else row[5]  # jsonb arrives as text here
-    return {**entity_row(row), "properties": properties}
+    return {**entity_row(row), "properties": json_value(row[5])}
 
 
 def entity_list(
