@@ -184,7 +184,7 @@ class InstallResult:
 def default_agents_install(*, project: Project) -> InstallResult:
     """Create the default agent definitions the project lacks (by name); never change existing ones.
 
-    Without access checks: for operators (admin action, commands) and for project creation flows.
+    Without access checks: for operators (the admin action, bootstrap and eval commands) and tests.
     """
     result = InstallResult()
     for spec in DEFAULT_AGENTS:
