@@ -43,12 +43,11 @@ from pydantic import BaseModel, Field
 from apps.agents.adk.model_adapter import ModelAdapter
 from apps.agents.adk.session import HistorySessionService
 from apps.agents.adk.tools import adk_name, graph_tools, mcp_toolsets
-from apps.agents.definitions import agent_definition_check_enabled
 from apps.agents.history import HistoryMessage, InMemoryHistoryStore
 from apps.agents.llm.base import LLMError, Provider, Usage
 from apps.agents.llm.resolve import effective_model_name, resolve_model
 from apps.agents.models import AgentDefinition, RunStatus
-from apps.agents.selectors import agent_definitions_by_names
+from apps.agents.selectors import agent_definition_check_enabled, agent_definitions_by_names
 from apps.agents.services import agent_run_finish, agent_run_start
 from apps.projects.errors import ServiceError
 

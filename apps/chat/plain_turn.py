@@ -13,7 +13,7 @@ from apps.chat.context import FullHistoryContextStrategy, load_prompt, to_histor
 from apps.chat.frames import DoneFrame, ErrorFrame, TokenFrame
 from apps.chat.retrieval import AlwaysRetrieveStrategy
 from apps.chat.turn import PartialTextSaver, Turn, emit, persist_answer, save_claim_text
-from apps.graph_tools.registry import ToolError
+from apps.graph_tools.errors import ToolError
 
 
 async def run_plain_turn(turn: Turn, provider: Provider | None) -> DoneFrame:
@@ -54,7 +54,7 @@ async def run_plain_turn(turn: Turn, provider: Provider | None) -> DoneFrame:
     try:
         llm = provider or resolve_model(turn.model)
         config = GenerationConfig(model=turn.model, temperature=0.2, stream=True)
-        stream = llm.stream(messages, strategy.build_tool_definitions(), config)
+        stream = llm.stream(messages, [], config)  # always retrieve: no tools offered
         async for event in until_cancelled(stream, cancel):
             if event is CANCELLED:
                 cancelled = True

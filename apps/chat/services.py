@@ -21,10 +21,10 @@ from django.db import DatabaseError, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from apps.agents.definitions import agent_definition_check_enabled, agent_definition_for_project
 from apps.agents.history import DEFAULT_HISTORY_LIMIT
 from apps.agents.llm.base import Provider
 from apps.agents.llm.resolve import effective_model_name
+from apps.agents.selectors import agent_definition_check_usable, agent_definition_for_conversation
 from apps.agents.services import worker_name
 from apps.chat import selectors
 from apps.chat.agent_turn import run_agent_turn
@@ -219,18 +219,18 @@ def _prepare_turn(
             project = conversation.project
             definition = conversation.agent_definition
             if definition is not None:
-                agent_definition_check_enabled(definition)
+                agent_definition_check_usable(principal=principal, definition=definition)
         else:
             if not project_id:
                 raise InvalidMessage("projectId is required when conversationId is absent")
             project = project_get(principal=principal, project_ref=project_id)
             definition = (
-                agent_definition_for_project(project_id=project.id, definition_id=agent_definition_id)
+                agent_definition_for_conversation(
+                    principal=principal, project_id=project.id, definition_id=agent_definition_id
+                )
                 if agent_definition_id
                 else None
             )
-            if definition is not None:
-                agent_definition_check_enabled(definition)
             conversation = Conversation.objects.create(
                 project=project,
                 user_id=principal.user_id,
@@ -242,7 +242,7 @@ def _prepare_turn(
         user_message = Message.objects.create(
             conversation=conversation, role=MessageRole.USER, content=message
         )
-    model_name = definition.model.get("name", "") if definition is not None else settings.KGCHAT_CHAT_MODEL
+    model_name = definition.model_choice.name if definition is not None else settings.KGCHAT_CHAT_MODEL
     limit = max(1, definition.history_limit) if definition is not None else DEFAULT_HISTORY_LIMIT
     # One more than the window, so the agent's history window knows it cut the conversation.
     history = selectors.message_window(conversation_id=conversation.id, limit=limit + 1, before=user_message)

@@ -85,7 +85,9 @@ async def test_agent_initialization(definition: AgentDefinition) -> None:
     assert result.model == "scripted"
 
 
-async def test_execute_legacy_tool(definition: AgentDefinition) -> None:
+async def test_execute_runs_the_called_graph_tool_and_returns_its_result_to_the_model(
+    definition: AgentDefinition,
+) -> None:
     provider = tool_then_answer()
 
     result, _ = await run(definition, provider)
