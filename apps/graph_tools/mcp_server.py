@@ -111,7 +111,9 @@ def mcp_project_resolve(*, authorization_secret: str | None, project_ref: str | 
         input_check(project_ref, field="X-Project-ID")
         return project_get(principal=principal, project_ref=project_ref).id
     if principal.token_project_id is not None:
-        return principal.token_project_id
+        # A bound token is only as good as its user's membership, however that membership ended
+        # (the members API revokes tokens, a Django admin inline deletion does not).
+        return project_get(principal=principal, project_ref=principal.token_project_id).id
     raise ServiceError(
         "this token is not bound to a project: name one with the X-Project-ID header", code="project_required"
     )
