@@ -14,7 +14,7 @@ import { state, ui } from "./state.js";
 import { TurnView, userBubble } from "./turn_view.js";
 
 /* Draw persisted messages. Consecutive assistant/tool messages after a user message form one turn. */
-export function renderHistory(messages) {
+function renderHistory(messages) {
   ui.messages.replaceChildren();
   let turn = null;
   let lastUser = null;
@@ -84,7 +84,7 @@ export function setBusy(busy) {
   ui.composer.classList.toggle("busy", busy);
 }
 
-export function adoptConversation(id) {
+function adoptConversation(id) {
   state.conversationId = id;
   state.historyLoaded = true;
   if (window.location.pathname !== `/chat/${id}/`) window.history.replaceState({ conversationId: id }, "", `/chat/${id}/`);
@@ -137,7 +137,7 @@ export function onFrame(frame) {
 }
 
 /* An error about a request of mine (not part of a turn): a refused message, cancel or subscribe. */
-export function onRequestError(frame) {
+function onRequestError(frame) {
   if (state.pending) {
     state.pending.showError(frame);
     state.pending.finish(null);
@@ -155,7 +155,7 @@ export function onRequestError(frame) {
   announce("Error: " + (frame.error || frame.code));
 }
 
-export function onMeta(frame) {
+function onMeta(frame) {
   if (state.conversationId && frame.conversationId !== state.conversationId) return;
   if (state.turn && state.turn.userMessageId === frame.messageId) return; // the same turn, replayed
   if (state.answered.has(frame.messageId)) {
@@ -202,7 +202,7 @@ export function onMeta(frame) {
   scrollToBottom(true);
 }
 
-export async function fillUserMessage(bubble, messageId) {
+async function fillUserMessage(bubble, messageId) {
   try {
     const conv = await api("GET", `/chat/conversations/${state.conversationId}`);
     const m = (conv.messages || []).find((x) => x.id === messageId);
@@ -254,7 +254,7 @@ export function cancelTurn() {
   }
 }
 
-export function showModel(model) {
+function showModel(model) {
   if (!model) return;
   ui.modelBadge.hidden = false;
   ui.modelBadge.textContent = model;

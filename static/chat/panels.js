@@ -7,9 +7,9 @@ import { api } from "./api.js";
 import { el, formatDuration, formatSize, jsonBlock, parseMaybeJson, safeJson } from "./dom.js";
 import { state, ui } from "./state.js";
 
-export let panelReturnFocus = null;
+let panelReturnFocus = null;
 
-export function openPanel(title) {
+function openPanel(title) {
   if (ui.panel.hidden) panelReturnFocus = document.activeElement;
   ui.panelTitle.textContent = title;
   ui.panelBody.replaceChildren(el("p", "muted", "Loading…"));
@@ -25,7 +25,7 @@ export function closePanel() {
   panelReturnFocus = null;
 }
 
-export function definitionList(pairs) {
+function definitionList(pairs) {
   const dl = el("dl", "props");
   for (const [k, v] of pairs) {
     if (v === undefined || v === null || v === "") continue;

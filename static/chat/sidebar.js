@@ -24,7 +24,7 @@ export async function loadConversations() {
   if (current) setTitle(current.title);
 }
 
-export function conversationTitle(c) {
+function conversationTitle(c) {
   return (c.title || "").trim() || "Untitled conversation";
 }
 
@@ -34,7 +34,7 @@ export function setTitle(title) {
   document.title = text + " · kgchat";
 }
 
-export function conversationItem(c) {
+function conversationItem(c) {
   const li = el("li", "conversation-item");
   li.dataset.conversationId = c.id;
   const link = el("a", "conversation-link");
@@ -61,7 +61,7 @@ export function conversationItem(c) {
   return li;
 }
 
-export function startRename(li, c) {
+function startRename(li, c) {
   const form = el("form", "rename-form");
   const label = el("label", "visually-hidden", "New title");
   const input = el("input", "rename-input");
@@ -104,7 +104,7 @@ export function startRename(li, c) {
   input.addEventListener("blur", () => finish(true));
 }
 
-export function confirmDelete(c) {
+function confirmDelete(c) {
   ui.dialogText.textContent = `“${conversationTitle(c)}” and all its messages will be deleted. This cannot be undone.`;
   ui.dialog.returnValue = "";
   ui.dialog.onclose = async () => {
