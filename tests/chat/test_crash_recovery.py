@@ -15,7 +15,6 @@ import asyncio
 import os
 import signal
 import socket
-import subprocess
 import tempfile
 import threading
 import time
@@ -62,14 +61,7 @@ def env(django_db_blocker, llm):
 
 def _stop(*servers) -> None:
     for server in servers:
-        if server.process.poll() is None:
-            server.process.terminate()
-    for server in servers:
-        try:
-            server.process.wait(15)
-        except subprocess.TimeoutExpired:
-            server.process.kill()
-            server.process.wait(5)
+        server.stop(15)
 
 
 async def _first_frames(http: httpx.AsyncClient, url: str, token: str, body: dict, count: int):

@@ -11,13 +11,9 @@ import asyncio
 import json
 import os
 import runpy
-import socket
-import subprocess
 import sys
 import tempfile
-import time
 import urllib.parse
-from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
@@ -29,38 +25,19 @@ from apps.agents.definitions import default_agents_install
 from apps.agents.models import AgentDefinition, AgentRun
 from apps.chat.models import Message
 from apps.chat.redis_bus import BLOCK_MS, RedisFrameBus
+from bench.support import ServerProcess as Server
+from bench.support import start_daphne, wait_ready
 from tests.chat.conftest import adb
 from tests.chat.test_agent_chat import _session_cookie
 from tests.factories import make_token
 from tests.llm_server import LLMTestServer, Stream, text_chunks, tool_call_chunks
-from tests.support.redis_server import free_port, redis_server
+from tests.support.redis_server import redis_server
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 ROOT = Path(__file__).resolve().parents[2]
-DAPHNE = Path(sys.executable).parent / "daphne"
 ORIGIN = "http://127.0.0.1"
 WAIT = 30  # seconds: a guard against hanging, never a measured figure
-
-
-@dataclass
-class Server:
-    name: str
-    process: subprocess.Popen[bytes]
-    port: int
-    log: Path
-
-    @property
-    def http(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    @property
-    def ws(self) -> str:
-        return f"ws://127.0.0.1:{self.port}/ws/chat/"
-
-    @property
-    def worker(self) -> str:
-        return f"{socket.gethostname()}:{self.process.pid}"
 
 
 def _database_url() -> str:
@@ -72,30 +49,11 @@ def _database_url() -> str:
 
 
 def _start(name: str, env: dict[str, str], logdir: str) -> Server:
-    port = free_port()
-    log = Path(logdir) / f"{name}.log"
-    process = subprocess.Popen(
-        [str(DAPHNE), "-b", "127.0.0.1", "-p", str(port), "config.asgi:application"],
-        cwd=ROOT,
-        env=env,
-        stdout=log.open("wb"),
-        stderr=subprocess.STDOUT,
-    )
-    return Server(name=name, process=process, port=port, log=log)
+    return start_daphne(name, env=env, log=Path(logdir) / f"{name}.log")
 
 
 def _wait_ready(server: Server) -> None:
-    deadline = time.monotonic() + 90
-    while time.monotonic() < deadline:
-        if server.process.poll() is not None:
-            raise RuntimeError(f"daphne {server.name} exited:\n{server.log.read_text()}")
-        try:
-            if httpx.get(f"{server.http}/accounts/login/", timeout=2).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.2)
-    raise RuntimeError(f"daphne {server.name} did not start:\n{server.log.read_text()}")
+    wait_ready(server, path="/accounts/login/", timeout=90)
 
 
 @pytest.fixture(scope="module")
@@ -128,13 +86,7 @@ def servers(django_db_setup, django_db_blocker, llm):
             yield tuple(started)
         finally:
             for server in started:
-                server.process.terminate()
-            for server in started:
-                try:
-                    server.process.wait(15)
-                except subprocess.TimeoutExpired:
-                    server.process.kill()
-                    server.process.wait(5)
+                server.stop(15)
 
 
 @pytest.fixture(autouse=True)
