@@ -12,8 +12,9 @@ from apps.agents.adk.tools import shrink_result
 from apps.agents.definitions import default_agents_install
 from apps.agents.llm.scripted import Delay, text, tool_call
 from apps.agents.models import AgentDefinition, AgentRun
+from apps.agents.services import worker_is_dead
 from apps.chat.models import Conversation, Message
-from apps.chat.recovery import interrupted_turns_recover, worker_is_dead
+from apps.chat.services import interrupted_turns_recover
 from tests.chat.conftest import sse_turn, tokens, types
 
 pytestmark = pytest.mark.django_db(transaction=True)

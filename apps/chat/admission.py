@@ -1,0 +1,96 @@
+"""What a message must pass before it becomes a turn: its text, the sender's rate, its conversation.
+
+Plain checks and lookups the turn service (``services.turn_start``) makes inside its
+transaction, before it claims the conversation; each raises a ``ServiceError`` the transports map.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from django.conf import settings
+from django.utils import timezone
+
+from apps.agents.definitions import agent_definition_check_enabled, agent_definition_for_project
+from apps.agents.models import AgentDefinition
+from apps.chat import selectors
+from apps.chat.models import Conversation, Message, MessageRole
+from apps.projects.errors import ServiceError
+from apps.projects.models import Project
+from apps.projects.selectors import Principal, project_get
+
+
+class InvalidMessage(ServiceError):
+    """invalid message"""
+
+    code = "invalid_request"
+
+
+class RateLimited(ServiceError):
+    """too many turns"""
+
+    status = 429
+    code = "rate_limited"
+
+
+def message_validate(message: object) -> str:
+    """The message's text; ``InvalidMessage`` when it is empty or longer than the operator's limit."""
+    if not isinstance(message, str) or not message.strip():
+        raise InvalidMessage("message must not be empty")
+    limit = settings.KGCHAT_MAX_MESSAGE_CHARS
+    if len(message) > limit:
+        raise InvalidMessage(f"message is longer than {limit} characters", code="message_too_long")
+    return message
+
+
+def rate_check(principal: Principal) -> None:
+    """``RateLimited`` when the user sent ``KGCHAT_TURNS_PER_MINUTE`` messages in the last minute."""
+    limit = settings.KGCHAT_TURNS_PER_MINUTE
+    if limit <= 0:
+        return
+    since = timezone.now() - timedelta(minutes=1)
+    recent = Message.objects.filter(
+        role=MessageRole.USER, conversation__user_id=principal.user_id, created_at__gte=since
+    ).count()
+    if recent >= limit:
+        raise RateLimited(f"at most {limit} messages a minute; try again shortly")
+
+
+def _title_from(message: str) -> str:
+    line = " ".join(message.split())
+    return line if len(line) <= 60 else line[:59].rstrip() + "…"
+
+
+def conversation_for_turn(
+    *,
+    principal: Principal,
+    message: str,
+    project_id: object,
+    conversation_id: object,
+    agent_definition_id: object,
+) -> tuple[Conversation, Project, AgentDefinition | None]:
+    """The conversation a message goes to: one of mine, or a new one in a project I may use.
+
+    Raises 404 (conversation, project), 400 (no project, unknown agent definition) or 409 (the
+    definition is disabled). Call it inside the turn's transaction: a refused turn creates nothing.
+    """
+    if conversation_id:
+        conversation = selectors.conversation_get(principal=principal, conversation_id=conversation_id)
+        definition = conversation.agent_definition
+        if definition is not None:
+            agent_definition_check_enabled(definition)
+        return conversation, conversation.project, definition
+    if not project_id:
+        raise InvalidMessage("projectId is required when conversationId is absent")
+    project = project_get(principal=principal, project_ref=project_id)
+    definition = (
+        agent_definition_for_project(project_id=project.id, definition_id=agent_definition_id)
+        if agent_definition_id
+        else None
+    )
+    if definition is not None:
+        agent_definition_check_enabled(definition)
+    conversation = Conversation.objects.create(
+        project=project, user_id=principal.user_id, title=_title_from(message), agent_definition=definition
+    )
+    return conversation, project, definition
