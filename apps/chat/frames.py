@@ -73,6 +73,9 @@ class DoneFrame(Frame):
     citations: list[Citation] = Field(default_factory=list)
 
 
+# How long a finished turn's frames stay available to late subscribers (on every frame bus).
+RETENTION_SECONDS = 120.0
+
 AnyFrame = MetaFrame | TokenFrame | McpToolFrame | ErrorFrame | DoneFrame
 
 
