@@ -11,8 +11,7 @@ from asgiref.sync import sync_to_async
 from apps.agents.llm.scripted import text, tool_call
 from apps.agents.models import AgentDefinition
 from apps.chat.models import Conversation, Message
-from tests.chat.conftest import sse_turn, types
-from tests.chat.test_agent_chat import ws_connect, ws_turn
+from tests.chat.conftest import sse_turn, types, ws_connect, ws_turn
 from tests.factories import make_agent_definition
 from tests.support.mcp_servers import echo_server, echo_stdio_config
 

@@ -14,24 +14,16 @@ import dataclasses
 import pytest
 from channels.testing import WebsocketCommunicator
 
-from apps.agents.definitions import default_agents_install
-from apps.agents.models import AgentDefinition, AgentRun
+from apps.agents.models import AgentRun
 from apps.chat.models import Conversation, Message
 from apps.graph_tools import registry
 from config.asgi import application
-from tests.chat.conftest import adb, sse_turn, tokens, types
-from tests.chat.test_agent_chat import _session_cookie
-from tests.llm_server import LLMTestServer, Status, Stream, text_chunks, tool_call_chunks
+from tests.chat.conftest import adb, session_cookie, sse_turn, tokens, types
+from tests.llm_server import Status, Stream, text_chunks, tool_call_chunks
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 RETRY_NOW = {"Retry-After": "0"}
-
-
-@pytest.fixture(scope="module")
-def llm():
-    with LLMTestServer() as server:
-        yield server
 
 
 @pytest.fixture
@@ -46,12 +38,6 @@ def model(llm, settings):
         llm.requests.clear()
 
 
-@pytest.fixture
-def agent(world):
-    default_agents_install(project=world["project"])
-    return AgentDefinition.objects.get(project=world["project"], name="graph-query-agent")
-
-
 def start(world, agent, message="Where is Paris?"):
     return {"message": message, "projectId": str(world["project"].id), "agentDefinitionId": str(agent.id)}
 
@@ -59,7 +45,7 @@ def start(world, agent, message="Where is Paris?"):
 async def ws_turn(user, payload):
     """One turn over the websocket; return its frames up to ``done``."""
     communicator = WebsocketCommunicator(application, "/ws/chat/", headers=[(b"origin", b"http://127.0.0.1")])
-    session = await adb(_session_cookie)(user)
+    session = await adb(session_cookie)(user)
     communicator.scope["headers"].append((b"cookie", f"sessionid={session}".encode()))
     connected, _ = await communicator.connect()
     assert connected

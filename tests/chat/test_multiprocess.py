@@ -25,14 +25,12 @@ import pytest
 from django.db import connection
 from websockets.asyncio.client import ClientConnection, connect
 
-from apps.agents.definitions import default_agents_install
-from apps.agents.models import AgentDefinition, AgentRun
+from apps.agents.models import AgentRun
 from apps.chat.models import Message
 from apps.chat.redis_bus import BLOCK_MS, RedisFrameBus
-from tests.chat.conftest import adb
-from tests.chat.test_agent_chat import _session_cookie
+from tests.chat.conftest import adb, session_cookie
 from tests.factories import make_token
-from tests.llm_server import LLMTestServer, Stream, text_chunks, tool_call_chunks
+from tests.llm_server import Stream, text_chunks, tool_call_chunks
 from tests.support.redis_server import free_port, redis_server
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -99,12 +97,6 @@ def _wait_ready(server: Server) -> None:
 
 
 @pytest.fixture(scope="module")
-def llm():
-    with LLMTestServer() as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
 def servers(django_db_setup, django_db_blocker, llm):
     """Processes A and B on the test database, sharing one redis-server."""
     with django_db_blocker.unblock():
@@ -156,14 +148,8 @@ def model(llm):
 
 
 @pytest.fixture
-def agent(world):
-    default_agents_install(project=world["project"])
-    return AgentDefinition.objects.get(project=world["project"], name="graph-query-agent")
-
-
-@pytest.fixture
 def session(world):
-    return _session_cookie(world["user"])
+    return session_cookie(world["user"])
 
 
 def start(world, agent, message="Where is Paris?"):
