@@ -8,7 +8,15 @@ from typing import Any
 import pytest
 from asgiref.sync import sync_to_async
 
-from apps.agents.events import RunError, RunEvent, StopSignal, TextDelta, ToolCallEnd, ToolCallStart
+from apps.agents.events import (
+    RunError,
+    RunEvent,
+    StopReason,
+    StopSignal,
+    TextDelta,
+    ToolCallEnd,
+    ToolCallStart,
+)
 from apps.agents.executor import AgentExecutor, ExecuteRequest
 from apps.agents.history import HistoryMessage, HistoryToolCall
 from apps.agents.llm.base import Done, ErrorEvent, Usage
@@ -235,6 +243,44 @@ async def test_cancellation_marks_the_run_cancelled(definition: AgentDefinition)
     assert (result.status, result.stop_reason, result.error_code) == ("cancelled", "cancelled", "cancelled")
     assert events[-1] == RunError(message="the run was cancelled", code="cancelled")
     assert (await AgentRun.objects.aget(pk=result.run_id)).status == "cancelled"
+
+
+async def test_a_run_stopped_for_a_timeout_closes_once_as_error_with_the_reason_as_its_last_event(
+    definition: AgentDefinition,
+) -> None:
+    stop = StopSignal()
+    timeout = StopReason(code="timeout", message="the turn took longer than 1 s and was stopped")
+    provider = ScriptedProvider(turns=[[TextDelta(text="slow "), Delay(5.0), TextDelta(text="never")]])
+    events: list[RunEvent] = []
+
+    def on_event(event: RunEvent) -> None:
+        events.append(event)
+        if isinstance(event, TextDelta):
+            stop.stop(timeout)
+            stop.stop()  # a later cancel does not change why the run stopped
+
+    result = await asyncio.wait_for(
+        AgentExecutor().execute(
+            ExecuteRequest(
+                agent_definition=definition,
+                message="q",
+                provider=provider,
+                stop=stop,
+                stream_callback=on_event,
+            )
+        ),
+        timeout=3,
+    )
+
+    assert (result.status, result.stop_reason, result.error_code) == ("error", "timeout", "timeout")
+    assert events[-1] == RunError(message=timeout.message, code="timeout")
+    run = await AgentRun.objects.aget(pk=result.run_id)
+    assert (run.status, run.stop_reason, run.error, run.final_text) == (
+        "error",
+        "timeout",
+        timeout.message,
+        "slow ",
+    )
 
 
 async def test_unservable_model_fails_the_run_cleanly(definition: AgentDefinition, settings: Any) -> None:
