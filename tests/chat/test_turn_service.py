@@ -11,11 +11,13 @@ import pytest
 from django.db import DatabaseError
 from django.test import AsyncClient
 from django.utils import timezone
+from psycopg_pool import PoolTimeout
 
 from apps.agents.adk.tools import shrink_result
 from apps.agents.llm.scripted import Delay, text, tool_call
 from apps.agents.models import AgentRun
 from apps.agents.services import worker_is_dead
+from apps.chat import services
 from apps.chat.models import Conversation, Message
 from apps.chat.services import interrupted_turns_recover, turn_wait_all
 from tests.chat.conftest import adb, sse_turn, tokens, types
@@ -334,3 +336,37 @@ async def test_second_message_while_a_turn_runs_is_refused_and_not_lost(world, s
         async for m in Message.objects.filter(conversation_id=conversation_id).order_by("created_at")
     ]
     assert contents == ["one", "slow", "two", "next"]
+
+
+async def test_the_claim_is_released_when_the_database_was_busy_for_the_answer_and_the_first_release(
+    world, scripted, monkeypatch
+):
+    scripted.turns += [text("lost answer"), text("next")]
+    attempts: list[str] = []
+    release = services._release
+
+    def busy_twice(conversation_id, turn_id):
+        attempts.append("busy" if len(attempts) < 2 else "released")
+        if len(attempts) <= 2:
+            raise PoolTimeout("couldn't get a connection after 2.00 sec")
+        release(conversation_id, turn_id)
+
+    monkeypatch.setattr(services, "_release", busy_twice)
+
+    _, frames = await sse_turn(world["client"], {"message": "hi", "projectId": str(world["project"].id)})
+    monkeypatch.setattr(services, "_release", release)
+    status, after = await sse_turn(
+        world["client"], {"message": "again", "conversationId": frames[0]["conversationId"]}
+    )
+
+    assert attempts == ["busy", "busy", "released"]
+    assert types(frames)[-2:] == ["error", "done"] and frames[-2]["code"] == "database_busy"
+    assert frames[-1]["messageId"] is None
+    assert status == 200 and tokens(after) == "next"
+    contents = [
+        m.content
+        async for m in Message.objects.filter(conversation_id=frames[0]["conversationId"]).order_by(
+            "created_at"
+        )
+    ]
+    assert contents == ["hi", "again", "next"]
