@@ -1,4 +1,5 @@
-"""What a message must pass before it becomes a turn: its text, the sender's rate, its conversation.
+"""What a message must pass before it becomes a turn (its text, the sender's rate, its
+conversation), and the ``Turn`` it becomes.
 
 Plain checks and lookups the turn service (``services.turn_start``) makes inside its
 transaction, before it claims the conversation; each raises a ``ServiceError`` the transports map.
@@ -6,15 +7,21 @@ transaction, before it claims the conversation; each raises a ``ServiceError`` t
 
 from __future__ import annotations
 
+import uuid
 from datetime import timedelta
 
 from django.conf import settings
 from django.utils import timezone
 
 from apps.agents.definitions import agent_definition_check_enabled, agent_definition_for_project
+from apps.agents.history import DEFAULT_HISTORY_LIMIT
+from apps.agents.llm.resolve import effective_model_name
 from apps.agents.models import AgentDefinition
 from apps.chat import selectors
+from apps.chat.citations import KnownEntities
+from apps.chat.context import to_history
 from apps.chat.models import Conversation, Message, MessageRole
+from apps.chat.turn import Turn
 from apps.projects.errors import ServiceError
 from apps.projects.models import Project
 from apps.projects.selectors import Principal, project_get
@@ -94,3 +101,29 @@ def conversation_for_turn(
         project=project, user_id=principal.user_id, title=_title_from(message), agent_definition=definition
     )
     return conversation, project, definition
+
+
+def turn_build(
+    *,
+    turn_id: uuid.UUID,
+    conversation: Conversation,
+    project: Project,
+    definition: AgentDefinition | None,
+    user_message: Message,
+) -> Turn:
+    """The ``Turn`` an admitted message becomes: its model, its run id (agent turns), its history."""
+    model_name = definition.model.get("name", "") if definition is not None else settings.KGCHAT_CHAT_MODEL
+    limit = max(1, definition.history_limit) if definition is not None else DEFAULT_HISTORY_LIMIT
+    # One more than the window, so the agent's history window knows it cut the conversation.
+    history = selectors.message_window(conversation_id=conversation.id, limit=limit + 1, before=user_message)
+    return Turn(
+        turn_id=turn_id,
+        conversation=conversation,
+        project=project,
+        user_message=user_message,
+        agent_definition=definition,
+        run_id=uuid.uuid4() if definition is not None else None,
+        model=effective_model_name(model_name),
+        history=[to_history(m) for m in history],
+        known=KnownEntities(conversation.known_entities),
+    )

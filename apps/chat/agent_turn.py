@@ -14,7 +14,6 @@ from apps.agents.executor import AgentExecutor, ExecuteRequest
 from apps.agents.history import HistoryMessage
 from apps.agents.llm.base import Provider
 from apps.agents.models import RunStatus
-from apps.agents.services import agent_run_save_text
 from apps.chat.citations import CitationFilter
 from apps.chat.frames import ErrorFrame, McpToolFrame, TokenFrame
 from apps.chat.models import Message, MessageRole
@@ -73,7 +72,7 @@ async def run_agent_turn(turn: Turn, provider: Provider | None) -> Answer | None
     known = turn.known
     citations = CitationFilter(known)
     parts: list[str] = []
-    saver = PartialTextSaver(lambda text: agent_run_save_text(run_id=run_id, text=text))
+    saver = PartialTextSaver(turn)
 
     async def send_text(text: str) -> None:
         if text:

@@ -12,7 +12,7 @@ from apps.chat.citations import CitationFilter
 from apps.chat.context import FullHistoryContextStrategy, load_prompt, to_history
 from apps.chat.frames import ErrorFrame, TokenFrame
 from apps.chat.retrieval import AlwaysRetrieveStrategy
-from apps.chat.turn import Answer, PartialTextSaver, Turn, emit, save_claim_text
+from apps.chat.turn import Answer, PartialTextSaver, Turn, emit
 from apps.graph_tools.registry import ToolError
 
 
@@ -42,7 +42,7 @@ async def run_plain_turn(turn: Turn, provider: Provider | None) -> Answer | None
     failure: str | None = None
     cancelled = False
 
-    saver = PartialTextSaver(lambda text: save_claim_text(turn, text))
+    saver = PartialTextSaver(turn)
 
     async def send(text: str) -> None:
         if text:

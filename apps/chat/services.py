@@ -14,6 +14,7 @@ import logging
 import threading
 import uuid
 from datetime import timedelta
+from functools import partial
 
 from asgiref.sync import ThreadSensitiveContext, sync_to_async
 from django.conf import settings
@@ -23,17 +24,18 @@ from django.db.models.expressions import RawSQL
 from django.utils import timezone
 
 from apps.agents.events import StopReason, StopSignal
-from apps.agents.history import DEFAULT_HISTORY_LIMIT
 from apps.agents.llm.base import Provider
-from apps.agents.llm.resolve import effective_model_name
 from apps.agents.models import AgentRun
-from apps.agents.services import STALE_AFTER, agent_runs_interrupt_orphaned, worker_is_dead, worker_name
-from apps.chat import selectors
-from apps.chat.admission import InvalidMessage, conversation_for_turn, message_validate, rate_check
+from apps.agents.services import (
+    STALE_AFTER,
+    agent_run_save_text,
+    agent_runs_interrupt_orphaned,
+    worker_is_dead,
+    worker_name,
+)
+from apps.chat import admission, selectors
 from apps.chat.agent_turn import run_agent_turn
 from apps.chat.bus import get_bus
-from apps.chat.citations import KnownEntities
-from apps.chat.context import to_history
 from apps.chat.frames import DoneFrame, ErrorFrame, MetaFrame
 from apps.chat.models import Conversation, Message, MessageRole
 from apps.chat.plain_turn import run_plain_turn
@@ -60,7 +62,7 @@ def conversation_rename(*, principal: Principal, conversation_id: object, title:
     conversation = selectors.conversation_get(principal=principal, conversation_id=conversation_id)
     title = (title or "").strip()
     if not title or len(title) > 200:
-        raise InvalidMessage("title must be 1 to 200 characters")
+        raise admission.InvalidMessage("title must be 1 to 200 characters")
     Conversation.objects.filter(id=conversation.id).update(title=title, updated_at=timezone.now())
     conversation.refresh_from_db()
     return conversation
@@ -133,6 +135,16 @@ async def _release_claim(turn: Turn) -> None:
             return
 
 
+async def _save_text(turn: Turn, text: str) -> None:
+    """Keep what the turn has streamed so far: on its agent run, or on a plain turn's claim."""
+    if turn.run_id is not None:
+        await agent_run_save_text(run_id=turn.run_id, text=text)
+    else:
+        await Conversation.objects.filter(id=turn.conversation.id, active_turn_id=turn.turn_id).aupdate(
+            active_turn_text=text
+        )
+
+
 def _reclaim_dead(conversation_id: uuid.UUID, turn_id: uuid.UUID) -> None:
     """Release a dead process's claim; a plain turn's saved text becomes the interrupted answer."""
     conversation = (
@@ -164,9 +176,9 @@ def _prepare(
     """Admit the message and claim its conversation in one transaction; the ``Turn`` to run."""
     try:
         turn_id = uuid.uuid4()
-        rate_check(principal)
+        admission.rate_check(principal)
         with transaction.atomic():
-            conversation, project, definition = conversation_for_turn(
+            conversation, project, definition = admission.conversation_for_turn(
                 principal=principal,
                 message=message,
                 project_id=project_id,
@@ -180,24 +192,12 @@ def _prepare(
             user_message = Message.objects.create(
                 conversation=conversation, role=MessageRole.USER, content=message
             )
-        model_name = (
-            definition.model.get("name", "") if definition is not None else settings.KGCHAT_CHAT_MODEL
-        )
-        limit = max(1, definition.history_limit) if definition is not None else DEFAULT_HISTORY_LIMIT
-        # One more than the window, so the agent's history window knows it cut the conversation.
-        history = selectors.message_window(
-            conversation_id=conversation.id, limit=limit + 1, before=user_message
-        )
-        return Turn(
+        return admission.turn_build(
             turn_id=turn_id,
             conversation=conversation,
             project=project,
+            definition=definition,
             user_message=user_message,
-            agent_definition=definition,
-            run_id=uuid.uuid4() if definition is not None else None,
-            model=effective_model_name(model_name),
-            history=[to_history(m) for m in history],
-            known=KnownEntities(conversation.known_entities),
         )
     except DatabaseError as exc:
         raise_if_busy(exc)
@@ -227,7 +227,7 @@ async def turn_start(
     Raises ``ServiceError`` (400 invalid request or unknown agent definition, 404 conversation or
     project, 409 turn in progress or disabled agent definition) before anything is persisted or streamed.
     """
-    text = message_validate(message)
+    text = admission.message_validate(message)
     try:
         await recover_once()
     except DatabaseError as exc:
@@ -245,6 +245,7 @@ async def turn_start(
     conversation_key = str(turn.conversation.id)
     await turn.bus.begin(conversation_key, str(turn.turn_id))
     turn.stop = StopSignal(turn.bus.cancel_signal(conversation_key), explain=turn.explain_stop)
+    turn.save_text = partial(_save_text, turn)
     task = asyncio.create_task(_run_turn(turn, provider), name=f"turn {turn.turn_id}")
     _tasks.add(task)
     task.add_done_callback(_tasks.discard)

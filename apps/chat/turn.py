@@ -41,6 +41,9 @@ class Turn:
     # The one stop object of the turn (the bus's cancel event, the timeout, a deletion); the
     # turn service replaces it once the bus has opened the turn.
     stop: StopSignal = field(default_factory=StopSignal)
+    # Where the text streamed so far is kept (agent turns: their run; plain turns: the claim),
+    # so recovery can show it if the process dies; the turn service sets it.
+    save_text: Callable[[str], Awaitable[object]] | None = None
     released: bool = False
     deleted: bool = False
 
@@ -81,27 +84,20 @@ class TurnHandle:
 class PartialTextSaver:
     """Save the text a turn has streamed now and then, so a crash does not lose what was shown.
 
-    ``save`` stores the text given (agent turns: on their run; plain turns: on the conversation's
-    claim); recovery turns it into the interrupted answer (``services.interrupted_turns_recover``).
+    ``turn.save_text`` stores it; recovery turns it into the interrupted answer
+    (``services.interrupted_turns_recover``).
     """
 
-    def __init__(self, save: Callable[[str], Awaitable[object]], every_seconds: float = 1.0) -> None:
-        self.save = save
+    def __init__(self, turn: Turn, every_seconds: float = 1.0) -> None:
+        self.save = turn.save_text
         self.every = every_seconds
         self.last = time.monotonic()
 
     async def maybe_save(self, parts: list[str]) -> None:
         now = time.monotonic()
-        if now - self.last >= self.every:
+        if self.save is not None and now - self.last >= self.every:
             self.last = now
             await self.save(storable("".join(parts)))  # a model's NUL or lone surrogate, as U+FFFD
-
-
-async def save_claim_text(turn: Turn, text: str) -> None:
-    """Store ``text`` as what the turn holding the conversation's claim has streamed so far."""
-    await Conversation.objects.filter(id=turn.conversation.id, active_turn_id=turn.turn_id).aupdate(
-        active_turn_text=text
-    )
 
 
 async def emit(turn: Turn, frame: AnyFrame) -> None:
