@@ -26,7 +26,7 @@ from pydantic import BaseModel, Field
 
 from apps.agents.adk.runner import Failure, RunState, adk_run, model_name_of
 from apps.agents.definitions import agent_definition_check_enabled
-from apps.agents.events import RunError, StopSignal, StreamCallback, ToolCallRecord, TraceMessage
+from apps.agents.events import CANCELLED, RunError, StopSignal, StreamCallback, ToolCallRecord, TraceMessage
 from apps.agents.history import HistoryMessage
 from apps.agents.llm.base import LLMError, Provider, Usage
 from apps.agents.llm.resolve import effective_model_name, resolve_model
@@ -156,12 +156,11 @@ class AgentExecutor:
 
     async def _outcome(self, state: RunState, stop: StopSignal | None, stopped: bool) -> Outcome:
         if stopped:
-            reason = await stop.reason() if stop is not None else None
-            if reason is not None and reason.code == "timeout":
-                return Outcome(RunStatus.ERROR, "timeout", Failure(reason.message, reason.code))
-            if reason is not None:
-                return Outcome(RunStatus.CANCELLED, "cancelled", Failure(reason.message, reason.code))
-            return Outcome(RunStatus.CANCELLED, "cancelled", Failure("the run was cancelled", "cancelled"))
+            reason = await stop.reason() if stop is not None else CANCELLED
+            failure = Failure(reason.message, reason.code)
+            if reason.code == "timeout":
+                return Outcome(RunStatus.ERROR, "timeout", failure)
+            return Outcome(RunStatus.CANCELLED, "cancelled", failure)
         if state.stop_reason is not None:
             return Outcome(RunStatus.ERROR, state.stop_reason, Failure(state.stop_message, state.stop_reason))
         if state.error is not None:
