@@ -67,7 +67,7 @@ def llm():
         yield server
 
 
-def agent_request(world, agent, message="Which country is Paris the capital of?") -> dict[str, Any]:
+def agent_request(world, agent, message="Where is Paris?") -> dict[str, Any]:
     """The body of a first message to ``agent`` in the world project."""
     return {"message": message, "projectId": str(world["project"].id), "agentDefinitionId": str(agent.id)}
 

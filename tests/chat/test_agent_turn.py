@@ -12,6 +12,8 @@ from tests.factories import make_project
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
+QUESTION = "Which country is Paris the capital of?"
+
 
 # --- creating and continuing -----------------------------------------------------------------
 
@@ -19,7 +21,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 async def test_create_agent_backed_conversation(world, agent, scripted):
     scripted.turns.append(text("Hello."))
 
-    status, frames = await sse_turn(world["client"], agent_request(world, agent))
+    status, frames = await sse_turn(world["client"], agent_request(world, agent, QUESTION))
 
     conversation = await Conversation.objects.aget(id=frames[0]["conversationId"])
     assert status == 200
@@ -32,7 +34,7 @@ async def test_create_agent_backed_conversation(world, agent, scripted):
 async def test_continue_existing_agent_backed_conversation_ignores_agent_in_request(world, agent, scripted):
     other = await AgentDefinition.objects.acreate(project=world["project"], name="other", tools=[])
     scripted.turns += [text("first"), text("second")]
-    _, frames = await sse_turn(world["client"], agent_request(world, agent))
+    _, frames = await sse_turn(world["client"], agent_request(world, agent, QUESTION))
     conversation_id = frames[0]["conversationId"]
 
     _, second = await sse_turn(
@@ -83,7 +85,7 @@ async def test_agent_backed_streaming_flow_maps_callback_events_to_frames(world,
         ),
     ]
 
-    status, frames = await sse_turn(world["client"], agent_request(world, agent))
+    status, frames = await sse_turn(world["client"], agent_request(world, agent, QUESTION))
 
     assert status == 200
     assert types(frames)[0] == "meta" and types(frames)[-1] == "done"
@@ -112,7 +114,7 @@ async def test_tool_call_error_event_is_not_fatal(world, agent, scripted):
         text("Atlantis is not in the graph."),
     ]
 
-    _, frames = await sse_turn(world["client"], agent_request(world, agent))
+    _, frames = await sse_turn(world["client"], agent_request(world, agent, QUESTION))
 
     tool_frames = [(f["callId"], f["status"]) for f in frames if f["type"] == "mcp_tool"]
     assert tool_frames == [("c1", "started"), ("c1", "error"), ("c2", "started"), ("c2", "error")]
@@ -124,7 +126,7 @@ async def test_tool_call_error_event_is_not_fatal(world, agent, scripted):
 
 async def _search_turn(world, agent, scripted):
     scripted.turns += [[tool_call("hybrid_search", {"query": "Paris"}, id="s1")], text("Found Paris.")]
-    _, frames = await sse_turn(world["client"], agent_request(world, agent))
+    _, frames = await sse_turn(world["client"], agent_request(world, agent, QUESTION))
     rows = [
         m
         async for m in Message.objects.filter(conversation_id=frames[0]["conversationId"]).order_by(
@@ -167,7 +169,7 @@ async def test_agent_execution_trace_persisted_to_agent_tables(world, agent, scr
 async def test_tool_call_started_event_carries_tool_and_input(world, agent, scripted):
     scripted.turns += [[tool_call("list_entity_types", {}, id="t1")], text("Two types.")]
 
-    _, frames = await sse_turn(world["client"], agent_request(world, agent))
+    _, frames = await sse_turn(world["client"], agent_request(world, agent, QUESTION))
 
     started = next(f for f in frames if f["type"] == "mcp_tool")
     assert started == {
@@ -183,7 +185,7 @@ async def test_tool_call_started_event_carries_tool_and_input(world, agent, scri
 async def test_tool_call_completed_event_carries_the_tool_output(world, agent, scripted):
     scripted.turns += [[tool_call("list_entity_types", {}, id="t1")], text("Two types.")]
 
-    _, frames = await sse_turn(world["client"], agent_request(world, agent))
+    _, frames = await sse_turn(world["client"], agent_request(world, agent, QUESTION))
 
     completed = [f for f in frames if f["type"] == "mcp_tool"][1]
     assert completed["status"] == "completed" and completed["tool"] == "list_entity_types"
@@ -197,7 +199,7 @@ async def test_tool_call_completed_event_carries_the_tool_output(world, agent, s
 async def test_tool_results_are_real_graph_data(world, agent, scripted):
     scripted.turns += [[tool_call("get_entity_edges", {"entity_id": "paris"}, id="e")], text("ok")]
 
-    _, frames = await sse_turn(world["client"], agent_request(world, agent))
+    _, frames = await sse_turn(world["client"], agent_request(world, agent, QUESTION))
 
     completed = next(f for f in frames if f["type"] == "mcp_tool" and f["status"] == "completed")
     assert completed["result"]["entity"]["id"] == str(world["paris"].id)
@@ -258,7 +260,7 @@ async def test_conversation_history_respects_turn_limit(world, agent, scripted):
 async def test_llm_failure_propagates_with_error_and_done_without_message(world, agent, scripted):
     scripted.turns.append(error("quota exceeded", status=429))
 
-    _, frames = await sse_turn(world["client"], agent_request(world, agent))
+    _, frames = await sse_turn(world["client"], agent_request(world, agent, QUESTION))
 
     assert types(frames) == ["meta", "error", "done"]
     assert frames[1]["code"] == "llm_error" and frames[2]["messageId"] is None
@@ -275,7 +277,7 @@ async def test_iteration_limit_prevents_infinite_loop(world, agent, scripted):
         for i in range(10)
     ]
 
-    _, frames = await sse_turn(world["client"], agent_request(world, agent))
+    _, frames = await sse_turn(world["client"], agent_request(world, agent, QUESTION))
 
     error_frame = next(f for f in frames if f["type"] == "error")
     assert error_frame["code"] == "max_steps"
@@ -290,7 +292,7 @@ async def test_iteration_limit_prevents_infinite_loop(world, agent, scripted):
 async def test_doom_loop_is_stopped_with_its_own_code(world, agent, scripted):
     scripted.turns += [[tool_call("hybrid_search", {"query": "same"})] for _ in range(6)]
 
-    _, frames = await sse_turn(world["client"], agent_request(world, agent))
+    _, frames = await sse_turn(world["client"], agent_request(world, agent, QUESTION))
 
     assert next(f for f in frames if f["type"] == "error")["code"] == "doom_loop"
     run = await AgentRun.objects.aget(id=frames[0]["runId"])
@@ -302,7 +304,7 @@ async def test_doom_loop_is_stopped_with_its_own_code(world, agent, scripted):
 
 async def test_messages_are_append_only(world, agent, scripted):
     scripted.turns.append(text("fixed"))
-    _, frames = await sse_turn(world["client"], agent_request(world, agent))
+    _, frames = await sse_turn(world["client"], agent_request(world, agent, QUESTION))
 
     def overwrite():
         with pytest.raises((IntegrityError, InternalError)):
@@ -346,7 +348,7 @@ async def test_greeting_is_answered_in_chat_mode_without_tools(world, agent, scr
 async def test_the_next_message_may_follow_done_at_once(world, agent, scripted):
     scripted.turns += [text("first"), text("second")]
     communicator = await ws_connect(world["user"])
-    first = await ws_turn(communicator, {"type": "chat.message", **agent_request(world, agent)})
+    first = await ws_turn(communicator, {"type": "chat.message", **agent_request(world, agent, QUESTION)})
 
     second = await ws_turn(
         communicator,

@@ -14,6 +14,8 @@ from tests.factories import make_user
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
+QUESTION = "Which country is Paris the capital of?"
+
 
 async def test_websocket_agent_turn_streams_the_same_frames(world, agent, scripted):
     scripted.turns += [
@@ -22,7 +24,7 @@ async def test_websocket_agent_turn_streams_the_same_frames(world, agent, script
     ]
     communicator = await ws_connect(world["user"])
 
-    frames = await ws_turn(communicator, {"type": "chat.message", **agent_request(world, agent)})
+    frames = await ws_turn(communicator, {"type": "chat.message", **agent_request(world, agent, QUESTION)})
 
     assert types(frames) == ["meta", "mcp_tool", "mcp_tool", "token", "token", "done"]
     assert tokens(frames) == "Paris is in France."
@@ -85,7 +87,7 @@ async def test_websocket_without_session_is_closed_4401():
 
 async def test_websocket_refuses_another_users_conversation(world, agent, scripted):
     scripted.turns += [text("private")]
-    _, frames = await sse_turn(world["client"], agent_request(world, agent))
+    _, frames = await sse_turn(world["client"], agent_request(world, agent, QUESTION))
     stranger = await adb(make_user)()
     communicator = await ws_connect(stranger)
 
@@ -103,7 +105,7 @@ async def test_websocket_refuses_another_users_conversation(world, agent, script
 async def test_cancel_stops_the_run_and_ends_the_turn(world, agent, scripted):
     scripted.turns += [[text("Thinking ")[0], Delay(5), *text("never")]]
     communicator = await ws_connect(world["user"])
-    await communicator.send_json_to({"type": "chat.message", **agent_request(world, agent)})
+    await communicator.send_json_to({"type": "chat.message", **agent_request(world, agent, QUESTION)})
     meta = await communicator.receive_json_from(timeout=5)
     first_token = await communicator.receive_json_from(timeout=5)
 
@@ -124,7 +126,7 @@ async def test_cancel_stops_the_run_and_ends_the_turn(world, agent, scripted):
 async def test_subscribe_after_seq_replays_the_running_turn_in_a_second_socket(world, agent, scripted):
     scripted.turns += [[*text("one ", "two "), Delay(0.3), *text("three")]]
     first = await ws_connect(world["user"])
-    await first.send_json_to({"type": "chat.message", **agent_request(world, agent)})
+    await first.send_json_to({"type": "chat.message", **agent_request(world, agent, QUESTION)})
     meta = await first.receive_json_from(timeout=5)
     await first.receive_json_from(timeout=5)
 
@@ -145,7 +147,7 @@ async def test_subscribe_after_seq_replays_the_running_turn_in_a_second_socket(w
 async def test_closing_the_socket_does_not_lose_the_turn(world, agent, scripted):
     scripted.turns += [[*text("slow "), Delay(0.3), *text("answer")]]
     communicator = await ws_connect(world["user"])
-    await communicator.send_json_to({"type": "chat.message", **agent_request(world, agent)})
+    await communicator.send_json_to({"type": "chat.message", **agent_request(world, agent, QUESTION)})
     meta = await communicator.receive_json_from(timeout=5)
 
     await communicator.disconnect()

@@ -28,7 +28,7 @@ from websockets.asyncio.client import ClientConnection, connect
 from apps.agents.models import AgentRun
 from apps.chat.models import Message
 from apps.chat.redis_bus import BLOCK_MS, RedisFrameBus
-from tests.chat.conftest import adb, session_cookie
+from tests.chat.conftest import adb, agent_request, session_cookie
 from tests.factories import make_token
 from tests.llm_server import Stream, text_chunks, tool_call_chunks
 from tests.support.redis_server import free_port, redis_server
@@ -152,10 +152,6 @@ def session(world):
     return session_cookie(world["user"])
 
 
-def start(world, agent, message="Where is Paris?"):
-    return {"message": message, "projectId": str(world["project"].id), "agentDefinitionId": str(agent.id)}
-
-
 def slow_answer(words: int, delay: float) -> Stream:
     return Stream(text_chunks(*[f"w{i} " for i in range(words)]), delay=delay)
 
@@ -196,7 +192,7 @@ async def test_client_on_a_follows_a_turn_running_on_b_from_after_seq(servers, w
     )
 
     async with open_ws(b, session) as on_b, open_ws(a, session) as on_a:
-        await on_b.send(json.dumps({"type": "chat.message", **start(world, agent)}))
+        await on_b.send(json.dumps({"type": "chat.message", **agent_request(world, agent)}))
         head = [await recv(on_b) for _ in range(4)]  # meta, tool started, tool completed, first token
         conversation_id = head[0]["conversationId"]
         await on_a.send(
@@ -227,7 +223,7 @@ async def test_chat_cancel_sent_to_a_stops_the_sse_turn_running_on_b(servers, wo
         async with http.stream(
             "POST",
             f"{b.http}/api/chat/stream",
-            json=start(world, agent),
+            json=agent_request(world, agent),
             headers={"Authorization": f"Bearer {token}"},
         ) as response:
             stream = sse_frames(response)
@@ -264,7 +260,7 @@ async def test_rest_cancel_sent_to_a_stops_the_websocket_turn_running_on_b(
     model.enqueue(slow_answer(400, 0.05))
 
     async with httpx.AsyncClient(timeout=WAIT) as http, open_ws(b, session) as on_b:
-        await on_b.send(json.dumps({"type": "chat.message", **start(world, agent)}))
+        await on_b.send(json.dumps({"type": "chat.message", **agent_request(world, agent)}))
         frames = [await recv(on_b), await recv(on_b)]  # meta, first token
         conversation_id = frames[0]["conversationId"]
         cancelled = await http.post(

@@ -20,23 +20,19 @@ from apps.agents.services import worker_is_dead
 from apps.chat import services
 from apps.chat.models import Conversation, Message
 from apps.chat.services import interrupted_turns_recover, turn_wait_all
-from tests.chat.conftest import adb, sse_turn, tokens, types
+from tests.chat.conftest import adb, agent_request, sse_turn, tokens, types
 from tests.factories import make_project, make_user
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def start(world, agent, message="Where is Paris?"):
-    return {"message": message, "projectId": str(world["project"].id), "agentDefinitionId": str(agent.id)}
-
-
 async def test_turns_over_the_rate_limit_get_429_and_nothing_persisted(world, agent, scripted, settings):
     settings.KGCHAT_TURNS_PER_MINUTE = 2
     scripted.turns += [text("a"), text("b"), text("c")]
-    await sse_turn(world["client"], start(world, agent))
-    await sse_turn(world["client"], start(world, agent))
+    await sse_turn(world["client"], agent_request(world, agent))
+    await sse_turn(world["client"], agent_request(world, agent))
 
-    status, body = await sse_turn(world["client"], start(world, agent))
+    status, body = await sse_turn(world["client"], agent_request(world, agent))
 
     assert status == 429 and body["code"] == "rate_limited"
     assert await Conversation.objects.acount() == 2
@@ -49,7 +45,7 @@ async def test_a_turn_past_its_timeout_ends_with_timeout_and_keeps_what_was_said
     settings.KGCHAT_TURN_TIMEOUT_SECONDS = 1
     scripted.turns.append([*text("Partial "), Delay(10), *text("never")])
 
-    _, frames = await sse_turn(world["client"], start(world, agent))
+    _, frames = await sse_turn(world["client"], agent_request(world, agent))
 
     assert types(frames) == ["meta", "token", "error", "done"]
     assert frames[2]["code"] == "timeout"
@@ -83,7 +79,7 @@ async def test_a_failed_database_write_ends_the_turn_with_an_error_and_no_half_w
 
     monkeypatch.setattr(Message.objects, "create", failing_create)
 
-    _, frames = await sse_turn(world["client"], start(world, agent))
+    _, frames = await sse_turn(world["client"], agent_request(world, agent))
 
     assert types(frames)[-2:] == ["error", "done"]
     assert frames[-2]["code"] == "internal_error" and frames[-1]["messageId"] is None
@@ -167,7 +163,7 @@ async def test_a_stale_claim_does_not_block_the_conversation_forever(world, scri
 async def test_sse_client_disconnect_does_not_lose_the_turn(world, agent, scripted):
     scripted.turns.append([*text("one "), Delay(0.3), *text("two")])
     response = await world["client"].post(
-        "/api/chat/stream", start(world, agent), content_type="application/json"
+        "/api/chat/stream", agent_request(world, agent), content_type="application/json"
     )
     stream = response.streaming_content.__aiter__()
     first = await stream.__anext__()
@@ -205,7 +201,7 @@ async def test_cancel_while_a_tool_runs_stores_every_call_with_its_answer(
     monkeypatch.setitem(registry._REGISTRY, "list_entity_types", dataclasses.replace(tool, handler=slow))
     scripted.turns += [[*text("Looking. "), tool_call("list_entity_types", {}, id="slow-1")], text("never")]
     response = await world["client"].post(
-        "/api/chat/stream", start(world, agent), content_type="application/json"
+        "/api/chat/stream", agent_request(world, agent), content_type="application/json"
     )
     stream = response.streaming_content.__aiter__()
     first = await stream.__anext__()
