@@ -9,6 +9,7 @@ import pytest
 from asgiref.sync import sync_to_async
 
 from apps.agents.events import (
+    CANCELLED,
     RunError,
     RunEvent,
     StopReason,
@@ -217,7 +218,10 @@ async def test_doom_loop_is_stopped(definition: AgentDefinition) -> None:
     assert result.tool_calls[-1].error is not None
 
 
-async def test_cancellation_marks_the_run_cancelled(definition: AgentDefinition) -> None:
+async def run_stopped_at_its_first_text(
+    definition: AgentDefinition, *reasons: StopReason
+) -> tuple[Any, list[RunEvent]]:
+    """A run whose model pauses after its first text; ``stop`` is called there with each reason."""
     stop = StopSignal()
     provider = ScriptedProvider(turns=[[TextDelta(text="slow "), Delay(5.0), TextDelta(text="never")]])
     events: list[RunEvent] = []
@@ -225,20 +229,17 @@ async def test_cancellation_marks_the_run_cancelled(definition: AgentDefinition)
     def on_event(event: RunEvent) -> None:
         events.append(event)
         if isinstance(event, TextDelta):
-            stop.stop()
+            for reason in reasons or (CANCELLED,):
+                stop.stop(reason)
 
-    result = await asyncio.wait_for(
-        AgentExecutor().execute(
-            ExecuteRequest(
-                agent_definition=definition,
-                message="q",
-                provider=provider,
-                stop=stop,
-                stream_callback=on_event,
-            )
-        ),
-        timeout=3,
+    request = ExecuteRequest(
+        agent_definition=definition, message="q", provider=provider, stop=stop, stream_callback=on_event
     )
+    return await asyncio.wait_for(AgentExecutor().execute(request), timeout=3), events
+
+
+async def test_cancellation_marks_the_run_cancelled(definition: AgentDefinition) -> None:
+    result, events = await run_stopped_at_its_first_text(definition)
 
     assert (result.status, result.stop_reason, result.error_code) == ("cancelled", "cancelled", "cancelled")
     assert events[-1] == RunError(message="the run was cancelled", code="cancelled")
@@ -248,29 +249,10 @@ async def test_cancellation_marks_the_run_cancelled(definition: AgentDefinition)
 async def test_a_run_stopped_for_a_timeout_closes_once_as_error_with_the_reason_as_its_last_event(
     definition: AgentDefinition,
 ) -> None:
-    stop = StopSignal()
     timeout = StopReason(code="timeout", message="the turn took longer than 1 s and was stopped")
-    provider = ScriptedProvider(turns=[[TextDelta(text="slow "), Delay(5.0), TextDelta(text="never")]])
-    events: list[RunEvent] = []
 
-    def on_event(event: RunEvent) -> None:
-        events.append(event)
-        if isinstance(event, TextDelta):
-            stop.stop(timeout)
-            stop.stop()  # a later cancel does not change why the run stopped
-
-    result = await asyncio.wait_for(
-        AgentExecutor().execute(
-            ExecuteRequest(
-                agent_definition=definition,
-                message="q",
-                provider=provider,
-                stop=stop,
-                stream_callback=on_event,
-            )
-        ),
-        timeout=3,
-    )
+    # A cancel after the timeout does not change why the run stopped.
+    result, events = await run_stopped_at_its_first_text(definition, timeout, CANCELLED)
 
     assert (result.status, result.stop_reason, result.error_code) == ("error", "timeout", "timeout")
     assert events[-1] == RunError(message=timeout.message, code="timeout")
