@@ -13,6 +13,7 @@ from ninja import Router, Schema, Status
 
 from apps.chat import selectors, services
 from apps.chat.bus import get_bus
+from apps.chat.frames import ChatMessageIn
 from apps.chat.models import Conversation, Message
 from apps.projects.auth import principal_of
 from apps.projects.inputs import ListLimit, ListOffset
@@ -59,13 +60,6 @@ class ConversationList(Schema):
 
 class RenameIn(Schema):
     title: str
-
-
-class StreamRequestIn(Schema):
-    message: Any = None
-    projectId: str | None = None
-    conversationId: str | None = None
-    agentDefinitionId: str | None = None
 
 
 class CancelOut(Schema):
@@ -148,7 +142,7 @@ async def _sse(conversation_id: str) -> AsyncIterator[bytes]:
 
 
 @router.post("/chat/stream")
-async def stream(request: HttpRequest, payload: StreamRequestIn) -> StreamingHttpResponse:
+async def stream(request: HttpRequest, payload: ChatMessageIn) -> StreamingHttpResponse:
     handle = await services.turn_start(
         principal=principal_of(request),
         message=payload.message,

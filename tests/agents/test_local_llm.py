@@ -127,7 +127,8 @@ async def test_real_agent_turn_through_the_offline_default_calls_a_tool_and_answ
 ) -> None:
     from asgiref.sync import sync_to_async
 
-    from apps.agents.executor import AgentExecutor, ExecuteRequest, TextDelta, ToolCallEnd, ToolCallStart
+    from apps.agents.events import TextDelta, ToolCallEnd, ToolCallStart
+    from apps.agents.executor import AgentExecutor, ExecuteRequest
     from tests.factories import make_agent_definition, make_entity, make_project
 
     def arrange() -> Any:

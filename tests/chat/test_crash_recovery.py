@@ -26,19 +26,12 @@ import pytest
 from apps.agents.definitions import default_agents_install
 from apps.agents.models import AgentDefinition, AgentRun
 from apps.chat.models import Conversation, Message
-from apps.chat.recovery import interrupted_turns_recover
+from apps.chat.services import interrupted_turns_recover
 from tests.chat.conftest import adb
 from tests.chat.test_multiprocess import WAIT, _database_url, _start, _wait_ready, slow_answer, sse_frames
 from tests.factories import make_token
-from tests.llm_server import LLMTestServer
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture(scope="module")
-def llm():
-    with LLMTestServer() as server:
-        yield server
 
 
 @pytest.fixture

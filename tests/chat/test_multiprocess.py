@@ -21,16 +21,14 @@ import pytest
 from django.db import connection
 from websockets.asyncio.client import ClientConnection, connect
 
-from apps.agents.definitions import default_agents_install
-from apps.agents.models import AgentDefinition, AgentRun
+from apps.agents.models import AgentRun
 from apps.chat.models import Message
 from apps.chat.redis_bus import BLOCK_MS, RedisFrameBus
 from bench.support import ServerProcess as Server
 from bench.support import start_daphne, wait_ready
-from tests.chat.conftest import adb
-from tests.chat.test_agent_chat import _session_cookie
+from tests.chat.conftest import adb, agent_request, session_cookie
 from tests.factories import make_token
-from tests.llm_server import LLMTestServer, Stream, text_chunks, tool_call_chunks
+from tests.llm_server import Stream, text_chunks, tool_call_chunks
 from tests.support.redis_server import redis_server
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -54,12 +52,6 @@ def _start(name: str, env: dict[str, str], logdir: str) -> Server:
 
 def _wait_ready(server: Server) -> None:
     wait_ready(server, path="/accounts/login/", timeout=90)
-
-
-@pytest.fixture(scope="module")
-def llm():
-    with LLMTestServer() as server:
-        yield server
 
 
 @pytest.fixture(scope="module")
@@ -108,18 +100,8 @@ def model(llm):
 
 
 @pytest.fixture
-def agent(world):
-    default_agents_install(project=world["project"])
-    return AgentDefinition.objects.get(project=world["project"], name="graph-query-agent")
-
-
-@pytest.fixture
 def session(world):
-    return _session_cookie(world["user"])
-
-
-def start(world, agent, message="Where is Paris?"):
-    return {"message": message, "projectId": str(world["project"].id), "agentDefinitionId": str(agent.id)}
+    return session_cookie(world["user"])
 
 
 def slow_answer(words: int, delay: float) -> Stream:
@@ -162,7 +144,7 @@ async def test_client_on_a_follows_a_turn_running_on_b_from_after_seq(servers, w
     )
 
     async with open_ws(b, session) as on_b, open_ws(a, session) as on_a:
-        await on_b.send(json.dumps({"type": "chat.message", **start(world, agent)}))
+        await on_b.send(json.dumps({"type": "chat.message", **agent_request(world, agent)}))
         head = [await recv(on_b) for _ in range(4)]  # meta, tool started, tool completed, first token
         conversation_id = head[0]["conversationId"]
         await on_a.send(
@@ -193,7 +175,7 @@ async def test_chat_cancel_sent_to_a_stops_the_sse_turn_running_on_b(servers, wo
         async with http.stream(
             "POST",
             f"{b.http}/api/chat/stream",
-            json=start(world, agent),
+            json=agent_request(world, agent),
             headers={"Authorization": f"Bearer {token}"},
         ) as response:
             stream = sse_frames(response)
@@ -230,7 +212,7 @@ async def test_rest_cancel_sent_to_a_stops_the_websocket_turn_running_on_b(
     model.enqueue(slow_answer(400, 0.05))
 
     async with httpx.AsyncClient(timeout=WAIT) as http, open_ws(b, session) as on_b:
-        await on_b.send(json.dumps({"type": "chat.message", **start(world, agent)}))
+        await on_b.send(json.dumps({"type": "chat.message", **agent_request(world, agent)}))
         frames = [await recv(on_b), await recv(on_b)]  # meta, first token
         conversation_id = frames[0]["conversationId"]
         cancelled = await http.post(
