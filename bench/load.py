@@ -21,8 +21,6 @@ import argparse
 import asyncio
 import json
 import os
-import socket
-import subprocess
 import sys
 import tempfile
 import time
@@ -31,7 +29,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
+from bench.support import start_daphne, wait_ready
+
 ORIGIN = "http://127.0.0.1"
 # Websocket handshakes in flight at once while the clients connect (before any turn starts): daphne
 # drops a handshake not done within 5 s, and 200 at once on a busy 2-core machine take longer.
@@ -57,12 +56,6 @@ def _setup_django() -> None:
     import django
 
     django.setup()
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _arrange(clients: int) -> tuple[Any, Any, list[Any], list[str]]:
@@ -109,32 +102,6 @@ def _cleanup(project: Any, users: list[Any], sessions: list[str]) -> None:
     project.delete()
     Session.objects.filter(session_key__in=sessions).delete()
     get_user_model().objects.filter(id__in=[u.id for u in users]).delete()
-
-
-def _start_server(port: int, log: Path) -> subprocess.Popen[bytes]:
-    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "bench._load_server", "KGCHAT_LOG_LEVEL": "WARNING"}
-    daphne = Path(sys.executable).parent / "daphne"
-    return subprocess.Popen(
-        [str(daphne), "-v", "0", "-b", "127.0.0.1", "-p", str(port), "config.asgi:application"],
-        cwd=ROOT,
-        env=env,
-        stdout=log.open("wb"),
-        stderr=subprocess.STDOUT,
-    )
-
-
-async def _wait_ready(process: subprocess.Popen[bytes], port: int) -> None:
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError("daphne exited before it listened (its log follows)")
-        try:
-            _, writer = await asyncio.open_connection("127.0.0.1", port)
-            writer.close()
-            return
-        except OSError:
-            await asyncio.sleep(0.2)
-    raise RuntimeError("daphne did not start")
 
 
 @dataclass
@@ -296,20 +263,16 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     _setup_django()
     project, agent, users, sessions = _arrange(args.clients + 1)  # the last one warms the server up
-    port = _free_port()
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "bench._load_server", "KGCHAT_LOG_LEVEL": "WARNING"}
     with tempfile.TemporaryDirectory() as tmp:
-        log = Path(tmp) / "daphne.log"
-        server = _start_server(port, log)
+        server = start_daphne("daphne", env=env, log=Path(tmp) / "daphne.log", quiet=True)
         try:
-            try:
-                asyncio.run(_wait_ready(server, port))
-            except RuntimeError:
-                print(log.read_text(errors="replace"))
-                raise
+            wait_ready(server)
             try:
                 results, elapsed = asyncio.run(
                     asyncio.wait_for(
-                        _load(port, sessions, str(project.id), str(agent.id), args.turns), args.timeout
+                        _load(server.port, sessions, str(project.id), str(agent.id), args.turns),
+                        args.timeout,
                     )
                 )
             except TimeoutError:
@@ -317,13 +280,8 @@ def main(argv: list[str] | None = None) -> int:
                 return 1
             complete, problems = _check_database(results, args.turns)
         finally:
-            server.terminate()
-            try:
-                server.wait(30)
-            except subprocess.TimeoutExpired:
-                server.kill()
-                server.wait(10)
-            server_log = log.read_text(errors="replace")
+            server.stop(30)
+            server_log = server.output()
             _cleanup(project, users, sessions)
 
     expected = args.clients * args.turns

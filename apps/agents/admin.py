@@ -43,9 +43,9 @@ class AgentDefinitionForm(forms.ModelForm):
         tools_field = self.fields["tools"]
         assert isinstance(tools_field, forms.MultipleChoiceField)
         tools_field.choices = [(t, t) for t in [*known, *extra]]
-        model = self.instance.model or {}
-        self.fields["model_name"].initial = model.get("name", "gemini-2.0-flash")
-        self.fields["temperature"].initial = model.get("temperature", 0.1)
+        model = self.instance.model_choice
+        self.fields["model_name"].initial = model.name or "gemini-2.0-flash"
+        self.fields["temperature"].initial = 0.1 if model.temperature is None else model.temperature
 
     def clean_mcp_servers(self) -> list[dict[str, Any]]:
         try:

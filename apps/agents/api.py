@@ -9,12 +9,10 @@ from typing import Any
 from django.http import HttpRequest
 from ninja import Router, Schema, Status
 
-from apps.agents import definitions
+from apps.agents import definitions, selectors
 from apps.agents.mcp_servers import mcp_servers_public
 from apps.agents.models import AgentDefinition
 from apps.projects.auth import principal_of
-from apps.projects.models import Role
-from apps.projects.selectors import project_get
 
 router = Router(tags=["agents"])
 
@@ -93,14 +91,14 @@ def _fields(payload: AgentDefinitionIn) -> dict[str, Any]:
 
 
 def definition_out(d: AgentDefinition) -> AgentDefinitionOut:
-    model = d.model or {}
+    model = d.model_choice
     return AgentDefinitionOut(
         id=d.id,
         projectId=d.project_id,
         name=d.name,
         description=d.description,
         systemPrompt=d.system_prompt,
-        model=ModelOut(name=str(model.get("name", "")), temperature=model.get("temperature")),
+        model=ModelOut(name=model.name, temperature=model.temperature),
         tools=list(d.tools or []),
         flowType=d.flow_type,
         isDefault=d.is_default,
@@ -115,11 +113,8 @@ def definition_out(d: AgentDefinition) -> AgentDefinitionOut:
 
 @router.get("/projects/{project_id}/agent-definitions", response=AgentDefinitionList)
 def list_definitions(request: HttpRequest, project_id: str) -> AgentDefinitionList:
-    principal = principal_of(request)
-    project = project_get(principal=principal, project_ref=project_id)
-    items = [
-        definition_out(d) for d in definitions.agent_definition_list(principal=principal, project=project)
-    ]
+    found = selectors.agent_definition_list(principal=principal_of(request), project_ref=project_id)
+    items = [definition_out(d) for d in found]
     return AgentDefinitionList(items=items, count=len(items))
 
 
@@ -136,7 +131,7 @@ def create_definition(
 @router.get("/agent-definitions/{definition_id}", response=AgentDefinitionOut)
 def get_definition(request: HttpRequest, definition_id: str) -> AgentDefinitionOut:
     return definition_out(
-        definitions.agent_definition_get(principal=principal_of(request), definition_id=definition_id)
+        selectors.agent_definition_get(principal=principal_of(request), definition_id=definition_id)
     )
 
 
@@ -158,6 +153,7 @@ def delete_definition(request: HttpRequest, definition_id: str) -> Status[None]:
 
 @router.post("/admin/projects/{project_id}/install-default-agents", response=InstallOut)
 def install_default_agents(request: HttpRequest, project_id: str) -> InstallOut:
-    project = project_get(principal=principal_of(request), project_ref=project_id, min_role=Role.OWNER)
-    result = definitions.default_agents_install(project=project)
+    result = definitions.default_agents_install_as_owner(
+        principal=principal_of(request), project_ref=project_id
+    )
     return InstallOut(installed=result.installed, existing=result.existing)

@@ -1,22 +1,24 @@
-"""Writes and reads of agent definitions, and the installation of the default agents."""
+"""Writes of agent definitions (create, update, delete) and the installation of the default agents.
+
+The services of the definitions; their reads, and who may see which, are in ``selectors.py``.
+"""
 
 from __future__ import annotations
 
-import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
 from django.db import IntegrityError, transaction
-from django.db.models import QuerySet
 
 from apps.agents.defaults import DEFAULT_AGENTS
 from apps.agents.mcp_servers import mcp_servers_public, mcp_servers_validate
 from apps.agents.models import AgentDefinition, FlowType, Visibility
+from apps.agents.selectors import agent_definition_get
 from apps.graph_tools.registry import tool_names
-from apps.projects.errors import NotFound, ServiceError
+from apps.projects.errors import ServiceError
 from apps.projects.inputs import InvalidInput, input_check
 from apps.projects.models import Project, Role
-from apps.projects.selectors import Principal, parse_uuid, project_get, project_list
+from apps.projects.selectors import Principal, project_get, project_get_by_ref
 
 EDITABLE = (
     "name",
@@ -35,31 +37,10 @@ EDITABLE = (
 )
 
 
-class AgentDefinitionNotFound(NotFound):
-    """agent definition not found"""
-
-    code = "agent_definition_not_found"
-
-
 class InvalidAgentDefinition(ServiceError):
     """invalid agent definition"""
 
     code = "invalid_agent_definition"
-
-
-class AgentDefinitionDisabled(ServiceError):
-    """this agent definition is disabled"""
-
-    status = 409
-    code = "agent_definition_disabled"
-
-
-def agent_definition_check_enabled(definition: AgentDefinition) -> None:
-    """Raise ``AgentDefinitionDisabled`` (with the operator's reason) for a definition that may not run."""
-    if definition.disabled_reason:
-        raise AgentDefinitionDisabled(
-            f"agent definition {definition.name!r} is disabled: {definition.disabled_reason}"
-        )
 
 
 MAX_TEXT = {"description": 10_000, "system_prompt": 100_000}
@@ -127,31 +108,6 @@ def _keep_operator_headers(new: list[dict[str, Any]], old: list[Any]) -> list[di
     ]
 
 
-def agent_definition_list(*, principal: Principal, project: Project) -> QuerySet[AgentDefinition]:
-    return AgentDefinition.objects.filter(project=project).order_by("-is_default", "name")
-
-
-def agent_definition_get(*, principal: Principal, definition_id: object) -> AgentDefinition:
-    did = parse_uuid(definition_id)
-    definition = (
-        AgentDefinition.objects.filter(id=did, project__in=project_list(principal=principal)).first()
-        if did
-        else None
-    )
-    if definition is None:
-        raise AgentDefinitionNotFound()
-    return definition
-
-
-def agent_definition_for_project(*, project_id: uuid.UUID, definition_id: object) -> AgentDefinition:
-    """Return a definition of that project; another project's (or none) is ``AgentDefinitionNotFound``."""
-    did = parse_uuid(definition_id)
-    definition = AgentDefinition.objects.filter(id=did, project_id=project_id).first() if did else None
-    if definition is None:
-        raise AgentDefinitionNotFound("agent definition not found", status=400)
-    return definition
-
-
 def _save(definition: AgentDefinition) -> AgentDefinition:
     try:
         with transaction.atomic():
@@ -168,31 +124,45 @@ def _save(definition: AgentDefinition) -> AgentDefinition:
 def agent_definition_create(
     *, principal: Principal, project_ref: object, fields: dict[str, Any]
 ) -> AgentDefinition:
-    """Create a definition (editor role; MCP servers need the owner role: they are the owner's choice
-    among what the operator allowlisted)."""
+    """Create a definition (editor role).
+
+    MCP servers and ``private`` visibility need the owner role: the servers are the owner's choice
+    among what the operator allowlisted, and a private definition is seen by owners only.
+    """
     project = project_get(principal=principal, project_ref=project_ref, min_role=Role.EDITOR)
     data = _validate(fields)
     if "name" not in data:
         raise InvalidAgentDefinition("name is required")
-    if data.get("mcp_servers"):
+    if data.get("mcp_servers") or data.get("visibility") == Visibility.PRIVATE:
         project_get(principal=principal, project_ref=project.id, min_role=Role.OWNER)
     return _save(AgentDefinition(project=project, **data))
+
+
+def _editable(*, principal: Principal, definition_id: object) -> AgentDefinition:
+    """A definition the principal sees and may change (editor role), else not found or forbidden."""
+    definition = agent_definition_get(principal=principal, definition_id=definition_id)
+    project_get(principal=principal, project_ref=definition.project_id, min_role=Role.EDITOR)
+    return definition
 
 
 def agent_definition_update(
     *, principal: Principal, definition_id: object, fields: dict[str, Any]
 ) -> AgentDefinition:
-    """Change the given fields (editor role); changing ``mcp_servers`` needs the owner role."""
-    definition = agent_definition_get(principal=principal, definition_id=definition_id)
-    project_get(principal=principal, project_ref=definition.project_id, min_role=Role.EDITOR)
+    """Change the given fields (editor role); changing ``mcp_servers`` or making it private needs the
+    owner role."""
+    definition = _editable(principal=principal, definition_id=definition_id)
     fields = dict(fields)
     sent = fields.get("mcp_servers")
     unchanged = isinstance(sent, list) and not any(isinstance(e, dict) and "headers" in e for e in sent)
     if unchanged and mcp_servers_public(sent) == mcp_servers_public(definition.mcp_servers):
         del fields["mcp_servers"]  # sent back as the API shows it: not a change of MCP servers
     data = _validate(fields)
-    if "mcp_servers" in data:
+    becomes_private = (
+        data.get("visibility") == Visibility.PRIVATE and definition.visibility != Visibility.PRIVATE
+    )
+    if "mcp_servers" in data or becomes_private:
         project_get(principal=principal, project_ref=definition.project_id, min_role=Role.OWNER)
+    if "mcp_servers" in data:
         data["mcp_servers"] = _keep_operator_headers(data["mcp_servers"], definition.mcp_servers)
     for key, value in data.items():
         setattr(definition, key, value)
@@ -200,9 +170,8 @@ def agent_definition_update(
 
 
 def agent_definition_delete(*, principal: Principal, definition_id: object) -> None:
-    definition = agent_definition_get(principal=principal, definition_id=definition_id)
-    project_get(principal=principal, project_ref=definition.project_id, min_role=Role.EDITOR)
-    definition.delete()
+    """Delete a definition (editor role); its conversations continue as plain chats."""
+    _editable(principal=principal, definition_id=definition_id).delete()
 
 
 @dataclass
@@ -213,7 +182,10 @@ class InstallResult:
 
 @transaction.atomic
 def default_agents_install(*, project: Project) -> InstallResult:
-    """Create the default agent definitions the project lacks (by name); never change existing ones."""
+    """Create the default agent definitions the project lacks (by name); never change existing ones.
+
+    Without access checks: for operators (the admin action, bootstrap and eval commands) and tests.
+    """
     result = InstallResult()
     for spec in DEFAULT_AGENTS:
         _, created = AgentDefinition.objects.get_or_create(
@@ -221,3 +193,18 @@ def default_agents_install(*, project: Project) -> InstallResult:
         )
         (result.installed if created else result.existing).append(spec["name"])
     return result
+
+
+def default_agents_install_as_operator(*, project_ref: str | None) -> dict[Project, InstallResult]:
+    """Install the default agents into the project named by id or slug, or into every project when
+    ``project_ref`` is None (operators: no access checks)."""
+    projects = (
+        [project_get_by_ref(project_ref=project_ref)] if project_ref is not None else Project.objects.all()
+    )
+    return {project: default_agents_install(project=project) for project in projects}
+
+
+def default_agents_install_as_owner(*, principal: Principal, project_ref: object) -> InstallResult:
+    """Install the default agents into a project the principal owns (``403`` for other members)."""
+    project = project_get(principal=principal, project_ref=project_ref, min_role=Role.OWNER)
+    return default_agents_install(project=project)

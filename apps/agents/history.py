@@ -1,9 +1,11 @@
 """Conversation history as the agents layer sees it: typed records and the store protocol.
 
-The chat layer owns ``kb.chat_messages`` and sits above this one, so it implements
-``HistoryStore`` over its table; ``InMemoryHistoryStore`` serves tests, batch runs and the
-executor. ``history_window`` applies the message-count limit and the token budget with the
-sequence-safety rules of ``specs/adk-integration.requirements.md``.
+The chat layer owns ``kb.chat_messages``: it loads a turn's history window when it admits the
+message and stores the turn's new messages with the answer, in one transaction, once the turn
+ends (so a failed, cancelled or deleted turn stores nothing). The executor therefore runs ADK's
+session over ``InMemoryHistoryStore`` seeded with that history; there is no database-backed
+``HistoryStore``. ``history_window`` applies the message-count limit and the token budget with
+the sequence-safety rules of ``specs/adk-integration.requirements.md``.
 """
 
 from __future__ import annotations

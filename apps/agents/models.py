@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from dataclasses import dataclass
 
 from django.contrib.postgres.fields import ArrayField
 from django.db import models
@@ -15,13 +16,28 @@ def default_model() -> dict[str, object]:
 
 
 class FlowType(models.TextChoices):
+    """Stored and shown (PROTOCOL lists ``flowType``) but not read: every definition runs as one agent
+    that may hand over to its ``sub_agents``, whatever its flow type says."""
+
     SINGLE = "single", "Single agent"
     SEQUENTIAL = "sequential", "Sequential sub-agents"
 
 
 class Visibility(models.TextChoices):
+    """Who sees and may use a definition (enforced in ``apps.agents.selectors``); "admins" are the
+    project's owners."""
+
     PROJECT = "project", "Project members"
     PRIVATE = "private", "Only admins"
+
+
+@dataclass(frozen=True)
+class ModelChoice:
+    """The model a definition asks for: its name (``gemini-2.0-flash``, ``openai/<model>``, …) and
+    temperature (None: the provider's default)."""
+
+    name: str
+    temperature: float | None
 
 
 class AgentDefinition(models.Model):
@@ -62,6 +78,16 @@ class AgentDefinition(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    @property
+    def model_choice(self) -> ModelChoice:
+        """The ``model`` JSON as a typed value (validated on write, so only old rows lack parts)."""
+        model = self.model if isinstance(self.model, dict) else {}
+        temperature = model.get("temperature")
+        return ModelChoice(
+            name=str(model.get("name") or ""),
+            temperature=float(temperature) if isinstance(temperature, int | float) else None,
+        )
 
 
 class RunStatus(models.TextChoices):

@@ -1,18 +1,90 @@
-"""Reads for the executor and the batch command: definitions by name, runs and their trace."""
+"""Reads of agent definitions. A member's every lookup is scoped to the definitions they may see.
+
+Visibility: a ``project`` definition is seen and used by every member of its project; a
+``private`` one only by the project's owners. A definition a principal may not see answers
+``AgentDefinitionNotFound``, exactly like one that does not exist.
+"""
 
 from __future__ import annotations
 
 import uuid
 
-from apps.agents.models import AgentDefinition, AgentRun, AgentRunMessage, AgentRunToolCall
-from apps.projects.errors import NotFound
-from apps.projects.models import Project
+from django.db.models import Q, QuerySet
+
+from apps.agents.models import AgentDefinition, Visibility
+from apps.projects.errors import NotFound, ServiceError
+from apps.projects.models import Project, ProjectMembership, Role
+from apps.projects.selectors import Principal, parse_uuid, project_get, project_list
 
 
 class AgentDefinitionNotFound(NotFound):
     """agent definition not found"""
 
     code = "agent_definition_not_found"
+
+
+class AgentDefinitionDisabled(ServiceError):
+    """this agent definition is disabled"""
+
+    status = 409
+    code = "agent_definition_disabled"
+
+
+def agent_definitions_visible(*, principal: Principal) -> QuerySet[AgentDefinition]:
+    """Every definition the principal may see and use, in all the projects they may see."""
+    owned = ProjectMembership.objects.filter(user_id=principal.user_id, role=Role.OWNER).values("project_id")
+    return AgentDefinition.objects.filter(project__in=project_list(principal=principal)).filter(
+        Q(visibility=Visibility.PROJECT) | Q(project_id__in=owned)
+    )
+
+
+def agent_definition_list(*, principal: Principal, project_ref: object) -> QuerySet[AgentDefinition]:
+    """The project's definitions the principal may see, the default ones first."""
+    project = project_get(principal=principal, project_ref=project_ref)
+    return (
+        agent_definitions_visible(principal=principal).filter(project=project).order_by("-is_default", "name")
+    )
+
+
+def agent_definition_get(*, principal: Principal, definition_id: object) -> AgentDefinition:
+    did = parse_uuid(definition_id)
+    definition = agent_definitions_visible(principal=principal).filter(id=did).first() if did else None
+    if definition is None:
+        raise AgentDefinitionNotFound()
+    return definition
+
+
+def agent_definition_check_enabled(definition: AgentDefinition) -> None:
+    """Raise ``AgentDefinitionDisabled`` (with the operator's reason) for a definition that may not run."""
+    if definition.disabled_reason:
+        raise AgentDefinitionDisabled(
+            f"agent definition {definition.name!r} is disabled: {definition.disabled_reason}"
+        )
+
+
+def agent_definition_check_usable(*, principal: Principal, definition: AgentDefinition) -> None:
+    """Raise unless the principal may chat with ``definition`` now: it is visible to them and enabled.
+
+    One they may not see is ``400 agent_definition_not_found`` (PROTOCOL §2, StreamRequest).
+    """
+    if not agent_definitions_visible(principal=principal).filter(id=definition.id).exists():
+        raise AgentDefinitionNotFound("agent definition not found", status=400)
+    agent_definition_check_enabled(definition)
+
+
+def agent_definition_for_conversation(
+    *, principal: Principal, project_id: uuid.UUID, definition_id: object
+) -> AgentDefinition:
+    """Return the definition a new conversation of the project will use, checked as usable.
+
+    Another project's, an invisible or an unknown one is ``400 agent_definition_not_found``.
+    """
+    did = parse_uuid(definition_id)
+    definition = AgentDefinition.objects.filter(id=did, project_id=project_id).first() if did else None
+    if definition is None:
+        raise AgentDefinitionNotFound("agent definition not found", status=400)
+    agent_definition_check_usable(principal=principal, definition=definition)
+    return definition
 
 
 async def agent_definitions_by_names(*, project_id: uuid.UUID, names: list[str]) -> list[AgentDefinition]:
@@ -25,24 +97,8 @@ async def agent_definitions_by_names(*, project_id: uuid.UUID, names: list[str])
 
 
 def agent_definition_by_name(*, project: Project, name: str) -> AgentDefinition:
+    """Return a definition by name without access checks (operators' commands)."""
     try:
         return AgentDefinition.objects.get(project=project, name=name)
     except AgentDefinition.DoesNotExist:
         raise AgentDefinitionNotFound(f"no agent {name!r} in project {project.slug}") from None
-
-
-async def agent_run_get(*, run_id: uuid.UUID) -> AgentRun:
-    try:
-        return await AgentRun.objects.aget(pk=run_id)
-    except AgentRun.DoesNotExist:
-        raise NotFound(f"no agent run {run_id}") from None
-
-
-async def agent_run_tool_calls(*, run_id: uuid.UUID) -> list[AgentRunToolCall]:
-    return [
-        c async for c in AgentRunToolCall.objects.filter(run_id=run_id).order_by("created_at", "step_number")
-    ]
-
-
-async def agent_run_messages(*, run_id: uuid.UUID) -> list[AgentRunMessage]:
-    return [m async for m in AgentRunMessage.objects.filter(run_id=run_id).order_by("created_at")]

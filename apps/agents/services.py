@@ -1,6 +1,9 @@
-"""Writes of the agent audit trail (``kb.agent_runs``, ``agent_run_messages``, ``agent_run_tool_calls``).
+"""Every write of the agent audit trail (``kb.agent_runs``, ``agent_run_messages``, ``agent_run_tool_calls``).
 
-All async: the executor runs on the event loop, where ADK also runs tools inline.
+A run's whole lifecycle lives here: ``agent_run_start`` opens it, ``agent_run_save_text`` keeps
+what it has streamed so far (so a crash loses nothing the user saw), ``agent_run_finish`` closes
+it once with its outcome, and ``agent_runs_interrupt_orphaned`` closes the runs of processes that
+died. The start, save and finish are async: the executor runs on the event loop.
 """
 
 from __future__ import annotations
@@ -8,20 +11,40 @@ from __future__ import annotations
 import os
 import socket
 import uuid
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from datetime import datetime, timedelta
 
+import psutil
 from asgiref.sync import sync_to_async
 from django.db import transaction
 from django.utils import timezone
 
+from apps.agents.events import ToolCallRecord, TraceMessage
+from apps.agents.llm.base import Usage
 from apps.agents.models import AgentRun, AgentRunMessage, AgentRunToolCall, RunStatus
 from apps.projects.inputs import storable
+
+# Work (a run, a conversation's claim) of a process on another host is taken as orphaned once
+# it is this old: there, whether the process still lives cannot be checked.
+STALE_AFTER = timedelta(minutes=15)
 
 
 def worker_name() -> str:
     """This server process, so that a restarted one can mark its orphaned runs interrupted."""
     return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def worker_is_dead(worker: str, since: datetime | None) -> bool:
+    """Whether the process named ``host:pid`` (``worker_name``) that started work at ``since`` is gone."""
+    host, _, pid_text = worker.rpartition(":")
+    if not host or not pid_text.isdigit() or host != socket.gethostname():
+        return since is not None and since < timezone.now() - STALE_AFTER
+    try:
+        process = psutil.Process(int(pid_text))
+        started = datetime.fromtimestamp(process.create_time(), tz=timezone.get_current_timezone())
+    except (psutil.NoSuchProcess, psutil.AccessDenied, ValueError):
+        return True
+    return since is not None and started > since + timedelta(seconds=1)
 
 
 async def agent_run_start(
@@ -43,53 +66,100 @@ async def agent_run_start(
     )
 
 
+async def agent_run_save_text(*, run_id: uuid.UUID, text: str) -> None:
+    """Keep the text a running run has streamed so far (recovery shows it if the process dies)."""
+    await AgentRun.objects.filter(id=run_id, status=RunStatus.RUNNING).aupdate(final_text=storable(text))
+
+
+def _close(run: AgentRun, *, status: RunStatus, stop_reason: str, error: str, **fields: object) -> None:
+    """The one write of a run's end (its status, why, when); ``fields`` are more columns to store."""
+    run.status = status
+    run.stop_reason = stop_reason[:64]
+    run.error = storable(error)
+    run.completed_at = timezone.now()
+    for name, value in fields.items():
+        setattr(run, name, value)
+    run.save(update_fields=["status", "stop_reason", "error", "completed_at", *fields])
+
+
 async def agent_run_finish(
     *,
     run: AgentRun,
-    status: str,
+    status: RunStatus,
     stop_reason: str,
     error: str = "",
     model: str = "",
     step_count: int = 0,
-    input_tokens: int = 0,
-    output_tokens: int = 0,
+    usage: Usage | None = None,
     final_text: str = "",
-    messages: Sequence[dict[str, Any]] = (),
-    tool_calls: Sequence[dict[str, Any]] = (),
+    messages: Sequence[TraceMessage] = (),
+    records: Sequence[ToolCallRecord] = (),
 ) -> AgentRun:
     """Close a run with its outcome, its messages and its tool calls: one transaction, one round trip."""
-    run.status = status
-    run.stop_reason = stop_reason[:64]
-    run.error = storable(error)
-    run.model = (model or run.model)[:200]
-    run.step_count = step_count
-    run.input_tokens = input_tokens
-    run.output_tokens = output_tokens
-    run.final_text = storable(final_text)
+    usage = usage or Usage()
+    closing = {
+        "model": (model or run.model)[:200],
+        "step_count": step_count,
+        "input_tokens": usage.input_tokens,
+        "output_tokens": usage.output_tokens,
+        "final_text": storable(final_text),
+    }
     # What the model wrote (and the arguments it passed) may hold NUL or lone surrogates.
-    messages, tool_calls = storable(messages), storable(tool_calls)
-    run.completed_at = timezone.now()
+    message_rows = [AgentRunMessage(run=run, **storable(m.model_dump())) for m in messages]
+    call_rows = [
+        AgentRunToolCall(
+            run=run,
+            call_id=storable(r.call_id[:200]),
+            tool_name=storable(r.tool[:200]),
+            input=storable(r.input),
+            output=storable(r.output),
+            error=storable(r.error or ""),
+            duration_ms=r.duration_ms,
+            step_number=r.step,
+        )
+        for r in records
+    ]
 
     @sync_to_async
     def write() -> None:
         with transaction.atomic():
-            run.save(
-                update_fields=[
-                    "status",
-                    "stop_reason",
-                    "error",
-                    "model",
-                    "step_count",
-                    "input_tokens",
-                    "output_tokens",
-                    "final_text",
-                    "completed_at",
-                ]
-            )
-            if messages:
-                AgentRunMessage.objects.bulk_create([AgentRunMessage(run=run, **m) for m in messages])
-            if tool_calls:
-                AgentRunToolCall.objects.bulk_create([AgentRunToolCall(run=run, **c) for c in tool_calls])
+            _close(run, status=status, stop_reason=stop_reason, error=error, **closing)
+            if message_rows:
+                AgentRunMessage.objects.bulk_create(message_rows)
+            if call_rows:
+                AgentRunToolCall.objects.bulk_create(call_rows)
 
     await write()
     return run
+
+
+def agent_runs_interrupt_orphaned(*, on_interrupted: Callable[[AgentRun], None] | None = None) -> int:
+    """Close the running runs of dead processes as ``interrupted``; return how many were closed.
+
+    Safe when several processes start together: each run is closed under a row lock the others
+    skip. ``on_interrupted`` runs in the same transaction for each closed run (the chat layer
+    keeps its partial text as the conversation's answer), so that happens exactly once.
+    """
+    closed = 0
+    running = AgentRun.objects.filter(status=RunStatus.RUNNING).values_list("id", "worker", "started_at")
+    for run_id, worker, started_at in list(running):
+        if not worker_is_dead(worker, started_at):
+            continue
+        with transaction.atomic():
+            run = (
+                AgentRun.objects.select_for_update(skip_locked=True)
+                .filter(id=run_id, status=RunStatus.RUNNING)
+                .first()
+            )
+            if run is None:
+                continue
+            _close(
+                run,
+                status=RunStatus.INTERRUPTED,
+                stop_reason="interrupted",
+                error="the server process running this turn stopped",
+            )
+            if on_interrupted is not None:
+                on_interrupted(run)
+            closed += 1
+    return closed

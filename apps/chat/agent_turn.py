@@ -9,25 +9,18 @@ from typing import Any
 from django.conf import settings
 
 from apps.agents.defaults import CITATION_INSTRUCTIONS
-from apps.agents.executor import (
-    AgentExecutor,
-    Error,
-    ExecuteRequest,
-    StreamEvent,
-    TextDelta,
-    ToolCallEnd,
-    ToolCallStart,
-)
+from apps.agents.events import RunError, RunEvent, TextDelta, ToolCallEnd, ToolCallStart
+from apps.agents.executor import AgentExecutor, ExecuteRequest
 from apps.agents.history import HistoryMessage
 from apps.agents.llm.base import Provider
-from apps.agents.models import AgentRun, RunStatus
+from apps.agents.models import RunStatus
 from apps.chat.citations import CitationFilter
-from apps.chat.frames import DoneFrame, ErrorFrame, McpToolFrame, TokenFrame
+from apps.chat.frames import ErrorFrame, McpToolFrame, TokenFrame
 from apps.chat.models import Message, MessageRole
-from apps.chat.turn import PartialTextSaver, Turn, emit, persist_answer
+from apps.chat.turn import Answer, PartialTextSaver, Turn, emit
 
-# Statuses whose partial answer is kept as the assistant message, with the stop reason.
-KEEP_PARTIAL = {"max_steps", "doom_loop", "cancelled"}
+# Stop reasons whose partial answer is kept as the assistant message, with the stop reason.
+KEEP_PARTIAL = {"max_steps", "doom_loop", "cancelled", "timeout"}
 
 
 def _bounded(value: Any) -> Any:
@@ -71,18 +64,15 @@ def _chat_rows(turn: Turn, messages: list[HistoryMessage]) -> list[Message]:
     return rows
 
 
-async def run_agent_turn(turn: Turn, provider: Provider | None) -> DoneFrame:
-    """Run the agent with a stream callback mapped to frames; persist; return the closing frame."""
+async def run_agent_turn(turn: Turn, provider: Provider | None) -> Answer | None:
+    """Run the agent with a stream callback mapped to frames; return the answer to store, if any."""
     definition = turn.agent_definition
     assert definition is not None and turn.run_id is not None
-    run_id = str(turn.run_id)
+    run_id = turn.run_id
     known = turn.known
     citations = CitationFilter(known)
     parts: list[str] = []
-    run_pk = turn.run_id
-    saver = PartialTextSaver(
-        lambda text: AgentRun.objects.filter(id=run_pk, status=RunStatus.RUNNING).aupdate(final_text=text)
-    )
+    saver = PartialTextSaver(turn)
 
     async def send_text(text: str) -> None:
         if text:
@@ -90,7 +80,7 @@ async def run_agent_turn(turn: Turn, provider: Provider | None) -> DoneFrame:
             await emit(turn, TokenFrame(token=text))
             await saver.maybe_save(parts)
 
-    async def on_event(event: StreamEvent) -> None:
+    async def on_event(event: RunEvent) -> None:
         if isinstance(event, TextDelta):
             await send_text(citations.feed(event.text))
         elif isinstance(event, ToolCallStart):
@@ -114,7 +104,7 @@ async def run_agent_turn(turn: Turn, provider: Provider | None) -> DoneFrame:
                         result=_bounded(event.output),
                     ),
                 )
-        elif isinstance(event, Error):
+        elif isinstance(event, RunError):
             await send_text(citations.flush())
             await emit(turn, ErrorFrame(error=event.message, code=event.code))
 
@@ -130,27 +120,21 @@ async def run_agent_turn(turn: Turn, provider: Provider | None) -> DoneFrame:
             user_id=str(turn.conversation.user_id),
             stream_callback=on_event,
             provider=provider,
-            cancel=turn.bus.cancel_signal(turn.key),
-            run_id=turn.run_id,
+            stop=turn.stop,
+            run_id=run_id,
         )
     )
     await send_text(citations.flush())
-    stop_reason = "timeout" if turn.timed_out else result.stop_reason
-    if turn.timed_out:
-        await AgentRun.objects.filter(id=turn.run_id).aupdate(status=RunStatus.ERROR, stop_reason="timeout")
-
-    if result.status == "success" or result.stop_reason in KEEP_PARTIAL:
-        if result.status != "success" and not parts and stop_reason in {"cancelled", "timeout"}:
-            return DoneFrame(messageId=None, runId=run_id)
-        context: dict[str, Any] = {"agent_run_id": run_id}
-        if result.status != "success":
-            context["stop_reason"] = stop_reason
-        message = await persist_answer(
-            turn,
-            content="".join(parts),
-            retrieval_context=context,
-            citations=citations.citations,
-            extra=_chat_rows(turn, result.messages),
-        )
-        return DoneFrame(messageId=str(message.id), runId=run_id, citations=citations.citations)
-    return DoneFrame(messageId=None, runId=run_id)
+    if result.status != RunStatus.SUCCESS and result.stop_reason not in KEEP_PARTIAL:
+        return None
+    if result.status != RunStatus.SUCCESS and not parts and result.stop_reason in {"cancelled", "timeout"}:
+        return None
+    context: dict[str, Any] = {"agent_run_id": str(run_id)}
+    if result.status != RunStatus.SUCCESS:
+        context["stop_reason"] = result.stop_reason
+    return Answer(
+        content="".join(parts),
+        retrieval_context=context,
+        citations=citations.citations,
+        extra=_chat_rows(turn, result.messages),
+    )

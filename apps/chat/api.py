@@ -14,6 +14,7 @@ from ninja import Router, Schema, Status
 from apps.chat import selectors, services
 from apps.chat.bus import get_bus
 from apps.chat.details import conversation_detail
+from apps.chat.frames import ChatMessageIn
 from apps.chat.models import Conversation, Message
 from apps.chat.search import conversation_search
 from apps.chat.usage import Usage
@@ -90,13 +91,6 @@ def usage_out(u: Usage) -> AnswerUsageOut:
 
 class RenameIn(Schema):
     title: str
-
-
-class StreamRequestIn(Schema):
-    message: Any = None
-    projectId: str | None = None
-    conversationId: str | None = None
-    agentDefinitionId: str | None = None
 
 
 class CancelOut(Schema):
@@ -205,7 +199,7 @@ async def _sse(conversation_id: str) -> AsyncIterator[bytes]:
 
 
 @router.post("/chat/stream")
-async def stream(request: HttpRequest, payload: StreamRequestIn) -> StreamingHttpResponse:
+async def stream(request: HttpRequest, payload: ChatMessageIn) -> StreamingHttpResponse:
     handle = await services.turn_start(
         principal=principal_of(request),
         message=payload.message,

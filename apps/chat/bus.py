@@ -16,12 +16,9 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
-from apps.chat.frames import AnyFrame
+from apps.chat.frames import RETENTION_SECONDS, AnyFrame
 
 T = TypeVar("T")
-
-# How long a finished turn's frames stay available to late subscribers.
-RETENTION_SECONDS = 120.0
 
 
 class FrameBus(Protocol):

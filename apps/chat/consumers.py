@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from apps.chat import selectors, services
 from apps.chat.bus import get_bus
-from apps.chat.frames import ErrorFrame
+from apps.chat.frames import ChatMessageIn, ErrorFrame
 from apps.projects.db import DatabaseBusy, is_database_busy
 from apps.projects.errors import ServiceError
 from apps.projects.inputs import InvalidInput, bad_input_from, json_parse
@@ -21,15 +21,6 @@ from apps.projects.selectors import Principal, principal_from_user
 log = logging.getLogger("kgchat.ws")
 
 CLOSE_UNAUTHENTICATED = 4401
-
-
-class ChatMessageIn(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-    type: str
-    message: Any = None
-    projectId: str | None = None
-    conversationId: str | None = None
-    agentDefinitionId: str | None = None
 
 
 class ConversationIn(BaseModel):

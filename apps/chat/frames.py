@@ -1,12 +1,27 @@
-"""The stream frames of a turn (PROTOCOL §3): typed models; only transports turn them into JSON."""
+"""The wire shapes of a turn: the chat message that starts it (PROTOCOL §2, one model for REST and
+websocket) and its stream frames (PROTOCOL §3); typed models, only transports turn them into JSON."""
 
 from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from apps.projects.inputs import storable
+
+
+class ChatMessageIn(BaseModel):
+    """A user's message: ``POST /api/chat/stream``'s body and the websocket's ``chat.message``.
+
+    ``message`` is left untyped here so that the turn service answers a wrong type with its own
+    ``invalid_request``; other keys (the websocket's ``type``) are ignored.
+    """
+
+    model_config = ConfigDict(extra="ignore")
+    message: Any = None
+    projectId: str | None = None
+    conversationId: str | None = None
+    agentDefinitionId: str | None = None
 
 
 class Frame(BaseModel):
@@ -72,6 +87,9 @@ class DoneFrame(Frame):
     runId: str | None
     citations: list[Citation] = Field(default_factory=list)
 
+
+# How long a finished turn's frames stay available to late subscribers (on every frame bus).
+RETENTION_SECONDS = 120.0
 
 AnyFrame = MetaFrame | TokenFrame | McpToolFrame | ErrorFrame | DoneFrame
 

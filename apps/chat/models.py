@@ -29,7 +29,7 @@ class Conversation(models.Model):
     active_turn_started_at = models.DateTimeField(null=True, blank=True, editable=False)
     active_turn_worker = models.CharField(max_length=200, blank=True, default="", editable=False)
     # What a plain turn has streamed so far, saved as it goes (an agent turn saves it on its run), so
-    # that a turn whose process dies keeps the text the user saw (see apps/chat/recovery.py).
+    # that a turn whose process dies keeps the text the user saw (see ``services.interrupted_turns_recover``).
     active_turn_text = models.TextField(blank=True, default="", editable=False)
     # Entities tools returned in this conversation ({id: {id, key, type, name}}): the citations an
     # answer may keep. Kept here so a turn reads one row instead of every earlier tool result.

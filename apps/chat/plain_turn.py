@@ -10,21 +10,20 @@ from apps.agents.llm.resolve import resolve_model
 from apps.chat.bus import CANCELLED, until_cancelled
 from apps.chat.citations import CitationFilter
 from apps.chat.context import FullHistoryContextStrategy, load_prompt, to_history
-from apps.chat.frames import DoneFrame, ErrorFrame, TokenFrame
+from apps.chat.frames import ErrorFrame, TokenFrame
 from apps.chat.retrieval import AlwaysRetrieveStrategy
-from apps.chat.turn import PartialTextSaver, Turn, emit, persist_answer, save_claim_text
-from apps.graph_tools.registry import ToolError
+from apps.chat.turn import Answer, PartialTextSaver, Turn, emit
+from apps.graph_tools.errors import ToolError
 
 
-async def run_plain_turn(turn: Turn, provider: Provider | None) -> DoneFrame:
+async def run_plain_turn(turn: Turn, provider: Provider | None) -> Answer | None:
     """Always retrieve: one hybrid search, its results in the system prompt, one streamed answer."""
-    cancel = turn.bus.cancel_signal(turn.key)
     strategy = AlwaysRetrieveStrategy()
     try:
         retrieval = await strategy.retrieve(project_id=turn.project.id, query=turn.user_message.content)
     except ToolError as exc:
         await emit(turn, ErrorFrame(error=f"retrieval failed: {exc.message}", code="retrieval_error"))
-        return DoneFrame(messageId=None, runId=None)
+        return None
     first = retrieval.entities[0] if retrieval.entities else None
     system_prompt = load_prompt().format(
         project_name=turn.project.name,
@@ -43,7 +42,7 @@ async def run_plain_turn(turn: Turn, provider: Provider | None) -> DoneFrame:
     failure: str | None = None
     cancelled = False
 
-    saver = PartialTextSaver(lambda text: save_claim_text(turn, text))
+    saver = PartialTextSaver(turn)
 
     async def send(text: str) -> None:
         if text:
@@ -54,8 +53,8 @@ async def run_plain_turn(turn: Turn, provider: Provider | None) -> DoneFrame:
     try:
         llm = provider or resolve_model(turn.model)
         config = GenerationConfig(model=turn.model, temperature=0.2, stream=True)
-        stream = llm.stream(messages, strategy.build_tool_definitions(), config)
-        async for event in until_cancelled(stream, cancel):
+        stream = llm.stream(messages, [], config)  # always retrieve: no tools offered
+        async for event in until_cancelled(stream, turn.stop.event):
             if event is CANCELLED:
                 cancelled = True
                 break
@@ -71,14 +70,9 @@ async def run_plain_turn(turn: Turn, provider: Provider | None) -> DoneFrame:
 
     if failure is not None:
         await emit(turn, ErrorFrame(error=f"the model failed: {failure}", code="llm_error"))
-        return DoneFrame(messageId=None, runId=None)
+        return None
     await send(citations.flush())
     text = "".join(parts)
-    stop_reason = "timeout" if turn.timed_out else "cancelled"
-    if cancelled:
-        await emit(turn, ErrorFrame(error="the turn was cancelled", code="cancelled"))
-        if not text:
-            return DoneFrame(messageId=None, runId=None)
     context: dict[str, Any] = {
         "strategy": "always_retrieve",
         "model": turn.model,
@@ -86,8 +80,10 @@ async def run_plain_turn(turn: Turn, provider: Provider | None) -> DoneFrame:
         "entities": [{k: e[k] for k in ("id", "key", "type", "name")} for e in retrieval.entities],
     }
     if cancelled:
-        context["stop_reason"] = stop_reason
-    message = await persist_answer(
-        turn, content=text, retrieval_context=context, citations=citations.citations, extra=[]
-    )
-    return DoneFrame(messageId=str(message.id), runId=None, citations=citations.citations)
+        reason = await turn.stop.reason()
+        message = "the turn was cancelled" if reason.code == "cancelled" else reason.message
+        await emit(turn, ErrorFrame(error=message, code=reason.code))
+        if not text:
+            return None
+        context["stop_reason"] = "timeout" if reason.code == "timeout" else "cancelled"
+    return Answer(content=text, retrieval_context=context, citations=citations.citations)

@@ -19,8 +19,7 @@ from typing import Any
 
 import redis.asyncio as redis
 
-from apps.chat.bus import RETENTION_SECONDS
-from apps.chat.frames import AnyFrame, frame_from_wire
+from apps.chat.frames import RETENTION_SECONDS, AnyFrame, frame_from_wire
 
 log = logging.getLogger("kgchat.bus")
 

@@ -1,8 +1,8 @@
-"""Retrieval strategies (chat-agent-loop CA-3/CA-4).
+"""Retrieval for plain conversations (chat-agent-loop CA-3/CA-4): *always retrieve*.
 
-An agent-backed conversation uses *tool use*: the agent is offered the graph tools and decides
-when to search. A plain conversation uses *always retrieve*: one ``hybrid_search`` on the
-user's message, its results placed into the system prompt, no tools offered.
+One ``hybrid_search`` on the user's message, its results placed into the system prompt, no tools
+offered. An agent-backed conversation retrieves through tool use instead: its agent is offered
+the graph tools (``apps.agents``) and decides when to search.
 """
 
 from __future__ import annotations
@@ -10,10 +10,9 @@ from __future__ import annotations
 import json
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
-from apps.agents.llm.base import ToolSpec
-from apps.graph_tools.registry import tool_call, tool_get
+from apps.graph_tools.registry import tool_call
 
 NO_RESULTS = "No matching entities were found in the knowledge graph."
 MAX_QUERY_CHARS = 1000  # the longest query hybrid_search accepts
@@ -28,14 +27,6 @@ class Retrieval:
     tool: str = "hybrid_search"
     arguments: dict[str, Any] = field(default_factory=dict)
     result: dict[str, Any] = field(default_factory=dict)
-
-
-class RetrievalStrategy(Protocol):
-    def build_tool_definitions(self) -> list[ToolSpec]:
-        """The tools offered to the model."""
-
-    async def retrieve(self, *, project_id: uuid.UUID, query: str) -> Retrieval | None:
-        """Retrieve before the model is called (None: the model retrieves through tools)."""
 
 
 def format_entities(entities: list[dict[str, Any]]) -> str:
@@ -61,9 +52,6 @@ class AlwaysRetrieveStrategy:
     def __init__(self, limit: int = 8) -> None:
         self.limit = limit
 
-    def build_tool_definitions(self) -> list[ToolSpec]:
-        return []
-
     async def retrieve(self, *, project_id: uuid.UUID, query: str) -> Retrieval:
         # Strip before cutting: a message that starts with a page of blank lines still has words.
         arguments = {"query": query.strip()[:MAX_QUERY_CHARS], "limit": self.limit}
@@ -72,22 +60,3 @@ class AlwaysRetrieveStrategy:
         return Retrieval(
             context=format_entities(entities), entities=entities, arguments=arguments, result=result
         )
-
-
-class ToolUseRetrievalStrategy:
-    """Offer the agent's graph tools and let it decide when to retrieve."""
-
-    def __init__(self, tool_names: list[str]) -> None:
-        self.tool_names = tool_names
-
-    def build_tool_definitions(self) -> list[ToolSpec]:
-        specs = []
-        for name in self.tool_names:
-            tool = tool_get(name)
-            specs.append(
-                ToolSpec(name=tool.name, description=tool.description, parameters=tool.input_schema())
-            )
-        return specs
-
-    async def retrieve(self, *, project_id: uuid.UUID, query: str) -> None:
-        return None

@@ -9,53 +9,43 @@ to the frame bus; transports subscribe to the bus and only translate frames to t
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import threading
 import uuid
-from dataclasses import dataclass
 from datetime import timedelta
+from functools import partial
 
 from asgiref.sync import ThreadSensitiveContext, sync_to_async
 from django.conf import settings
-from django.db import DatabaseError, transaction
+from django.db import DatabaseError, IntegrityError, transaction
 from django.db.models import Q
+from django.db.models.expressions import RawSQL
 from django.utils import timezone
 
-from apps.agents.definitions import agent_definition_check_enabled, agent_definition_for_project
-from apps.agents.history import DEFAULT_HISTORY_LIMIT
+from apps.agents.events import StopReason, StopSignal
 from apps.agents.llm.base import Provider
-from apps.agents.llm.resolve import effective_model_name
-from apps.agents.services import worker_name
-from apps.chat import selectors
+from apps.agents.models import AgentRun
+from apps.agents.services import (
+    STALE_AFTER,
+    agent_run_save_text,
+    agent_runs_interrupt_orphaned,
+    worker_is_dead,
+    worker_name,
+)
+from apps.chat import admission, selectors
 from apps.chat.agent_turn import run_agent_turn
 from apps.chat.bus import get_bus
-from apps.chat.citations import KnownEntities
-from apps.chat.context import to_history
 from apps.chat.frames import DoneFrame, ErrorFrame, MetaFrame
 from apps.chat.models import Conversation, Message, MessageRole
 from apps.chat.plain_turn import run_plain_turn
-from apps.chat.turn import ConversationDeleted, Turn, emit
+from apps.chat.turn import Answer, ConversationDeleted, Turn, TurnHandle, emit
 from apps.projects.db import ConnectionReleasingExecutor, is_database_busy, raise_if_busy, release_connections
 from apps.projects.errors import ServiceError
-from apps.projects.selectors import Principal, parse_uuid, project_get
+from apps.projects.inputs import storable
+from apps.projects.selectors import Principal, parse_uuid
 
 log = logging.getLogger("kgchat.chat")
-
-# A claim older than this is taken to belong to a turn whose process died.
-STALE_TURN = timedelta(minutes=15)
-
-
-class InvalidMessage(ServiceError):
-    """invalid message"""
-
-    code = "invalid_request"
-
-
-class RateLimited(ServiceError):
-    """too many turns"""
-
-    status = 429
-    code = "rate_limited"
 
 
 class TurnInProgress(ServiceError):
@@ -72,7 +62,7 @@ def conversation_rename(*, principal: Principal, conversation_id: object, title:
     conversation = selectors.conversation_get(principal=principal, conversation_id=conversation_id)
     title = (title or "").strip()
     if not title or len(title) > 200:
-        raise InvalidMessage("title must be 1 to 200 characters")
+        raise admission.InvalidMessage("title must be 1 to 200 characters")
     Conversation.objects.filter(id=conversation.id).update(title=title, updated_at=timezone.now())
     conversation.refresh_from_db()
     return conversation
@@ -97,37 +87,15 @@ async def conversation_delete(*, principal: Principal, conversation_id: object) 
         await get_bus().cancel(str(conversation.id))
 
 
-def _title_from(message: str) -> str:
-    line = " ".join(message.split())
-    return line if len(line) <= 60 else line[:59].rstrip() + "…"
-
-
-# --- starting a turn -------------------------------------------------------------------------
-
-
-@dataclass
-class TurnHandle:
-    """A started turn: subscribe to ``conversation_id`` on the bus to read its frames."""
-
-    conversation_id: str
-    turn_id: str
-    user_message_id: str
-
-
-def _validate_message(message: object) -> str:
-    if not isinstance(message, str) or not message.strip():
-        raise InvalidMessage("message must not be empty")
-    limit = settings.KGCHAT_MAX_MESSAGE_CHARS
-    if len(message) > limit:
-        raise InvalidMessage(f"message is longer than {limit} characters", code="message_too_long")
-    return message
+# --- the conversation's claim: one turn at a time -----------------------------------------------
 
 
 def _claim(conversation_id: uuid.UUID, turn_id: uuid.UUID) -> bool:
+    """Claim the conversation for ``turn_id``: free, or held by a turn older than ``STALE_AFTER``."""
     now = timezone.now()
     return (
         Conversation.objects.filter(id=conversation_id)
-        .filter(Q(active_turn_id__isnull=True) | Q(active_turn_started_at__lt=now - STALE_TURN))
+        .filter(Q(active_turn_id__isnull=True) | Q(active_turn_started_at__lt=now - STALE_AFTER))
         .update(
             active_turn_id=turn_id,
             active_turn_started_at=now,
@@ -140,6 +108,7 @@ def _claim(conversation_id: uuid.UUID, turn_id: uuid.UUID) -> bool:
 
 
 def _release(conversation_id: uuid.UUID, turn_id: uuid.UUID) -> None:
+    """Give the conversation back, if ``turn_id`` still holds it (the only place a claim ends)."""
     Conversation.objects.filter(id=conversation_id, active_turn_id=turn_id).update(
         active_turn_id=None, active_turn_started_at=None, active_turn_worker="", active_turn_text=""
     )
@@ -157,6 +126,7 @@ async def _release_claim(turn: Turn) -> None:
     for attempt in range(1, RELEASE_ATTEMPTS + 1):
         try:
             await sync_to_async(_release)(turn.conversation.id, turn.turn_id)
+            turn.released = True
             return
         except Exception as exc:
             if is_database_busy(exc) and attempt < RELEASE_ATTEMPTS:
@@ -165,16 +135,33 @@ async def _release_claim(turn: Turn) -> None:
             return
 
 
-def _check_rate(principal: Principal) -> None:
-    limit = settings.KGCHAT_TURNS_PER_MINUTE
-    if limit <= 0:
+async def _save_text(turn: Turn, text: str) -> None:
+    """Keep what the turn has streamed so far: on its agent run, or on a plain turn's claim."""
+    if turn.run_id is not None:
+        await agent_run_save_text(run_id=turn.run_id, text=text)
+    else:
+        await Conversation.objects.filter(id=turn.conversation.id, active_turn_id=turn.turn_id).aupdate(
+            active_turn_text=text
+        )
+
+
+def _reclaim_dead(conversation_id: uuid.UUID, turn_id: uuid.UUID) -> None:
+    """Release a dead process's claim; a plain turn's saved text becomes the interrupted answer."""
+    conversation = (
+        Conversation.objects.select_for_update(skip_locked=True)
+        .filter(id=conversation_id, active_turn_id=turn_id)
+        .first()
+    )
+    if conversation is None:  # released meanwhile, or another process is recovering it
         return
-    since = timezone.now() - timedelta(minutes=1)
-    recent = Message.objects.filter(
-        role=MessageRole.USER, conversation__user_id=principal.user_id, created_at__gte=since
-    ).count()
-    if recent >= limit:
-        raise RateLimited(f"at most {limit} messages a minute; try again shortly")
+    if conversation.active_turn_text:
+        Message.objects.create(
+            conversation_id=conversation.id,
+            role=MessageRole.ASSISTANT,
+            content=conversation.active_turn_text,
+            retrieval_context={"strategy": "always_retrieve", "stop_reason": "interrupted"},
+        )
+    _release(conversation.id, turn_id)
 
 
 @sync_to_async
@@ -186,13 +173,31 @@ def _prepare(
     conversation_id: object,
     agent_definition_id: object,
 ) -> Turn:
+    """Admit the message and claim its conversation in one transaction; the ``Turn`` to run."""
     try:
-        return _prepare_turn(
-            principal=principal,
-            message=message,
-            project_id=project_id,
-            conversation_id=conversation_id,
-            agent_definition_id=agent_definition_id,
+        turn_id = uuid.uuid4()
+        admission.rate_check(principal)
+        with transaction.atomic():
+            conversation, project, definition = admission.conversation_for_turn(
+                principal=principal,
+                message=message,
+                project_id=project_id,
+                conversation_id=conversation_id,
+                agent_definition_id=agent_definition_id,
+            )
+            if not _claim(conversation.id, turn_id):
+                raise TurnInProgress(
+                    "a turn is already running in this conversation; wait for it or cancel it"
+                )
+            user_message = Message.objects.create(
+                conversation=conversation, role=MessageRole.USER, content=message
+            )
+        return admission.turn_build(
+            turn_id=turn_id,
+            conversation=conversation,
+            project=project,
+            definition=definition,
+            user_message=user_message,
         )
     except DatabaseError as exc:
         raise_if_busy(exc)
@@ -203,61 +208,7 @@ def _prepare(
         release_connections()
 
 
-def _prepare_turn(
-    *,
-    principal: Principal,
-    message: str,
-    project_id: object,
-    conversation_id: object,
-    agent_definition_id: object,
-) -> Turn:
-    turn_id = uuid.uuid4()
-    _check_rate(principal)
-    with transaction.atomic():
-        if conversation_id:
-            conversation = selectors.conversation_get(principal=principal, conversation_id=conversation_id)
-            project = conversation.project
-            definition = conversation.agent_definition
-            if definition is not None:
-                agent_definition_check_enabled(definition)
-        else:
-            if not project_id:
-                raise InvalidMessage("projectId is required when conversationId is absent")
-            project = project_get(principal=principal, project_ref=project_id)
-            definition = (
-                agent_definition_for_project(project_id=project.id, definition_id=agent_definition_id)
-                if agent_definition_id
-                else None
-            )
-            if definition is not None:
-                agent_definition_check_enabled(definition)
-            conversation = Conversation.objects.create(
-                project=project,
-                user_id=principal.user_id,
-                title=_title_from(message),
-                agent_definition=definition,
-            )
-        if not _claim(conversation.id, turn_id):
-            raise TurnInProgress("a turn is already running in this conversation; wait for it or cancel it")
-        user_message = Message.objects.create(
-            conversation=conversation, role=MessageRole.USER, content=message
-        )
-    model_name = definition.model.get("name", "") if definition is not None else settings.KGCHAT_CHAT_MODEL
-    limit = max(1, definition.history_limit) if definition is not None else DEFAULT_HISTORY_LIMIT
-    # One more than the window, so the agent's history window knows it cut the conversation.
-    history = selectors.message_window(conversation_id=conversation.id, limit=limit + 1, before=user_message)
-    return Turn(
-        turn_id=turn_id,
-        conversation=conversation,
-        project=project,
-        user_message=user_message,
-        agent_definition=definition,
-        run_id=uuid.uuid4() if definition is not None else None,
-        model=effective_model_name(model_name),
-        history=[to_history(m) for m in history],
-        known=KnownEntities(conversation.known_entities),
-    )
-
+# --- starting a turn -------------------------------------------------------------------------
 
 _tasks: set[asyncio.Task[None]] = set()
 
@@ -276,7 +227,7 @@ async def turn_start(
     Raises ``ServiceError`` (400 invalid request or unknown agent definition, 404 conversation or
     project, 409 turn in progress or disabled agent definition) before anything is persisted or streamed.
     """
-    text = _validate_message(message)
+    text = admission.message_validate(message)
     try:
         await recover_once()
     except DatabaseError as exc:
@@ -293,6 +244,8 @@ async def turn_start(
     )
     conversation_key = str(turn.conversation.id)
     await turn.bus.begin(conversation_key, str(turn.turn_id))
+    turn.stop = StopSignal(turn.bus.cancel_signal(conversation_key), explain=turn.explain_stop)
+    turn.save_text = partial(_save_text, turn)
     task = asyncio.create_task(_run_turn(turn, provider), name=f"turn {turn.turn_id}")
     _tasks.add(task)
     task.add_done_callback(_tasks.discard)
@@ -322,13 +275,12 @@ async def _run_turn(turn: Turn, provider: Provider | None) -> None:
     The conversation is released before ``done`` is published, so a client may send its next
     message the moment it sees ``done``; the bus then marks the turn over.
     """
-    cancel = turn.bus.cancel_signal(turn.key)
-
-    def time_out() -> None:
-        turn.timed_out = True
-        cancel.set()
-
-    watchdog = asyncio.get_running_loop().call_later(settings.KGCHAT_TURN_TIMEOUT_SECONDS, time_out)
+    timeout = settings.KGCHAT_TURN_TIMEOUT_SECONDS
+    watchdog = asyncio.get_running_loop().call_later(
+        timeout,
+        turn.stop.stop,
+        StopReason(code="timeout", message=f"the turn took longer than {timeout} s and was stopped"),
+    )
     # The turn's database calls run on a thread of its own that gives its pooled connection back
     # after each call: a turn waiting on the model holds no connection.
     executor = ConnectionReleasingExecutor(name=f"turn-{turn.turn_id}")
@@ -355,10 +307,11 @@ async def _run_turn_body(turn: Turn, provider: Provider | None) -> DoneFrame:
                 model=turn.model,
             ),
         )
-        if turn.agent_definition is not None:
-            done = await run_agent_turn(turn, provider)
-        else:
-            done = await run_plain_turn(turn, provider)
+        branch = run_agent_turn if turn.agent_definition is not None else run_plain_turn
+        answer = await branch(turn, provider)
+        if answer is not None:
+            message = await _answer_persist(turn, answer)
+            done = DoneFrame(messageId=str(message.id), runId=run_id, citations=answer.citations)
     except ConversationDeleted:
         if not turn.deleted:
             turn.deleted = True
@@ -384,7 +337,91 @@ async def _run_turn_body(turn: Turn, provider: Provider | None) -> DoneFrame:
     return done
 
 
+async def _answer_persist(turn: Turn, answer: Answer) -> Message:
+    """Store the turn's tool rows and answer in one transaction, with what the turn learnt.
+
+    The same transaction merges the entities tools returned into the conversation's known
+    entities and releases the conversation, so the next message may follow ``done`` at once.
+    Raises ``ConversationDeleted`` (nothing written) when the conversation is gone.
+    """
+    if turn.deleted:
+        raise ConversationDeleted()
+
+    @sync_to_async
+    def write() -> Message:
+        with transaction.atomic():
+            now = timezone.now()
+            for offset, row in enumerate(answer.extra):
+                row.created_at = now + timedelta(microseconds=offset)
+                # What the model wrote or passed to a tool may hold NUL or lone surrogates.
+                row.content, row.tool_calls = storable(row.content), storable(row.tool_calls)
+                row.save(force_insert=True)
+            message = Message.objects.create(
+                conversation=turn.conversation,
+                role=MessageRole.ASSISTANT,
+                content=storable(answer.content),
+                retrieval_context=answer.retrieval_context,
+                citations=[c.model_dump() for c in answer.citations],
+                created_at=now + timedelta(microseconds=len(answer.extra)),
+            )
+            Conversation.objects.filter(id=turn.conversation.id).update(
+                updated_at=timezone.now(),
+                known_entities=RawSQL("known_entities || %s::jsonb", [json.dumps(turn.known.new)]),
+            )
+            _release(turn.conversation.id, turn.turn_id)
+            return message
+
+    try:
+        message = await write()
+    except IntegrityError:
+        # Deleted between the cancel check and this write: its rows may no longer refer to it.
+        if await Conversation.objects.filter(id=turn.conversation.id).aexists():
+            raise
+        raise ConversationDeleted() from None
+    turn.released = True
+    return message
+
+
 # --- crash recovery --------------------------------------------------------------------------
+
+
+def _keep_interrupted_answer(run: AgentRun) -> None:
+    """The partial text of an interrupted agent run becomes its conversation's answer (once)."""
+    if run.conversation_id is None or not run.final_text:
+        return
+    answered = Message.objects.filter(
+        conversation_id=run.conversation_id, retrieval_context__agent_run_id=str(run.id)
+    ).exists()
+    if not answered:
+        Message.objects.create(
+            conversation_id=run.conversation_id,
+            role=MessageRole.ASSISTANT,
+            content=run.final_text,
+            retrieval_context={"agent_run_id": str(run.id), "stop_reason": "interrupted"},
+        )
+
+
+def interrupted_turns_recover() -> int:
+    """Close the runs and conversation claims of dead processes; return how many runs were closed.
+
+    A process is dead when it ran on this host and its pid is gone (or belongs to a newer
+    process); elsewhere when its work is older than ``STALE_AFTER``. The partial answer a turn
+    had streamed (saved on its run, or on the claim for a plain turn) is kept as the
+    conversation's answer with the stop reason ``interrupted``, so nothing the user saw is lost.
+    Safe when several processes start together: every row is recovered under a lock the others skip.
+    """
+    closed = agent_runs_interrupt_orphaned(on_interrupted=_keep_interrupted_answer)
+    claims = Conversation.objects.filter(active_turn_id__isnull=False).values_list(
+        "id", "active_turn_id", "active_turn_worker", "active_turn_started_at"
+    )
+    for conversation_id, turn_id, claimed_by, claimed_at in list(claims):
+        if turn_id is not None and worker_is_dead(claimed_by, claimed_at):
+            with transaction.atomic():
+                _reclaim_dead(conversation_id, turn_id)
+    if closed:
+        log.warning("marked %d agent runs of stopped processes as interrupted", closed)
+    return closed
+
 
 _recovered = False
 _recovery_lock = threading.Lock()
@@ -395,8 +432,6 @@ def _recover_once_sync() -> None:
     try:
         with _recovery_lock:
             if not _recovered:
-                from apps.chat.recovery import interrupted_turns_recover
-
                 interrupted_turns_recover()
                 _recovered = True
     finally:

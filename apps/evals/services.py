@@ -37,10 +37,11 @@ from apps.agents.llm.base import (
 )
 from apps.agents.llm.resolve import resolve_model
 from apps.agents.models import AgentDefinition, AgentRun, AgentRunToolCall
+from apps.chat.admission import RateLimited
 from apps.chat.bus import get_bus
 from apps.chat.citations import iter_entities
 from apps.chat.models import Message
-from apps.chat.services import RateLimited, turn_start
+from apps.chat.services import turn_start
 from apps.evals.generated import generated_questions
 from apps.evals.planner import PLANNER_MODEL, planner_register
 from apps.evals.questions import Question

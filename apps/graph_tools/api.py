@@ -6,20 +6,17 @@ import uuid
 from datetime import datetime
 from typing import Annotated, Any
 
-from asgiref.sync import sync_to_async
 from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest
 from ninja import Router, Schema
 from pydantic import Field
 
-from apps.graph_tools import importer, selectors
+from apps.graph_tools import selectors, services
+from apps.graph_tools.errors import ImportTooLarge
 from apps.graph_tools.importer import MAX_TYPE
 from apps.graph_tools.models import GraphObject
 from apps.projects.auth import principal_of
-from apps.projects.errors import ServiceError
 from apps.projects.inputs import ListLimit, ListOffset
-from apps.projects.models import Role
-from apps.projects.selectors import project_get
 
 router = Router(tags=["graph"])
 
@@ -75,23 +72,15 @@ def entity_out(obj: GraphObject) -> EntityOut:
     )
 
 
-class ImportTooLarge(ServiceError):
-    """the import file is too large"""
-
-    status = 413
-    code = "payload_too_large"
-
-
 @router.post("/projects/{project_id}/graph/import", response=ImportOut)
 async def import_graph(request: HttpRequest, project_id: str) -> ImportOut:
-    project = await sync_to_async(project_get)(
-        principal=principal_of(request), project_ref=project_id, min_role=Role.EDITOR
-    )
     try:
         body = request.body
     except RequestDataTooBig:
         raise ImportTooLarge() from None
-    result = await importer.graph_import_async(project=project, lines=body.splitlines())
+    result = await services.graph_import_as_member(
+        principal=principal_of(request), project_ref=project_id, lines=body.splitlines()
+    )
     return ImportOut(**result.as_counts())
 
 
@@ -104,24 +93,18 @@ def list_entities(
     limit: ListLimit = 50,
     offset: ListOffset = 0,
 ) -> EntityList:
-    project = project_get(principal=principal_of(request), project_ref=project_id)
-    qs = selectors.entity_list(project=project, type=type, q=q)
+    qs = selectors.entity_list(principal=principal_of(request), project_ref=project_id, type=type, q=q)
     limit, offset = max(1, min(limit, 500)), max(0, offset)
     return EntityList(items=[entity_out(o) for o in qs[offset : offset + limit]], count=qs.count())
 
 
 @router.get("/projects/{project_id}/graph/entities/{id_or_key}", response=EntityWithEdgesOut)
 def get_entity(request: HttpRequest, project_id: str, id_or_key: str) -> EntityWithEdgesOut:
-    project = project_get(principal=principal_of(request), project_ref=project_id)
-    obj = selectors.entity_get(project=project, id_or_key=id_or_key)
+    detail = selectors.entity_detail(principal=principal_of(request), project_ref=project_id, ref=id_or_key)
     edges = [
         EdgeOut(
-            id=e["id"],
-            type=e["type"],
-            direction=e["direction"],
-            other=entity_out(e["other"]),
-            properties=e["properties"],
+            id=e.id, type=e.type, direction=e.direction, other=entity_out(e.other), properties=e.properties
         )
-        for e in selectors.entity_edges(entity=obj)
+        for e in detail.edges
     ]
-    return EntityWithEdgesOut(**entity_out(obj).dict(), edges=edges)
+    return EntityWithEdgesOut(**entity_out(detail.entity).dict(), edges=edges)

@@ -1,6 +1,7 @@
 """Reads of the graph structure for the tools: entities, edges, traversal, schema.
 
-Every function is scoped to one project; an entity is named by its id or its import key.
+Every function is scoped to one project; an entity is named by its id or its import key, resolved
+by ``selectors.entity_resolve``.
 """
 
 from __future__ import annotations
@@ -13,8 +14,8 @@ from typing import Any
 
 from django.db import connection
 
-from apps.graph_tools.registry import EntityNotFound
-from apps.graph_tools.search import ENTITY_COLUMNS, entity_row
+from apps.graph_tools.search import ENTITY_COLUMNS, entity_row, json_value
+from apps.graph_tools.selectors import entity_resolve
 
 
 def _fetch(sql: str, params: dict[str, Any] | list[Any]) -> list[tuple[Any, ...]]:
@@ -23,34 +24,8 @@ def _fetch(sql: str, params: dict[str, Any] | list[Any]) -> list[tuple[Any, ...]
         return cursor.fetchall()
 
 
-def _json(value: Any) -> Any:
-    # Django's psycopg setup hands jsonb to the model field as text; raw queries decode it here.
-    return json.loads(value) if isinstance(value, str) else value
-
-
 def _compact(entity: dict[str, Any]) -> dict[str, Any]:
     return {k: entity[k] for k in ("id", "key", "type", "name")}
-
-
-def entity_resolve(*, project_id: uuid.UUID, ref: str) -> dict[str, Any]:
-    """Return the entity whose id or key is ``ref`` (an id wins over a key), with its properties."""
-    as_id = _uuid_or_none(ref)
-    rows = _fetch(
-        f"""SELECT {ENTITY_COLUMNS}, o.properties FROM kb.graph_objects o
-            WHERE o.project_id = %(project)s AND (o.key = %(ref)s OR o.id = %(id)s)
-            ORDER BY (o.id = %(id)s) DESC NULLS LAST LIMIT 1""",
-        {"project": project_id, "ref": ref, "id": as_id},
-    )
-    if not rows:
-        raise EntityNotFound(f"entity {ref!r} not found (give an entity id or key from a search result)")
-    return {**entity_row(rows[0]), "properties": _json(rows[0][5])}
-
-
-def _uuid_or_none(value: str) -> uuid.UUID | None:
-    try:
-        return uuid.UUID(value)
-    except (ValueError, TypeError, AttributeError):
-        return None
 
 
 def entity_edges(
@@ -89,7 +64,7 @@ def entity_edges(
             "type": r[1],
             "direction": r[2],
             "other": _compact(entity_row(r[4:9])),
-            "properties": _json(r[3]),
+            "properties": json_value(r[3]),
         }
         for r in _fetch(sql, params)
     ]
@@ -206,7 +181,7 @@ def entity_query(
                 f"SELECT count(*) FROM kb.graph_objects o WHERE o.project_id = %(project)s {where}", params
             )[0][0]
         )
-    return {"results": [{**entity_row(r), "properties": _json(r[5])} for r in rows], "total": total}
+    return {"results": [{**entity_row(r), "properties": json_value(r[5])} for r in rows], "total": total}
 
 
 def entity_type_counts(*, project_id: uuid.UUID) -> list[dict[str, Any]]:

@@ -12,8 +12,8 @@ from asgiref.sync import sync_to_async
 from django.db import connection, connections, transaction
 
 from apps.graph_tools.embeddings import graph_objects_embed
+from apps.graph_tools.errors import GraphImportError
 from apps.graph_tools.models import GraphObject, GraphRelationship
-from apps.projects.errors import ServiceError
 from apps.projects.inputs import InvalidInput, json_parse
 from apps.projects.models import Project
 
@@ -22,17 +22,6 @@ log = logging.getLogger("kgchat.import")
 MAX_KEY = 512
 MAX_TYPE = 128
 MAX_NAME = 512
-
-
-class GraphImportError(ServiceError):
-    """The import file is invalid; nothing of it was kept."""
-
-    code = "invalid_import"
-
-    def __init__(self, message: str, *, line: int | None = None) -> None:
-        super().__init__(f"line {line}: {message}" if line else message)
-        self.line = line
-        self.extra = {"line": line} if line else {}
 
 
 @dataclass

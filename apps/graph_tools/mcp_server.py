@@ -27,10 +27,11 @@ from mcp.server.transport_security import TransportSecuritySettings
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from mcp_types import Tool as MCPTool
 
-from apps.graph_tools.registry import UnknownTool, tool_call, tool_get, tool_list
+from apps.graph_tools.errors import McpUnauthorized, UnknownTool
+from apps.graph_tools.registry import tool_call, tool_get, tool_list
 from apps.projects.errors import ServiceError
 from apps.projects.inputs import bad_input_from, input_check
-from apps.projects.selectors import principal_from_token, project_get
+from apps.projects.selectors import principal_from_token, project_get, project_get_by_ref
 
 log = logging.getLogger("kgchat.mcp")
 
@@ -101,13 +102,6 @@ def _error_result(message: str) -> CallToolResult:
     return CallToolResult(content=[TextContent(type="text", text=message)], is_error=True)
 
 
-class McpUnauthorized(ServiceError):
-    """authentication required: 'Authorization: Bearer <api token>'"""
-
-    status = 401
-    code = "unauthorized"
-
-
 def mcp_project_resolve(*, authorization_secret: str | None, project_ref: str | None) -> uuid.UUID:
     """Return the project an MCP request works on, from its API token and optional ``X-Project-ID``."""
     principal = principal_from_token(secret=authorization_secret or "")
@@ -117,7 +111,9 @@ def mcp_project_resolve(*, authorization_secret: str | None, project_ref: str | 
         input_check(project_ref, field="X-Project-ID")
         return project_get(principal=principal, project_ref=project_ref).id
     if principal.token_project_id is not None:
-        return principal.token_project_id
+        # A bound token is only as good as its user's membership, however that membership ended
+        # (the members API revokes tokens, a Django admin inline deletion does not).
+        return project_get(principal=principal, project_ref=principal.token_project_id).id
     raise ServiceError(
         "this token is not bound to a project: name one with the X-Project-ID header", code="project_required"
     )
@@ -200,9 +196,11 @@ def mcp_asgi_app() -> McpHttpApp:
     return McpHttpApp()
 
 
-async def mcp_stdio_serve(*, project_id: uuid.UUID) -> None:
-    """Serve the graph tools of one project over stdin/stdout until the client closes them."""
-    await GraphMCPServer(project_id=project_id).run_stdio_async()
+async def mcp_stdio_serve(*, project_ref: str) -> None:
+    """Serve the graph tools of one project (id or slug, no access check: operators) over stdin/stdout
+    until the client closes them; an unknown project raises ``ProjectNotFound`` before serving."""
+    project = await sync_to_async(project_get_by_ref)(project_ref=project_ref)
+    await GraphMCPServer(project_id=project.id).run_stdio_async()
 
 
 __all__ = ["GraphMCPServer", "McpHttpApp", "mcp_asgi_app", "mcp_stdio_serve"]

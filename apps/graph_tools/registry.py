@@ -4,6 +4,8 @@ A tool is a name, a description written for an LLM, a pydantic argument model wi
 ``extra="forbid"`` (its JSON Schema is what LLMs and MCP clients see), ``read_only`` and an
 ``async`` handler scoped to one project. ``tool_call`` validates the arguments and maps every
 failure to a ``ToolError`` that names what was wrong; a tool never crashes its caller.
+
+The tools of ``tools.py`` are registered when Django starts (``GraphToolsConfig.ready``).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 from pydantic import ValidationError as PydanticValidationError
 
-from apps.projects.errors import NotFound, ServiceError
+from apps.graph_tools.errors import ToolArgumentError, UnknownTool
 from apps.projects.inputs import input_problem
 
 
@@ -26,41 +28,6 @@ class ToolArgs(BaseModel):
     """Base of every tool's argument model: unknown arguments are refused."""
 
     model_config = ConfigDict(extra="forbid")
-
-
-class ToolError(ServiceError):
-    """The tool could not run."""
-
-    status = 400
-    code = "tool_error"
-
-
-class ToolArgumentError(ToolError):
-    """Invalid arguments."""
-
-    code = "invalid_arguments"
-
-    def __init__(self, message: str, *, argument: str | None = None) -> None:
-        super().__init__(message)
-        self.argument = argument
-
-    @property
-    def extra(self) -> dict[str, str]:
-        """Extra keys of the REST error body: the argument at fault, when known."""
-        return {"argument": self.argument} if self.argument else {}
-
-
-class UnknownTool(NotFound):
-    """No such tool."""
-
-    code = "unknown_tool"
-
-
-class EntityNotFound(ToolError):
-    """No such entity."""
-
-    status = 404
-    code = "entity_not_found"
 
 
 @dataclass(frozen=True)
@@ -107,13 +74,7 @@ def register(tool: GraphTool) -> GraphTool:
     return tool
 
 
-def _ensure_loaded() -> None:
-    # The tool modules register themselves on import.
-    from apps.graph_tools import tools  # noqa: F401
-
-
 def tool_list() -> list[GraphTool]:
-    _ensure_loaded()
     return list(_REGISTRY.values())
 
 
@@ -122,7 +83,6 @@ def tool_names() -> list[str]:
 
 
 def tool_get(name: str) -> GraphTool:
-    _ensure_loaded()
     try:
         return _REGISTRY[name]
     except KeyError:

@@ -7,6 +7,7 @@ planner can use it (see ``embeddings.vector_index_ensure``).
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Sequence
 from typing import Any
@@ -40,6 +41,11 @@ ENTITY_COLUMNS = "o.id, o.key, o.type, o.name, o.description"
 def entity_row(row: Sequence[Any]) -> dict[str, Any]:
     """Map ``ENTITY_COLUMNS`` to the result shape every tool uses."""
     return {"id": str(row[0]), "key": row[1], "type": row[2], "name": row[3], "description": row[4]}
+
+
+def json_value(value: Any) -> Any:
+    """A jsonb column read by a raw query: Django's psycopg setup hands it over as text."""
+    return json.loads(value) if isinstance(value, str) else value
 
 
 def vector_literal(vector: Sequence[float]) -> str:

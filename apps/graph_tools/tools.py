@@ -1,4 +1,4 @@
-"""The graph tools of PROTOCOL §6. Each registers itself in the registry.
+"""The graph tools of PROTOCOL §6, registered in the registry by ``tools_register`` at start-up.
 
 Handlers are ``async`` (ADK runs tools on the event loop): they run the synchronous queries of
 ``search`` and ``graph_queries`` through ``sync_to_async``, and the query embedding in a worker
@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal
 from asgiref.sync import sync_to_async
 from pydantic import Field, StringConstraints
 
-from apps.graph_tools import graph_queries, search
+from apps.graph_tools import graph_queries, search, selectors
 from apps.graph_tools.embeddings import get_embedder
 from apps.graph_tools.registry import GraphTool, ToolArgs, ToolContext, register
 
@@ -151,7 +151,7 @@ async def _query_entities(ctx: ToolContext, args: QueryEntitiesArgs) -> dict[str
 
 
 def _find_similar_sync(ctx: ToolContext, args: FindSimilarArgs) -> dict[str, Any]:
-    entity = graph_queries.entity_resolve(project_id=ctx.project_id, ref=args.entity_id)
+    entity = selectors.entity_resolve(project_id=ctx.project_id, ref=args.entity_id)
     results = search.find_similar(
         project_id=ctx.project_id, embedder=get_embedder(), entity=entity, limit=args.limit
     )
@@ -206,7 +206,8 @@ async def _list_relationships(ctx: ToolContext, args: ListRelationshipsArgs) -> 
     return {"relationship_types": types}
 
 
-register(
+# The registry is filled from this tuple when Django starts (GraphToolsConfig.ready).
+GRAPH_TOOLS: tuple[GraphTool, ...] = (
     GraphTool(
         name="hybrid_search",
         description=(
@@ -216,9 +217,7 @@ register(
         ),
         args_model=HybridSearchArgs,
         handler=_hybrid_search,
-    )
-)
-register(
+    ),
     GraphTool(
         name="search_entities",
         description=(
@@ -227,9 +226,7 @@ register(
         ),
         args_model=SearchEntitiesArgs,
         handler=_search_entities,
-    )
-)
-register(
+    ),
     GraphTool(
         name="semantic_search",
         description=(
@@ -238,9 +235,7 @@ register(
         ),
         args_model=SemanticSearchArgs,
         handler=_semantic_search,
-    )
-)
-register(
+    ),
     GraphTool(
         name="query_entities",
         description=(
@@ -249,17 +244,13 @@ register(
         ),
         args_model=QueryEntitiesArgs,
         handler=_query_entities,
-    )
-)
-register(
+    ),
     GraphTool(
         name="find_similar",
         description="Find the entities most similar in meaning to a given entity (never the entity itself).",
         args_model=FindSimilarArgs,
         handler=_find_similar,
-    )
-)
-register(
+    ),
     GraphTool(
         name="get_entity_edges",
         description=(
@@ -268,9 +259,7 @@ register(
         ),
         args_model=EntityEdgesArgs,
         handler=_get_entity_edges,
-    )
-)
-register(
+    ),
     GraphTool(
         name="traverse_graph",
         description=(
@@ -280,17 +269,13 @@ register(
         ),
         args_model=TraverseGraphArgs,
         handler=_traverse_graph,
-    )
-)
-register(
+    ),
     GraphTool(
         name="list_entity_types",
         description="List the entity types of the knowledge graph with how many entities each has.",
         args_model=NoArgs,
         handler=_list_entity_types,
-    )
-)
-register(
+    ),
     GraphTool(
         name="schema_version",
         description=(
@@ -299,9 +284,7 @@ register(
         ),
         args_model=NoArgs,
         handler=_schema_version,
-    )
-)
-register(
+    ),
     GraphTool(
         name="list_relationships",
         description=(
@@ -310,5 +293,11 @@ register(
         ),
         args_model=ListRelationshipsArgs,
         handler=_list_relationships,
-    )
+    ),
 )
+
+
+def tools_register() -> None:
+    """Put the graph tools into the registry (once, at start-up)."""
+    for tool in GRAPH_TOOLS:
+        register(tool)

@@ -1,6 +1,6 @@
 """REST routes for the graph tools (PROTOCOL §2, §6): list them, call one directly.
 
-Each route makes one call into the registry; ``config.api`` maps ``ToolError`` to JSON
+Each route makes one call into selectors or services; ``config.api`` maps ``ToolError`` to JSON
 (``400 invalid_arguments`` naming the argument, ``404`` for an unknown entity or tool).
 """
 
@@ -12,10 +12,12 @@ from asgiref.sync import async_to_sync
 from django.http import HttpRequest
 from ninja import Router, Schema
 
-from apps.graph_tools.registry import ToolArgumentError, tool_call, tool_list
+from apps.graph_tools.errors import ToolArgumentError
+from apps.graph_tools.registry import GraphTool
+from apps.graph_tools.selectors import tool_list_for
+from apps.graph_tools.services import tool_call_as_member
 from apps.projects.auth import principal_of
 from apps.projects.inputs import InvalidInput, json_parse
-from apps.projects.selectors import project_get
 
 router = Router(tags=["graph tools"])
 
@@ -32,24 +34,17 @@ class ToolList(Schema):
     count: int
 
 
-def tools_describe() -> list[dict[str, Any]]:
-    """The registry as clients see it: name, description, JSON Schema of the arguments, read-only flag."""
-    return [
-        {
-            "name": t.name,
-            "description": t.description,
-            "inputSchema": t.input_schema(),
-            "readOnly": t.read_only,
-        }
-        for t in tool_list()
-    ]
+def tool_out(tool: GraphTool) -> ToolOut:
+    """A tool as clients see it: name, description, JSON Schema of the arguments, read-only flag."""
+    return ToolOut(
+        name=tool.name, description=tool.description, inputSchema=tool.input_schema(), readOnly=tool.read_only
+    )
 
 
 @router.get("/projects/{project_id}/graph/tools", response=ToolList)
 def list_tools(request: HttpRequest, project_id: str) -> ToolList:
-    project_get(principal=principal_of(request), project_ref=project_id)
-    items = tools_describe()
-    return ToolList(items=[ToolOut(**item) for item in items], count=len(items))
+    items = [tool_out(t) for t in tool_list_for(principal=principal_of(request), project_ref=project_id)]
+    return ToolList(items=items, count=len(items))
 
 
 def _arguments(request: HttpRequest) -> dict[str, Any]:
@@ -68,8 +63,7 @@ def _arguments(request: HttpRequest) -> dict[str, Any]:
 
 @router.post("/projects/{project_id}/graph/tools/{tool_name}", response=dict[str, Any])
 def call_tool(request: HttpRequest, project_id: str, tool_name: str) -> dict[str, Any]:
-    project = project_get(principal=principal_of(request), project_ref=project_id)
-    result: dict[str, Any] = async_to_sync(tool_call)(
-        project_id=project.id, name=tool_name, arguments=_arguments(request)
+    result: dict[str, Any] = async_to_sync(tool_call_as_member)(
+        principal=principal_of(request), project_ref=project_id, name=tool_name, arguments=_arguments(request)
     )
     return result

@@ -2,7 +2,9 @@
 // A module of its own beside chat.js: it reads the selected project from #project-select and
 // talks to the REST API only (docs/protocol.md §2, members and invitations).
 
-const API = "/api";
+import { api } from "./api.js";
+import { config } from "./state.js";
+
 const ROLES = ["owner", "editor", "viewer"];
 
 function el(tag, props = {}, ...children) {
@@ -17,34 +19,6 @@ function el(tag, props = {}, ...children) {
   return node;
 }
 
-function cookie(name) {
-  const row = document.cookie.split("; ").find((r) => r.startsWith(name + "="));
-  return row ? decodeURIComponent(row.slice(name.length + 1)) : "";
-}
-
-class ApiError extends Error {
-  constructor(message, status, code) {
-    super(message);
-    this.status = status;
-    this.code = code;
-  }
-}
-
-async function api(method, path, body) {
-  const headers = { Accept: "application/json" };
-  if (body !== undefined) headers["Content-Type"] = "application/json";
-  if (method !== "GET") headers["X-CSRFToken"] = cookie("csrftoken");
-  const res = await fetch(API + path, {
-    method,
-    headers,
-    credentials: "same-origin",
-    body: body === undefined ? undefined : JSON.stringify(body),
-  });
-  const data = res.status === 204 ? null : await res.json().catch(() => null);
-  if (!res.ok) throw new ApiError((data && data.error) || `request failed (${res.status})`, res.status, data && data.code);
-  return data;
-}
-
 function roleSelect(current, label, onChange) {
   const select = el("select", { "aria-label": label, class: "settings-role" });
   for (const role of ROLES) select.append(el("option", { value: role, text: role, selected: role === current }));
@@ -56,7 +30,7 @@ class SettingsPanel {
   constructor(button) {
     this.button = button;
     this.projectSelect = document.getElementById("project-select");
-    this.username = JSON.parse(document.getElementById("chat-config").textContent).username;
+    this.username = config.username;
     this.dialog = el("dialog", { id: "settings-dialog", class: "dialog settings-dialog", "aria-labelledby": "settings-title" });
     document.body.append(this.dialog);
     button.addEventListener("click", () => this.open());

@@ -1,69 +1,18 @@
-"""Agent definitions over REST and the default-agent installation (design Decision 6)."""
+"""The writes of agent definitions (apps/agents/definitions.py): who may make what, default install."""
 
 from io import StringIO
 
 import pytest
 from django.core.management import call_command
-from django.test import Client
+from django.core.management.base import CommandError
 
-from apps.agents.defaults import GRAPH_QUERY_AGENT
+from apps.agents.definitions import agent_definition_create, agent_definition_update
 from apps.agents.models import AgentDefinition
-from tests.factories import add_member, make_project, make_user
+from apps.projects.errors import PermissionDenied
+from apps.projects.selectors import Principal
+from tests.factories import add_member, make_agent_definition, make_project, make_user
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def owner():
-    user = make_user()
-    project = make_project(owner=user)
-    client = Client()
-    client.force_login(user)
-    return client, project, user
-
-
-def test_install_default_agents_creates_graph_query_agent_exactly_as_designed(owner):
-    client, project, _ = owner
-
-    response = client.post(f"/api/admin/projects/{project.id}/install-default-agents")
-
-    assert response.status_code == 200
-    assert response.json() == {"installed": ["graph-query-agent"], "existing": []}
-    agent = client.get(f"/api/projects/{project.id}/agent-definitions").json()["items"][0]
-    assert agent["name"] == GRAPH_QUERY_AGENT["name"]
-    assert agent["description"] == GRAPH_QUERY_AGENT["description"]
-    assert agent["systemPrompt"] == GRAPH_QUERY_AGENT["system_prompt"]
-    assert agent["model"] == {"name": "gemini-2.0-flash", "temperature": 0.1}
-    assert agent["tools"] == GRAPH_QUERY_AGENT["tools"] and len(agent["tools"]) == 10
-    assert (agent["flowType"], agent["isDefault"], agent["maxSteps"], agent["visibility"]) == (
-        "single",
-        True,
-        15,
-        "project",
-    )
-
-
-def test_install_default_agents_is_idempotent(owner):
-    client, project, _ = owner
-    client.post(f"/api/admin/projects/{project.id}/install-default-agents")
-
-    again = client.post(f"/api/admin/projects/{project.id}/install-default-agents")
-
-    assert again.json() == {"installed": [], "existing": ["graph-query-agent"]}
-    assert AgentDefinition.objects.filter(project=project).count() == 1
-
-
-def test_install_default_agents_needs_the_owner_role(owner):
-    _, project, _ = owner
-    editor = make_user()
-    add_member(project, editor, "editor")
-    client = Client()
-    client.force_login(editor)
-
-    response = client.post(f"/api/admin/projects/{project.id}/install-default-agents")
-
-    assert response.status_code == 403
-    assert not AgentDefinition.objects.exists()
 
 
 def test_install_default_agents_command_for_all_projects():
@@ -75,62 +24,58 @@ def test_install_default_agents_command_for_all_projects():
     assert AgentDefinition.objects.filter(name="graph-query-agent").count() == 2
 
 
-def test_agent_definition_crud(owner):
-    client, project, _ = owner
-    body = {
-        "name": "edges-only",
-        "systemPrompt": "Be brief.",
-        "model": {"name": "openai/x", "temperature": 0.3},
-        "tools": ["get_entity_edges"],
-        "maxSteps": 4,
-    }
+def test_install_default_agents_command_into_one_project_by_slug_and_an_unknown_one_is_refused():
+    project, other = make_project(), make_project()
+    out = StringIO()
 
-    created = client.post(
-        f"/api/projects/{project.id}/agent-definitions", body, content_type="application/json"
+    call_command("install_default_agents", "--project", project.slug, stdout=out)
+    with pytest.raises(CommandError, match="no project 'nowhere'"):
+        call_command("install_default_agents", "--project", "nowhere")
+
+    assert f"{project.slug}: installed graph-query-agent" in out.getvalue()
+    assert list(AgentDefinition.objects.values_list("project_id", flat=True)) == [project.id]
+    assert not AgentDefinition.objects.filter(project=other).exists()
+
+
+def test_editor_cannot_create_a_private_agent_definition_and_nothing_is_created():
+    project = make_project()
+    editor = make_user()
+    add_member(project, editor, "editor")
+
+    with pytest.raises(PermissionDenied):
+        agent_definition_create(
+            principal=Principal(user=editor),
+            project_ref=project.id,
+            fields={"name": "hidden", "visibility": "private"},
+        )
+
+    assert not AgentDefinition.objects.filter(project=project).exists()
+
+
+def test_editor_cannot_make_a_project_agent_definition_private():
+    project = make_project()
+    editor = make_user()
+    add_member(project, editor, "editor")
+    definition = make_agent_definition(project, visibility="project")
+
+    with pytest.raises(PermissionDenied):
+        agent_definition_update(
+            principal=Principal(user=editor), definition_id=definition.id, fields={"visibility": "private"}
+        )
+
+    definition.refresh_from_db()
+    assert definition.visibility == "project"
+
+
+def test_owner_creates_a_private_agent_definition():
+    owner = make_user()
+    project = make_project(owner=owner)
+
+    definition = agent_definition_create(
+        principal=Principal(user=owner),
+        project_ref=project.slug,
+        fields={"name": "mine", "visibility": "private"},
     )
-    definition_id = created.json()["id"]
-    patched = client.patch(
-        f"/api/agent-definitions/{definition_id}", {"maxSteps": 6}, content_type="application/json"
-    )
-    read = client.get(f"/api/agent-definitions/{definition_id}")
-    deleted = client.delete(f"/api/agent-definitions/{definition_id}")
-    gone = client.get(f"/api/agent-definitions/{definition_id}")
 
-    assert created.status_code == 201
-    assert created.json()["projectId"] == str(project.id)
-    assert patched.json()["maxSteps"] == 6
-    assert read.json()["tools"] == ["get_entity_edges"]
-    assert deleted.status_code == 204
-    assert gone.status_code == 404
-
-
-@pytest.mark.parametrize(
-    ("body", "fragment"),
-    [
-        ({"name": "x", "tools": ["rm_rf"]}, "unknown tools"),
-        ({"name": "x", "model": {"name": "m", "temperature": 7}}, "temperature"),
-        ({"name": "x", "maxSteps": 0}, "max_steps"),
-        ({"name": ""}, "name"),
-    ],
-)
-def test_invalid_agent_definition_is_400_naming_the_problem(owner, body, fragment):
-    client, project, _ = owner
-
-    response = client.post(
-        f"/api/projects/{project.id}/agent-definitions", body, content_type="application/json"
-    )
-
-    assert response.status_code == 400
-    assert fragment in response.json()["error"]
-
-
-def test_agent_definitions_of_another_project_are_404():
-    user, stranger = make_user(), make_user()
-    project = make_project(owner=user)
-    definition = AgentDefinition.objects.create(project=project, name="secret")
-    client = Client()
-    client.force_login(stranger)
-
-    assert client.get(f"/api/projects/{project.id}/agent-definitions").status_code == 404
-    assert client.get(f"/api/agent-definitions/{definition.id}").status_code == 404
-    assert client.delete(f"/api/agent-definitions/{definition.id}").status_code == 404
+    assert definition.visibility == "private"
+    assert AgentDefinition.objects.get(id=definition.id).project == project

@@ -8,18 +8,19 @@ from typing import Any
 import pytest
 from asgiref.sync import sync_to_async
 
-from apps.agents.executor import (
-    AgentExecutor,
-    Error,
-    ExecuteRequest,
-    StreamEvent,
+from apps.agents.events import (
+    CANCELLED,
+    RunError,
+    RunEvent,
+    StopReason,
+    StopSignal,
     TextDelta,
     ToolCallEnd,
     ToolCallStart,
 )
+from apps.agents.executor import AgentExecutor, ExecuteRequest
 from apps.agents.history import HistoryMessage, HistoryToolCall
 from apps.agents.llm.base import Done, ErrorEvent, Usage
-from apps.agents.llm.base import TextDelta as LLMText
 from apps.agents.llm.scripted import Delay, ScriptedProvider, text, tool_call
 from apps.agents.models import AgentDefinition, AgentRun, AgentRunMessage, AgentRunToolCall
 from tests.factories import make_agent_definition, make_entity, make_project
@@ -51,8 +52,8 @@ def tool_then_answer() -> ScriptedProvider:
                 Done(usage=Usage(input_tokens=100, output_tokens=10)),
             ],
             [
-                LLMText(text="There are "),
-                LLMText(text="2 types."),
+                TextDelta(text="There are "),
+                TextDelta(text="2 types."),
                 Done(usage=Usage(input_tokens=150, output_tokens=5)),
             ],
         ]
@@ -61,8 +62,8 @@ def tool_then_answer() -> ScriptedProvider:
 
 async def run(
     definition: AgentDefinition, provider: ScriptedProvider, **kwargs: Any
-) -> tuple[Any, list[StreamEvent]]:
-    events: list[StreamEvent] = []
+) -> tuple[Any, list[RunEvent]]:
+    events: list[RunEvent] = []
     kwargs.setdefault("stream_callback", events.append)
     result = await AgentExecutor().execute(
         ExecuteRequest(agent_definition=definition, message="Which types exist?", provider=provider, **kwargs)
@@ -85,7 +86,9 @@ async def test_agent_initialization(definition: AgentDefinition) -> None:
     assert result.model == "scripted"
 
 
-async def test_execute_legacy_tool(definition: AgentDefinition) -> None:
+async def test_execute_runs_the_called_graph_tool_and_returns_its_result_to_the_model(
+    definition: AgentDefinition,
+) -> None:
     provider = tool_then_answer()
 
     result, _ = await run(definition, provider)
@@ -137,11 +140,13 @@ async def test_streamcallback_receives_tool_call_error_and_the_run_goes_on(
 
 
 async def test_streamcallback_receives_errors(definition: AgentDefinition) -> None:
-    provider = ScriptedProvider(turns=[[LLMText(text="par"), ErrorEvent(error="HTTP 500 from model server")]])
+    provider = ScriptedProvider(
+        turns=[[TextDelta(text="par"), ErrorEvent(error="HTTP 500 from model server")]]
+    )
 
     result, events = await run(definition, provider)
 
-    assert events[-1] == Error(message="HTTP 500 from model server", code="llm_error")
+    assert events[-1] == RunError(message="HTTP 500 from model server", code="llm_error")
     assert (result.status, result.stop_reason, result.error_code) == ("error", "llm_error", "llm_error")
     run_row = await AgentRun.objects.aget(pk=result.run_id)
     assert (
@@ -189,7 +194,7 @@ async def test_max_steps_stops_the_run(definition: AgentDefinition) -> None:
     provider = ScriptedProvider(
         turns=[
             [tool_call("list_entity_types", {}, id="c0")],
-            [LLMText(text="thinking "), tool_call("list_entity_types", {}, id="c1")],
+            [TextDelta(text="thinking "), tool_call("list_entity_types", {}, id="c1")],
             text("never asked"),
         ]
     )
@@ -197,7 +202,7 @@ async def test_max_steps_stops_the_run(definition: AgentDefinition) -> None:
     result, events = await run(definition, provider)
 
     assert (result.status, result.stop_reason) == ("error", "max_steps")
-    assert events[-1] == Error(message="stopped after 2 steps (max_steps)", code="max_steps")
+    assert events[-1] == RunError(message="stopped after 2 steps (max_steps)", code="max_steps")
     assert len(provider.calls) == 2
     run_row = await AgentRun.objects.aget(pk=result.run_id)
     assert (run_row.status, run_row.stop_reason, run_row.step_count) == ("error", "max_steps", 2)
@@ -211,49 +216,68 @@ async def test_doom_loop_is_stopped(definition: AgentDefinition) -> None:
 
     assert (result.status, result.stop_reason, result.error_code) == ("error", "doom_loop", "doom_loop")
     assert len(provider.calls) == 3
-    assert isinstance(events[-1], Error) and "doom loop" in events[-1].message
+    assert isinstance(events[-1], RunError) and "doom loop" in events[-1].message
     assert result.tool_calls[-1].error is not None
 
 
-async def test_cancellation_marks_the_run_cancelled(definition: AgentDefinition) -> None:
-    cancel = asyncio.Event()
-    provider = ScriptedProvider(turns=[[LLMText(text="slow "), Delay(5.0), LLMText(text="never")]])
-    events: list[StreamEvent] = []
+async def run_stopped_at_its_first_text(
+    definition: AgentDefinition, *reasons: StopReason
+) -> tuple[Any, list[RunEvent]]:
+    """A run whose model pauses after its first text; ``stop`` is called there with each reason."""
+    stop = StopSignal()
+    provider = ScriptedProvider(turns=[[TextDelta(text="slow "), Delay(5.0), TextDelta(text="never")]])
+    events: list[RunEvent] = []
 
-    def on_event(event: StreamEvent) -> None:
+    def on_event(event: RunEvent) -> None:
         events.append(event)
         if isinstance(event, TextDelta):
-            cancel.set()
+            for reason in reasons or (CANCELLED,):
+                stop.stop(reason)
 
-    result = await asyncio.wait_for(
-        AgentExecutor().execute(
-            ExecuteRequest(
-                agent_definition=definition,
-                message="q",
-                provider=provider,
-                cancel=cancel,
-                stream_callback=on_event,
-            )
-        ),
-        timeout=3,
+    request = ExecuteRequest(
+        agent_definition=definition, message="q", provider=provider, stop=stop, stream_callback=on_event
     )
+    return await asyncio.wait_for(AgentExecutor().execute(request), timeout=3), events
+
+
+async def test_cancellation_marks_the_run_cancelled(definition: AgentDefinition) -> None:
+    result, events = await run_stopped_at_its_first_text(definition)
 
     assert (result.status, result.stop_reason, result.error_code) == ("cancelled", "cancelled", "cancelled")
-    assert events[-1] == Error(message="the run was cancelled", code="cancelled")
+    assert events[-1] == RunError(message="the run was cancelled", code="cancelled")
     assert (await AgentRun.objects.aget(pk=result.run_id)).status == "cancelled"
+
+
+async def test_a_run_stopped_for_a_timeout_closes_once_as_error_with_the_reason_as_its_last_event(
+    definition: AgentDefinition,
+) -> None:
+    timeout = StopReason(code="timeout", message="the turn took longer than 1 s and was stopped")
+
+    # A cancel after the timeout does not change why the run stopped.
+    result, events = await run_stopped_at_its_first_text(definition, timeout, CANCELLED)
+
+    assert (result.status, result.stop_reason, result.error_code) == ("error", "timeout", "timeout")
+    assert events[-1] == RunError(message=timeout.message, code="timeout")
+    run = await AgentRun.objects.aget(pk=result.run_id)
+    assert (run.status, run.stop_reason, run.error, run.final_text) == (
+        "error",
+        "timeout",
+        timeout.message,
+        "slow ",
+    )
 
 
 async def test_unservable_model_fails_the_run_cleanly(definition: AgentDefinition, settings: Any) -> None:
     settings.KGCHAT_MODEL = ""
     definition.model = {"name": "scripted/not-registered"}
-    events: list[StreamEvent] = []
+    events: list[RunEvent] = []
 
     result = await AgentExecutor().execute(
         ExecuteRequest(agent_definition=definition, message="q", stream_callback=events.append)
     )
 
     assert (result.status, result.stop_reason) == ("error", "llm_error")
-    assert isinstance(events[-1], Error) and "not-registered" in events[-1].message
+    assert isinstance(events[-1], RunError) and "not-registered" in events[-1].message
     assert (await AgentRun.objects.aget(pk=result.run_id)).status == "error"
 
 
@@ -293,7 +317,7 @@ async def test_history_limit_of_the_definition_is_applied(definition: AgentDefin
 async def test_async_stream_callback_is_awaited(definition: AgentDefinition) -> None:
     seen: list[str] = []
 
-    async def on_event(event: StreamEvent) -> None:
+    async def on_event(event: RunEvent) -> None:
         await asyncio.sleep(0)
         seen.append(event.type)
 
@@ -347,4 +371,4 @@ async def test_disabled_definition_does_not_run(definition: AgentDefinition) -> 
 
     assert (result.status, result.error_code) == ("error", "agent_definition_disabled")
     assert provider.calls == []
-    assert [e.code for e in events if isinstance(e, Error)] == ["agent_definition_disabled"]
+    assert [e.code for e in events if isinstance(e, RunError)] == ["agent_definition_disabled"]

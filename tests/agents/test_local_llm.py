@@ -10,7 +10,6 @@ tests/agents/test_prompted_tools.py.
 from __future__ import annotations
 
 import importlib.util
-import socket
 import subprocess
 import sys
 import time
@@ -27,15 +26,9 @@ from apps.agents.llm.base import ChatMessage, ErrorEvent, GenerationConfig, Mode
 from apps.agents.llm.openai_compat import OpenAICompatProvider
 from apps.agents.llm.prompted_tools import PromptedToolsProvider
 from apps.agents.llm.resolve import resolve_model
+from bench.support import free_port
 
 MODEL_FILE = Path(settings.BASE_DIR) / ".data" / "models" / "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 def test_local_model_is_the_small_model_loop_over_the_local_server(settings: Settings) -> None:
@@ -134,7 +127,8 @@ async def test_real_agent_turn_through_the_offline_default_calls_a_tool_and_answ
 ) -> None:
     from asgiref.sync import sync_to_async
 
-    from apps.agents.executor import AgentExecutor, ExecuteRequest, TextDelta, ToolCallEnd, ToolCallStart
+    from apps.agents.events import TextDelta, ToolCallEnd, ToolCallStart
+    from apps.agents.executor import AgentExecutor, ExecuteRequest
     from tests.factories import make_agent_definition, make_entity, make_project
 
     def arrange() -> Any:

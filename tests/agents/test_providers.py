@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-import time
+import asyncio
 from collections.abc import Iterator
+from types import SimpleNamespace
 
 import pytest
 from pytest_django import Settings
 
+from apps.agents.llm import openai_compat
 from apps.agents.llm.base import (
     ChatMessage,
     Done,
@@ -133,17 +135,26 @@ async def test_openai_http_400_is_not_retried(server: LLMTestServer) -> None:
     assert isinstance(events[0], ErrorEvent) and "bad model" in events[0].error
 
 
-async def test_openai_429_then_success_honours_retry_after(server: LLMTestServer) -> None:
+async def test_openai_429_then_success_honours_retry_after(
+    server: LLMTestServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
     server.enqueue(
         Status(429, {"error": "slow down"}, headers={"Retry-After": "0.3"}), Stream(text_chunks("ok"))
     )
 
-    started = time.monotonic()
+    waits: list[float] = []
+    real_sleep = asyncio.sleep
+
+    async def recorded_sleep(seconds: float) -> None:
+        waits.append(seconds)
+        await real_sleep(0)
+
+    monkeypatch.setattr(openai_compat, "asyncio", SimpleNamespace(sleep=recorded_sleep))
+
     events = await collect(provider_for(server))
-    elapsed = time.monotonic() - started
 
     assert len(server.requests) == 2
-    assert elapsed >= 0.3
+    assert waits == [0.3]
     assert [e.text for e in events if isinstance(e, TextDelta)] == ["ok"]
     assert isinstance(events[-1], Done)
 

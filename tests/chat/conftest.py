@@ -1,4 +1,5 @@
-"""Shared helpers for chat tests: a scripted model selected by name, a small graph, stream readers."""
+"""Shared fixtures and helpers of the chat tests: a scripted model, a small graph with its default agent,
+the OpenAI-compatible test server, SSE and websocket turns."""
 
 from __future__ import annotations
 
@@ -8,12 +9,17 @@ from typing import Any
 
 import pytest
 from asgiref.sync import sync_to_async
-from django.test import AsyncClient
+from channels.testing import WebsocketCommunicator
+from django.test import AsyncClient, Client
 
+from apps.agents.definitions import default_agents_install
 from apps.agents.llm.scripted import ScriptedProvider, register_script, unregister_script
+from apps.agents.models import AgentDefinition
 from apps.chat.bus import InProcessFrameBus, set_bus
 from apps.chat.services import turn_wait_all
+from config.asgi import application
 from tests.factories import make_entity, make_project, make_relationship, make_user
+from tests.llm_server import LLMTestServer
 
 
 @pytest.fixture
@@ -47,6 +53,25 @@ def world(db):
     return {"user": user, "project": project, "paris": paris, "france": france, "client": client}
 
 
+@pytest.fixture
+def agent(world):
+    """The world project's default agent (``graph-query-agent``)."""
+    default_agents_install(project=world["project"])
+    return AgentDefinition.objects.get(project=world["project"], name="graph-query-agent")
+
+
+@pytest.fixture(scope="module")
+def llm():
+    """The OpenAI-compatible test server on loopback, one per test module."""
+    with LLMTestServer() as server:
+        yield server
+
+
+def agent_request(world, agent, message="Where is Paris?") -> dict[str, Any]:
+    """The body of a first message to ``agent`` in the world project."""
+    return {"message": message, "projectId": str(world["project"].id), "agentDefinitionId": str(agent.id)}
+
+
 def parse_sse(raw: bytes) -> list[dict[str, Any]]:
     frames = []
     for block in raw.decode().split("\n\n"):
@@ -77,3 +102,31 @@ def types(frames: list[dict[str, Any]]) -> list[str]:
 
 
 adb = sync_to_async
+
+
+def session_cookie(user) -> str:
+    """A logged-in session id for ``user`` (the websocket authenticates by the session cookie)."""
+    client = Client()
+    client.force_login(user)
+    return client.cookies["sessionid"].value
+
+
+async def ws_connect(user) -> WebsocketCommunicator:
+    """A connected websocket of ``user``."""
+    communicator = WebsocketCommunicator(application, "/ws/chat/", headers=[(b"origin", b"http://127.0.0.1")])
+    session = await sync_to_async(session_cookie)(user)
+    communicator.scope["headers"].append((b"cookie", f"sessionid={session}".encode()))
+    connected, _ = await communicator.connect()
+    assert connected
+    return communicator
+
+
+async def ws_turn(communicator, payload, *, wait=10) -> list[dict[str, Any]]:
+    """Send ``payload``; the frames up to ``done`` (or a refusal, an ``error`` without ``seq``)."""
+    await communicator.send_json_to(payload)
+    frames = []
+    while True:
+        frame = await communicator.receive_json_from(timeout=wait)
+        frames.append(frame)
+        if frame["type"] == "done" or (frame["type"] == "error" and "seq" not in frame):
+            return frames

@@ -11,16 +11,11 @@ from asgiref.sync import sync_to_async
 from apps.agents.llm.scripted import text, tool_call
 from apps.agents.models import AgentDefinition
 from apps.chat.models import Conversation, Message
-from tests.chat.conftest import sse_turn, types
-from tests.chat.test_agent_chat import ws_connect, ws_turn
+from tests.chat.conftest import agent_request, sse_turn, types, ws_connect, ws_turn
 from tests.factories import make_agent_definition
 from tests.support.mcp_servers import echo_server, echo_stdio_config
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-def start(world, agent, message="Shout hello."):
-    return {"message": message, "projectId": str(world["project"].id), "agentDefinitionId": str(agent.id)}
 
 
 def shout_frames(frames):
@@ -32,7 +27,7 @@ async def test_allowlisted_stdio_server_by_name_works_in_a_real_turn(world, scri
     agent = await sync_to_async(make_agent_definition)(world["project"], mcp_servers=[{"stdio": "echo"}])
     scripted.turns += [[tool_call("shout", {"text": "hello"})], text("It said HELLO!")]
 
-    status, frames = await sse_turn(world["client"], start(world, agent))
+    status, frames = await sse_turn(world["client"], agent_request(world, agent, "Shout hello."))
 
     assert status == 200
     started, completed = shout_frames(frames)
@@ -51,7 +46,7 @@ async def test_allowlisted_url_works_in_a_real_turn(world, scripted, settings):
         agent = await sync_to_async(make_agent_definition)(world["project"], mcp_servers=[entry])
         scripted.turns += [[tool_call("shout", {"text": "over http"})], text("Done.")]
 
-        status, frames = await sse_turn(world["client"], start(world, agent))
+        status, frames = await sse_turn(world["client"], agent_request(world, agent, "Shout hello."))
 
     assert status == 200
     completed = shout_frames(frames)[-1]
@@ -64,7 +59,7 @@ async def test_new_turn_with_a_disabled_definition_is_409_and_creates_nothing(wo
         world["project"], mcp_servers=[{"command": "sh"}], disabled_reason="Disabled by migration agents.0002"
     )
 
-    status, body = await sse_turn(world["client"], start(world, agent))
+    status, body = await sse_turn(world["client"], agent_request(world, agent, "Shout hello."))
 
     assert status == 409
     assert body["code"] == "agent_definition_disabled"
@@ -77,7 +72,7 @@ async def test_disabled_definition_answers_an_error_frame_and_keeps_the_conversa
     agent = await sync_to_async(make_agent_definition)(world["project"])
     scripted.turns += [text("First answer."), text("Second answer.")]
     communicator = await ws_connect(world["user"])
-    first = await ws_turn(communicator, {"type": "chat.message", **start(world, agent, "first")})
+    first = await ws_turn(communicator, {"type": "chat.message", **agent_request(world, agent, "first")})
     conversation_id = first[0]["conversationId"]
     await AgentDefinition.objects.filter(id=agent.id).aupdate(disabled_reason="an operator stopped it")
 

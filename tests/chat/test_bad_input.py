@@ -9,13 +9,11 @@ import json
 
 import pytest
 
-from apps.agents.definitions import default_agents_install
 from apps.agents.llm.base import TextDelta
 from apps.agents.llm.scripted import Delay, text, tool_call
-from apps.agents.models import AgentDefinition, AgentRunToolCall
+from apps.agents.models import AgentRunToolCall
 from apps.chat.models import Conversation, Message
-from tests.chat.conftest import adb, sse_turn, tokens, types
-from tests.chat.test_agent_chat import ws_connect
+from tests.chat.conftest import adb, sse_turn, tokens, types, ws_connect
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -92,12 +90,6 @@ async def test_websocket_chat_message_with_nul_surrogate_or_deep_nesting_gets_in
     assert tokens(frames) == "Paris is in France."
     assert await Message.objects.filter(conversation__project=world["project"]).acount() == 2
     await communicator.disconnect()
-
-
-@pytest.fixture
-def agent(world):
-    default_agents_install(project=world["project"])
-    return AgentDefinition.objects.get(project=world["project"], name="graph-query-agent")
 
 
 @pytest.mark.parametrize(

@@ -1,7 +1,5 @@
 """The agent loop as a use case (chat-agent-loop requirements, mapped onto kgchat per specs/README)."""
 
-from pathlib import Path
-
 import pytest
 
 from apps.agents.definitions import default_agents_install
@@ -10,7 +8,7 @@ from apps.agents.llm.scripted import text, tool_call
 from apps.agents.models import AgentDefinition
 from apps.chat.context import FullHistoryContextStrategy, load_prompt
 from apps.chat.models import Message
-from apps.chat.retrieval import NO_RESULTS, AlwaysRetrieveStrategy, ToolUseRetrievalStrategy, format_entities
+from apps.chat.retrieval import NO_RESULTS, AlwaysRetrieveStrategy, format_entities
 from apps.graph_tools.registry import tool_get
 from tests.chat.conftest import sse_turn
 
@@ -98,18 +96,7 @@ async def test_multiple_tool_invocations(world, agent, scripted):
 # CA-3 / CA-4 -----------------------------------------------------------------------------------
 
 
-def test_tool_use_strategy_provides_search_book_tool_as_the_graph_tools():
-    specs = ToolUseRetrievalStrategy(["hybrid_search", "get_entity_edges"]).build_tool_definitions()
-
-    assert [s.name for s in specs] == ["hybrid_search", "get_entity_edges"]
-    assert specs[0].parameters["properties"]["query"]["type"] == "string"
-
-
-def test_always_retrieve_strategy_provides_no_tools():
-    assert AlwaysRetrieveStrategy().build_tool_definitions() == []
-
-
-def test_search_book_tool_definition_is_hybrid_search_with_a_json_schema():
+def test_hybrid_search_tool_declares_a_strict_json_schema_with_a_required_query():
     tool = tool_get("hybrid_search")
 
     schema = tool.input_schema()
@@ -190,11 +177,6 @@ async def test_system_prompt_loaded_from_template(world, scripted):
     template_start = load_prompt().split("{project_name}")[0]
     assert scripted.calls[0].messages[0].content.startswith(template_start)
     assert 'project "World"' in scripted.calls[0].messages[0].content
-
-
-def test_missing_prompt_template_raises_error(tmp_path: Path):
-    with pytest.raises(FileNotFoundError):
-        load_prompt(prompts_dir=tmp_path)
 
 
 # CA-8 ------------------------------------------------------------------------------------------

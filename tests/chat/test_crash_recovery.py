@@ -15,7 +15,6 @@ import asyncio
 import os
 import signal
 import socket
-import subprocess
 import tempfile
 import threading
 import time
@@ -27,19 +26,12 @@ import pytest
 from apps.agents.definitions import default_agents_install
 from apps.agents.models import AgentDefinition, AgentRun
 from apps.chat.models import Conversation, Message
-from apps.chat.recovery import interrupted_turns_recover
+from apps.chat.services import interrupted_turns_recover
 from tests.chat.conftest import adb
 from tests.chat.test_multiprocess import WAIT, _database_url, _start, _wait_ready, slow_answer, sse_frames
 from tests.factories import make_token
-from tests.llm_server import LLMTestServer
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture(scope="module")
-def llm():
-    with LLMTestServer() as server:
-        yield server
 
 
 @pytest.fixture
@@ -62,14 +54,7 @@ def env(django_db_blocker, llm):
 
 def _stop(*servers) -> None:
     for server in servers:
-        if server.process.poll() is None:
-            server.process.terminate()
-    for server in servers:
-        try:
-            server.process.wait(15)
-        except subprocess.TimeoutExpired:
-            server.process.kill()
-            server.process.wait(5)
+        server.stop(15)
 
 
 async def _first_frames(http: httpx.AsyncClient, url: str, token: str, body: dict, count: int):

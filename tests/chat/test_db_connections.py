@@ -27,8 +27,7 @@ from apps.chat.models import Conversation, Message
 from apps.chat.services import turn_wait_all
 from apps.projects.db import is_database_busy, release_connections
 from config.asgi import application
-from tests.chat.conftest import adb, parse_sse, tokens, types
-from tests.chat.test_agent_chat import _session_cookie
+from tests.chat.conftest import adb, parse_sse, session_cookie, tokens, types
 from tests.factories import add_member, make_agent_definition, make_token, make_user
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -203,7 +202,7 @@ async def test_an_exhausted_pool_answers_503_database_busy_and_persists_nothing(
 async def test_an_exhausted_pool_gives_a_database_busy_frame_on_the_websocket_which_stays_open(
     world, responder, pool, monkeypatch
 ):
-    session = await adb(_session_cookie)(world["user"])
+    session = await adb(session_cookie)(world["user"])
     communicator = WebsocketCommunicator(application, "/ws/chat/", headers=[(b"origin", b"http://127.0.0.1")])
     communicator.scope["headers"].append((b"cookie", f"sessionid={session}".encode()))
     assert (await communicator.connect())[0]
@@ -244,7 +243,7 @@ async def test_a_turn_the_database_refuses_midway_ends_with_database_busy_and_no
 
     register_script(name, ScriptedProvider(responder=answer))
     settings.KGCHAT_MODEL = f"scripted/{name}"
-    session = await adb(_session_cookie)(world["user"])
+    session = await adb(session_cookie)(world["user"])
     communicator = WebsocketCommunicator(application, "/ws/chat/", headers=[(b"origin", b"http://127.0.0.1")])
     communicator.scope["headers"].append((b"cookie", f"sessionid={session}".encode()))
     assert (await communicator.connect())[0]

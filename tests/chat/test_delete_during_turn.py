@@ -19,8 +19,7 @@ from apps.agents.models import AgentDefinition, AgentRun
 from apps.chat.models import Conversation, Message
 from apps.chat.services import turn_wait_all
 from config.asgi import application
-from tests.chat.conftest import adb, types
-from tests.chat.test_agent_chat import _session_cookie
+from tests.chat.conftest import adb, session_cookie, types
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -59,7 +58,7 @@ async def test_deleting_a_conversation_while_its_agent_turn_runs_on_the_websocke
     await adb(default_agents_install)(project=world["project"])
     agent = await AgentDefinition.objects.aget(project=world["project"], name="graph-query-agent")
     scripted.turns.append([*text("Partial "), Delay(30), *text("never")])
-    session = await adb(_session_cookie)(world["user"])
+    session = await adb(session_cookie)(world["user"])
     communicator = WebsocketCommunicator(application, "/ws/chat/", headers=[(b"origin", b"http://127.0.0.1")])
     communicator.scope["headers"].append((b"cookie", f"sessionid={session}".encode()))
     assert (await communicator.connect())[0]

@@ -14,24 +14,16 @@ import dataclasses
 import pytest
 from channels.testing import WebsocketCommunicator
 
-from apps.agents.definitions import default_agents_install
-from apps.agents.models import AgentDefinition, AgentRun
+from apps.agents.models import AgentRun
 from apps.chat.models import Conversation, Message
 from apps.graph_tools import registry
 from config.asgi import application
-from tests.chat.conftest import adb, sse_turn, tokens, types
-from tests.chat.test_agent_chat import _session_cookie
-from tests.llm_server import LLMTestServer, Status, Stream, text_chunks, tool_call_chunks
+from tests.chat.conftest import adb, agent_request, session_cookie, sse_turn, tokens, types
+from tests.llm_server import Status, Stream, text_chunks, tool_call_chunks
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 RETRY_NOW = {"Retry-After": "0"}
-
-
-@pytest.fixture(scope="module")
-def llm():
-    with LLMTestServer() as server:
-        yield server
 
 
 @pytest.fixture
@@ -46,20 +38,10 @@ def model(llm, settings):
         llm.requests.clear()
 
 
-@pytest.fixture
-def agent(world):
-    default_agents_install(project=world["project"])
-    return AgentDefinition.objects.get(project=world["project"], name="graph-query-agent")
-
-
-def start(world, agent, message="Where is Paris?"):
-    return {"message": message, "projectId": str(world["project"].id), "agentDefinitionId": str(agent.id)}
-
-
 async def ws_turn(user, payload):
     """One turn over the websocket; return its frames up to ``done``."""
     communicator = WebsocketCommunicator(application, "/ws/chat/", headers=[(b"origin", b"http://127.0.0.1")])
-    session = await adb(_session_cookie)(user)
+    session = await adb(session_cookie)(user)
     communicator.scope["headers"].append((b"cookie", f"sessionid={session}".encode()))
     connected, _ = await communicator.connect()
     assert connected
@@ -120,7 +102,7 @@ async def test_http_500_from_the_model_ends_with_llm_error_and_no_answer(world, 
     # The provider retries a 500 three times before it gives up.
     model.enqueue(*[Status(500, headers=RETRY_NOW) for _ in range(4)])
 
-    frames = await turn(transport, world, start(world, agent))
+    frames = await turn(transport, world, agent_request(world, agent))
 
     assert types(frames) == ["meta", "error", "done"]
     assert "HTTP 500" in frames[1]["error"]
@@ -135,7 +117,7 @@ async def test_429_then_success_is_retried_and_answers_once(world, agent, model)
         Stream(text_chunks("Paris ", "is in France.")),
     )
 
-    frames = await turn("ws", world, start(world, agent))
+    frames = await turn("ws", world, agent_request(world, agent))
 
     assert types(frames) == ["meta", "token", "token", "done"]
     assert len(model.requests) == 2
@@ -153,7 +135,7 @@ async def test_429_then_success_is_retried_and_answers_once(world, agent, model)
 async def test_a_stream_that_stops_midway_is_an_llm_error_and_is_not_replayed(world, agent, model):
     model.enqueue(Stream(text_chunks("Paris is ", "the cap"), truncate=True))
 
-    frames = await turn("sse", world, start(world, agent))
+    frames = await turn("sse", world, agent_request(world, agent))
 
     assert types(frames) == ["meta", "token", "token", "error", "done"]
     assert "ended before it finished" in frames[3]["error"]
@@ -165,7 +147,7 @@ async def test_a_stream_that_stops_midway_is_an_llm_error_and_is_not_replayed(wo
 async def test_malformed_json_in_tool_call_arguments_is_an_llm_error(world, agent, model):
     model.enqueue(Stream(tool_call_chunks("hybrid_search", '{"query": "Par'), finish_reason="tool_calls"))
 
-    frames = await turn("ws", world, start(world, agent))
+    frames = await turn("ws", world, agent_request(world, agent))
 
     assert types(frames) == ["meta", "error", "done"]
     assert "malformed tool-call arguments for 'hybrid_search'" in frames[1]["error"]
@@ -192,7 +174,7 @@ async def test_a_tool_that_raises_is_an_mcp_tool_error_and_the_agent_goes_on(
         Stream(text_chunks("The search failed; I cannot tell.")),
     )
 
-    frames = await turn("sse", world, start(world, agent))
+    frames = await turn("sse", world, agent_request(world, agent))
 
     assert types(frames) == ["meta", "mcp_tool", "mcp_tool", "token", "done"]
     assert frames[1]["status"] == "started" and frames[2]["status"] == "error"
@@ -227,7 +209,7 @@ async def test_a_tool_that_hangs_past_its_timeout_is_an_mcp_tool_error_and_the_a
         Stream(text_chunks("The search timed out.")),
     )
 
-    frames = await turn("ws", world, start(world, agent))
+    frames = await turn("ws", world, agent_request(world, agent))
 
     assert types(frames) == ["meta", "mcp_tool", "mcp_tool", "token", "done"]
     assert frames[2]["status"] == "error" and frames[2]["error"] == "tool timed out after 1 s"

@@ -11,13 +11,9 @@ import asyncio
 import json
 import os
 import runpy
-import socket
-import subprocess
 import sys
 import tempfile
-import time
 import urllib.parse
-from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
@@ -25,42 +21,21 @@ import pytest
 from django.db import connection
 from websockets.asyncio.client import ClientConnection, connect
 
-from apps.agents.definitions import default_agents_install
-from apps.agents.models import AgentDefinition, AgentRun
+from apps.agents.models import AgentRun
 from apps.chat.models import Message
 from apps.chat.redis_bus import BLOCK_MS, RedisFrameBus
-from tests.chat.conftest import adb
-from tests.chat.test_agent_chat import _session_cookie
+from bench.support import ServerProcess as Server
+from bench.support import start_daphne, wait_ready
+from tests.chat.conftest import adb, agent_request, session_cookie
 from tests.factories import make_token
-from tests.llm_server import LLMTestServer, Stream, text_chunks, tool_call_chunks
-from tests.support.redis_server import free_port, redis_server
+from tests.llm_server import Stream, text_chunks, tool_call_chunks
+from tests.support.redis_server import redis_server
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 ROOT = Path(__file__).resolve().parents[2]
-DAPHNE = Path(sys.executable).parent / "daphne"
 ORIGIN = "http://127.0.0.1"
 WAIT = 30  # seconds: a guard against hanging, never a measured figure
-
-
-@dataclass
-class Server:
-    name: str
-    process: subprocess.Popen[bytes]
-    port: int
-    log: Path
-
-    @property
-    def http(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    @property
-    def ws(self) -> str:
-        return f"ws://127.0.0.1:{self.port}/ws/chat/"
-
-    @property
-    def worker(self) -> str:
-        return f"{socket.gethostname()}:{self.process.pid}"
 
 
 def _database_url() -> str:
@@ -72,36 +47,11 @@ def _database_url() -> str:
 
 
 def _start(name: str, env: dict[str, str], logdir: str) -> Server:
-    port = free_port()
-    log = Path(logdir) / f"{name}.log"
-    process = subprocess.Popen(
-        [str(DAPHNE), "-b", "127.0.0.1", "-p", str(port), "config.asgi:application"],
-        cwd=ROOT,
-        env=env,
-        stdout=log.open("wb"),
-        stderr=subprocess.STDOUT,
-    )
-    return Server(name=name, process=process, port=port, log=log)
+    return start_daphne(name, env=env, log=Path(logdir) / f"{name}.log")
 
 
 def _wait_ready(server: Server) -> None:
-    deadline = time.monotonic() + 90
-    while time.monotonic() < deadline:
-        if server.process.poll() is not None:
-            raise RuntimeError(f"daphne {server.name} exited:\n{server.log.read_text()}")
-        try:
-            if httpx.get(f"{server.http}/accounts/login/", timeout=2).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.2)
-    raise RuntimeError(f"daphne {server.name} did not start:\n{server.log.read_text()}")
-
-
-@pytest.fixture(scope="module")
-def llm():
-    with LLMTestServer() as server:
-        yield server
+    wait_ready(server, path="/accounts/login/", timeout=90)
 
 
 @pytest.fixture(scope="module")
@@ -128,13 +78,7 @@ def servers(django_db_setup, django_db_blocker, llm):
             yield tuple(started)
         finally:
             for server in started:
-                server.process.terminate()
-            for server in started:
-                try:
-                    server.process.wait(15)
-                except subprocess.TimeoutExpired:
-                    server.process.kill()
-                    server.process.wait(5)
+                server.stop(15)
 
 
 @pytest.fixture(autouse=True)
@@ -156,18 +100,8 @@ def model(llm):
 
 
 @pytest.fixture
-def agent(world):
-    default_agents_install(project=world["project"])
-    return AgentDefinition.objects.get(project=world["project"], name="graph-query-agent")
-
-
-@pytest.fixture
 def session(world):
-    return _session_cookie(world["user"])
-
-
-def start(world, agent, message="Where is Paris?"):
-    return {"message": message, "projectId": str(world["project"].id), "agentDefinitionId": str(agent.id)}
+    return session_cookie(world["user"])
 
 
 def slow_answer(words: int, delay: float) -> Stream:
@@ -210,7 +144,7 @@ async def test_client_on_a_follows_a_turn_running_on_b_from_after_seq(servers, w
     )
 
     async with open_ws(b, session) as on_b, open_ws(a, session) as on_a:
-        await on_b.send(json.dumps({"type": "chat.message", **start(world, agent)}))
+        await on_b.send(json.dumps({"type": "chat.message", **agent_request(world, agent)}))
         head = [await recv(on_b) for _ in range(4)]  # meta, tool started, tool completed, first token
         conversation_id = head[0]["conversationId"]
         await on_a.send(
@@ -241,7 +175,7 @@ async def test_chat_cancel_sent_to_a_stops_the_sse_turn_running_on_b(servers, wo
         async with http.stream(
             "POST",
             f"{b.http}/api/chat/stream",
-            json=start(world, agent),
+            json=agent_request(world, agent),
             headers={"Authorization": f"Bearer {token}"},
         ) as response:
             stream = sse_frames(response)
@@ -278,7 +212,7 @@ async def test_rest_cancel_sent_to_a_stops_the_websocket_turn_running_on_b(
     model.enqueue(slow_answer(400, 0.05))
 
     async with httpx.AsyncClient(timeout=WAIT) as http, open_ws(b, session) as on_b:
-        await on_b.send(json.dumps({"type": "chat.message", **start(world, agent)}))
+        await on_b.send(json.dumps({"type": "chat.message", **agent_request(world, agent)}))
         frames = [await recv(on_b), await recv(on_b)]  # meta, first token
         conversation_id = frames[0]["conversationId"]
         cancelled = await http.post(

@@ -18,8 +18,7 @@ from django.test import Client
 from apps.chat.models import Conversation, Message
 from apps.projects.models import Project
 from config.asgi import application
-from tests.chat.conftest import adb
-from tests.chat.test_agent_chat import _session_cookie
+from tests.chat.conftest import adb, session_cookie
 from tests.factories import make_token, make_user
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -37,7 +36,7 @@ PASSWORD = "correct-horse-battery-staple-1"
 )
 async def test_websocket_from_a_foreign_origin_is_refused_even_with_a_session(origin):
     user = await adb(make_user)("mallory-victim")
-    session = await adb(_session_cookie)(user)
+    session = await adb(session_cookie)(user)
     headers = [(b"cookie", f"sessionid={session}".encode())]
     if origin is not None:
         headers.append((b"origin", origin))
@@ -51,7 +50,7 @@ async def test_websocket_from_a_foreign_origin_is_refused_even_with_a_session(or
 @pytest.mark.django_db(transaction=True)
 async def test_websocket_from_an_allowed_origin_is_accepted():
     user = await adb(make_user)("alice")
-    session = await adb(_session_cookie)(user)
+    session = await adb(session_cookie)(user)
     communicator = WebsocketCommunicator(
         application,
         "/ws/chat/",

@@ -9,8 +9,6 @@ from collections.abc import Iterator
 
 import pytest
 
-from apps.agents.definitions import default_agents_install
-from apps.agents.models import AgentDefinition
 from apps.chat.models import Message
 from tests.chat.conftest import sse_turn, tokens
 from tests.llm_server import Json, LLMTestServer, Stream, completion, text_chunks
@@ -25,12 +23,6 @@ def small_model(settings) -> Iterator[LLMTestServer]:
         settings.KGCHAT_MODEL = "local/qwen2.5-1.5b"
         settings.KGCHAT_LOCAL_LLM_URL = server.base_url
         yield server
-
-
-@pytest.fixture
-def agent(world):
-    default_agents_install(project=world["project"])
-    return AgentDefinition.objects.get(project=world["project"], name="graph-query-agent")
 
 
 @db

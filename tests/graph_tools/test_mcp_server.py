@@ -6,10 +6,8 @@ from __future__ import annotations
 
 import json
 import os
-import socket
-import subprocess
 import sys
-import time
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -26,6 +24,7 @@ from mcp.client.streamable_http import streamable_http_client
 from apps.graph_tools.mcp_server import mcp_project_resolve
 from apps.graph_tools.registry import tool_get, tool_names
 from apps.projects.errors import ServiceError
+from bench.support import start_daphne, wait_ready
 from tests.factories import add_member, make_project, make_token, make_user
 from tests.graph_tools.conftest import SmallGraph, build_small_graph
 
@@ -42,44 +41,17 @@ def child_env() -> dict[str, str]:
     return {**os.environ, "DATABASE_URL": url, "DJANGO_SETTINGS_MODULE": "config.settings.test"}
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def daphne_url(django_db_setup: None, django_db_blocker: Any) -> Iterator[str]:
     with django_db_blocker.unblock():
         env = child_env()
-    port = free_port()
-    process = subprocess.Popen(
-        [
-            str(Path(sys.executable).parent / "daphne"),
-            "-b",
-            "127.0.0.1",
-            "-p",
-            str(port),
-            "config.asgi:application",
-        ],
-        cwd=BASE_DIR,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            assert process.poll() is None, process.stderr.read().decode() if process.stderr else "daphne died"
-            try:
-                with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                    break
-            except OSError:
-                time.sleep(0.2)
-        yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        process.terminate()
-        process.wait(timeout=10)
+    with tempfile.TemporaryDirectory() as logdir:
+        server = start_daphne("daphne", env=env, log=Path(logdir) / "daphne.log")
+        try:
+            wait_ready(server, timeout=60)
+            yield f"{server.http}/mcp"
+        finally:
+            server.stop(10)
 
 
 @pytest.fixture

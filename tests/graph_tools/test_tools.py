@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from apps.graph_tools.registry import EntityNotFound, ToolArgumentError, UnknownTool, tool_names
+from apps.graph_tools.errors import EntityNotFound
 from tests.factories import make_entity, make_relationship
 from tests.graph_tools.conftest import SmallGraph, call_tool
 
@@ -23,23 +23,6 @@ def assert_entities_of(graph: SmallGraph, entities: list[dict[str, Any]]) -> Non
         assert ENTITY_KEYS <= entity.keys()
         assert isinstance(entity["id"], str)
         assert entity["id"] in own_ids
-
-
-def test_the_registry_holds_exactly_the_ten_protocol_tools():
-    assert sorted(tool_names()) == sorted(
-        [
-            "hybrid_search",
-            "search_entities",
-            "semantic_search",
-            "query_entities",
-            "find_similar",
-            "get_entity_edges",
-            "traverse_graph",
-            "list_entity_types",
-            "schema_version",
-            "list_relationships",
-        ]
-    )
 
 
 # get_entity_edges
@@ -360,43 +343,6 @@ def test_vector_search_ignores_vectors_of_another_model(graph: SmallGraph):
     results = graph.call("semantic_search", query="woodworking and furniture making")["results"]
 
     assert "bob" not in keys(results)
-
-
-# invalid arguments
-
-
-@pytest.mark.parametrize(
-    ("name", "arguments", "argument"),
-    [
-        ("hybrid_search", {}, "query"),
-        ("hybrid_search", {"query": "   "}, "query"),
-        ("hybrid_search", {"query": "x", "limit": 0}, "limit"),
-        ("hybrid_search", {"query": "x", "limit": 1000}, "limit"),
-        ("search_entities", {"query": "x", "colour": "red"}, "colour"),
-        ("semantic_search", {"query": 42}, "query"),
-        ("query_entities", {"offset": -1}, "offset"),
-        ("query_entities", {"properties": "city=Lisbon"}, "properties"),
-        ("find_similar", {}, "entity_id"),
-        ("get_entity_edges", {"entity_id": "alice", "direction": "sideways"}, "direction"),
-        ("traverse_graph", {"start_entity_id": "alice", "max_depth": 0}, "max_depth"),
-        ("traverse_graph", {"start_entity_id": "alice", "max_depth": 6}, "max_depth"),
-        ("traverse_graph", {"start_entity_id": "alice", "relationship_types": "KNOWS"}, "relationship_types"),
-        ("list_entity_types", {"anything": 1}, "anything"),
-        ("list_relationships", {"limit": "many"}, "limit"),
-    ],
-)
-def test_invalid_arguments_are_a_tool_error_naming_the_argument(graph: SmallGraph, name, arguments, argument):
-    with pytest.raises(ToolArgumentError) as exc:
-        call_tool(graph.project, name, **arguments)
-
-    assert exc.value.argument == argument
-    assert argument in exc.value.message
-    assert exc.value.status == 400
-
-
-def test_unknown_tool_is_refused(graph: SmallGraph):
-    with pytest.raises(UnknownTool):
-        graph.call("drop_database")
 
 
 # no cross-project leakage

@@ -379,3 +379,22 @@ async def test_a_removed_member_loses_rest_websocket_and_mcp_at_once(daphne_url,
     assert [(f["type"], f["code"]) for f in chat] == [("error", "conversation_not_found")]
     assert mcp.status_code == 401
     assert json.loads(mcp.content)["code"] == "unauthorized"
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_bound_mcp_token_stops_working_when_its_membership_is_deleted_outside_the_members_api(
+    daphne_url,
+):
+    world = await sync_to_async(build_world)()
+    viewer = world["users"]["viewer"]
+    token = await sync_to_async(make_token)(viewer, world["project"])
+    await ProjectMembership.objects.filter(user=viewer, project=world["project"]).adelete()
+
+    async with httpx.AsyncClient(timeout=30) as raw:
+        mcp = await raw.post(
+            daphne_url,
+            json={"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}},
+            headers={"Authorization": f"Bearer {token}"},
+        )
+
+    assert (mcp.status_code, json.loads(mcp.content)["code"]) == (404, "project_not_found")

@@ -2,19 +2,14 @@
 
 from __future__ import annotations
 
+import os
 import shutil
-import socket
-import subprocess
 import tempfile
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+from bench.support import free_port, start_process, wait_ready
 
 
 @contextmanager
@@ -25,33 +20,16 @@ def redis_server() -> Iterator[str]:
         raise RuntimeError("redis-server is not installed: run scripts/system_deps.sh (make test does)")
     port = free_port()
     with tempfile.TemporaryDirectory() as workdir:
-        proc = subprocess.Popen(
-            [
-                binary,
-                "--port",
-                str(port),
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-                "--dir",
-                workdir,
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
+        argv = [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
+        server = start_process(
+            "redis-server",
+            [*argv, "--dir", workdir],
+            port=port,
+            env=os.environ,
+            log=Path(workdir) / "redis-server.log",
         )
         try:
-            deadline = time.monotonic() + 10
-            while time.monotonic() < deadline:
-                with socket.socket() as s:
-                    if s.connect_ex(("127.0.0.1", port)) == 0:
-                        break
-                time.sleep(0.05)
-            else:
-                raise RuntimeError("redis-server did not start")
+            wait_ready(server, timeout=10)
             yield f"redis://127.0.0.1:{port}/0"
         finally:
-            proc.terminate()
-            proc.wait(10)
+            server.stop(10)

@@ -1,9 +1,11 @@
 """The session service and events adapter: ADK sessions over a ``HistoryStore``.
 
-A session is a conversation; its stored messages are the events. ``get_session`` loads only the
+A session is a conversation; its messages are the events. ``get_session`` loads only the
 history window (message limit and token budget), so a long conversation costs the same per turn
 as a short one: nothing is deep-copied, and ``append_event`` appends to the live session in O(1)
-after persisting the message through the store.
+after handing the message to the store. The executor's store is in memory, seeded with the
+history the chat layer loaded; the chat layer writes ``kb.chat_messages`` itself when the turn
+ends (see ``apps/agents/history.py``).
 """
 
 from __future__ import annotations

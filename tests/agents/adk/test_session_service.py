@@ -244,7 +244,7 @@ def test_tool_message_with_functionresponse_metadata_in_toolcalls() -> None:
     assert event.content is not None and event.content.role == "function"
 
 
-def test_legacy_tool_message_without_toolcalls() -> None:
+def test_tool_message_without_tool_calls_answers_the_preceding_assistant_call() -> None:
     messages = [
         HistoryMessage(role="assistant", tool_calls=[HistoryToolCall(id="call_exec", name="exec", input={})]),
         HistoryMessage(role="tool", content='{"result":"file.txt"}'),

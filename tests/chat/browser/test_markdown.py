@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from typing import Any
+from urllib.parse import urlparse
 
 import pytest
-from playwright.sync_api import Browser, Page
+from playwright.sync_api import Browser, Page, Route
 
 from tests.chat.browser.helpers import STATIC
 
@@ -38,12 +39,31 @@ RENDER = """([source, names]) => {
 }"""
 
 
+ORIGIN = "http://markdown.test"
+PAGE = """<!doctype html><html><body><div id='out'></div>
+<script type="module">
+  import { render } from "/static/chat/markdown.js";
+  window.KGMarkdown = { render };
+  document.body.dataset.ready = "true";
+</script></body></html>"""
+
+
+def _serve(route: Route) -> None:
+    """Answer the page's requests from the checkout, without a server: the page, then the module."""
+    path = urlparse(route.request.url).path
+    if path == "/":
+        route.fulfill(body=PAGE, content_type="text/html")
+    else:
+        route.fulfill(path=str(STATIC / path.removeprefix("/static/")), content_type="text/javascript")
+
+
 @pytest.fixture(scope="module")
 def md_page(browser: Browser) -> Iterator[Page]:
     context = browser.new_context()
     page = context.new_page()
-    page.set_content("<!doctype html><html><body><div id='out'></div></body></html>")
-    page.add_script_tag(path=str(STATIC / "chat" / "markdown.js"))
+    page.route(f"{ORIGIN}/**", _serve)
+    page.goto(f"{ORIGIN}/")
+    page.wait_for_selector("body[data-ready='true']", state="attached")
     yield page
     context.close()
 

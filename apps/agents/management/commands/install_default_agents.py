@@ -1,9 +1,7 @@
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from apps.agents.definitions import default_agents_install
+from apps.agents.definitions import default_agents_install_as_operator
 from apps.projects.errors import ServiceError
-from apps.projects.models import Project
-from apps.projects.selectors import project_get_by_ref
 
 
 class Command(BaseCommand):
@@ -16,11 +14,10 @@ class Command(BaseCommand):
 
     def handle(self, *args: object, project: str | None, all: bool, **options: object) -> None:
         try:
-            projects = list(Project.objects.all()) if all else [project_get_by_ref(project_ref=project or "")]
+            installed = default_agents_install_as_operator(project_ref=None if all else project or "")
         except ServiceError as exc:
             raise CommandError(exc.message) from exc
-        for p in projects:
-            result = default_agents_install(project=p)
+        for p, result in installed.items():
             self.stdout.write(
                 f"{p.slug}: installed {', '.join(result.installed) or 'nothing'}; "
                 f"existing {', '.join(result.existing) or 'none'}"

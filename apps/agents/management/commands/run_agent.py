@@ -2,7 +2,7 @@ import asyncio
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from apps.agents.executor import agent_question_answer
+from apps.agents.batch import agent_question_answer
 from apps.projects.errors import ServiceError
 
 

@@ -6,9 +6,9 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from apps.graph_tools.embeddings import get_embedder, graph_objects_embed
 from apps.graph_tools.management.progress import progress_bar
-from apps.projects.selectors import ProjectNotFound, project_get_by_ref
+from apps.graph_tools.services import graph_embed_as_operator
+from apps.projects.selectors import ProjectNotFound
 
 
 class Command(BaseCommand):
@@ -25,17 +25,12 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         try:
-            project = project_get_by_ref(project_ref=options["project"])
+            done = graph_embed_as_operator(
+                project_ref=options["project"],
+                only_missing=not options["all"],
+                batch_size=options["batch_size"],
+                progress=progress_bar(self.stderr),
+            )
         except ProjectNotFound as exc:
             raise CommandError(exc.message) from None
-        embedder = get_embedder()
-        progress = progress_bar(self.stderr)
-
-        count = graph_objects_embed(
-            project_id=project.id,
-            only_missing=not options["all"],
-            batch_size=max(1, options["batch_size"]),
-            progress=progress,
-            embedder=embedder,
-        )
-        self.stdout.write(f"embedded {count} entities of {project.slug} with {embedder.name}")
+        self.stdout.write(f"embedded {done.count} entities of {done.project.slug} with {done.model}")

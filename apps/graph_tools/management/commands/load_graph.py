@@ -2,10 +2,9 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from apps.graph_tools.importer import graph_import, graph_import_embed
 from apps.graph_tools.management.progress import progress_bar
+from apps.graph_tools.services import graph_import_as_operator
 from apps.projects.errors import ServiceError
-from apps.projects.selectors import project_get_by_ref
 
 
 class Command(BaseCommand):
@@ -17,13 +16,11 @@ class Command(BaseCommand):
 
     def handle(self, *args: object, file: Path, project: str, **options: object) -> None:
         try:
-            target = project_get_by_ref(project_ref=project)
             with file.open("rb") as fh:
-                result = graph_import(project=target, lines=fh)
+                done = graph_import_as_operator(
+                    project_ref=project, lines=fh, progress=progress_bar(self.stderr)
+                )
         except (OSError, ServiceError) as exc:
             raise CommandError(str(exc)) from exc
-        result.entities_embedded = graph_import_embed(
-            project_id=target.id, result=result, progress=progress_bar(self.stderr)
-        )
-        counts = ", ".join(f"{k}={v}" for k, v in result.as_counts().items())
+        counts = ", ".join(f"{k}={v}" for k, v in done.result.as_counts().items())
         self.stdout.write(f"imported into {project}: {counts}")

@@ -8,7 +8,7 @@ import anyio
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from apps.graph_tools.mcp_server import mcp_stdio_serve
-from apps.projects.selectors import ProjectNotFound, project_get_by_ref
+from apps.projects.selectors import ProjectNotFound
 
 
 class Command(BaseCommand):
@@ -18,9 +18,8 @@ class Command(BaseCommand):
         parser.add_argument("--project", required=True, help="The project's slug or id.")
 
     def handle(self, *args: Any, **options: Any) -> None:
+        # stdout carries the protocol: nothing else may be written to it.
         try:
-            project = project_get_by_ref(project_ref=options["project"])
+            anyio.run(lambda: mcp_stdio_serve(project_ref=options["project"]))
         except ProjectNotFound as exc:
             raise CommandError(exc.message) from None
-        # stdout carries the protocol: nothing else may be written to it.
-        anyio.run(lambda: mcp_stdio_serve(project_id=project.id))

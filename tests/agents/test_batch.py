@@ -1,4 +1,4 @@
-"""run_and_collect: text collection without duplication, the hallucinated-sub-agent retry, run_agent."""
+"""Batch turns (apps/agents/batch.py): the hallucinated-sub-agent retry of run_and_collect, run_agent."""
 
 from __future__ import annotations
 
@@ -8,11 +8,10 @@ from typing import Any
 import pytest
 from asgiref.sync import sync_to_async
 from django.core.management import call_command
-from google.adk.events.event import Event
-from google.genai import types
 from pytest_django import Settings
 
-from apps.agents.executor import AgentExecutor, ExecuteRequest, ExecuteResult, RunState, run_and_collect
+from apps.agents.batch import run_and_collect
+from apps.agents.executor import AgentExecutor, ExecuteRequest, ExecuteResult
 from apps.agents.llm.base import Done, ErrorEvent
 from apps.agents.llm.scripted import (
     Raise,
@@ -26,33 +25,6 @@ from apps.agents.models import AgentDefinition
 from tests.factories import make_agent_definition, make_project
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-def model_event(words: str, *, partial: bool) -> Event:
-    return Event(
-        author="agent", partial=partial, content=types.Content(role="model", parts=[types.Part(text=words)])
-    )
-
-
-async def test_streaming_mode_collects_from_partial_events_only() -> None:
-    state = RunState(callback=None, max_steps=5)
-
-    for event in (
-        model_event("Hello ", partial=True),
-        model_event("world", partial=True),
-        model_event("Hello world", partial=False),
-    ):
-        await state.on_event(event)
-
-    assert "".join(state.text) == "Hello world"
-
-
-async def test_non_streaming_mode_collects_from_final_event() -> None:
-    state = RunState(callback=None, max_steps=5)
-
-    await state.on_event(model_event("Hello world", partial=False))
-
-    assert "".join(state.text) == "Hello world"
 
 
 @pytest.fixture

@@ -1,58 +1,18 @@
-"""Agent-backed conversations end to end (agent-backed-chat requirements), over SSE and websocket."""
-
-import json
+"""The agent branch of a turn (apps/chat/agent_turn.py) end to end over SSE (agent-backed-chat requirements)."""
 
 import pytest
 from asgiref.sync import sync_to_async
-from channels.testing import WebsocketCommunicator
 from django.db import IntegrityError, InternalError, connection
 
-from apps.agents.definitions import default_agents_install
-from apps.agents.llm.scripted import Delay, error, text, tool_call
+from apps.agents.llm.scripted import error, text, tool_call
 from apps.agents.models import AgentDefinition, AgentRun, AgentRunMessage, AgentRunToolCall
 from apps.chat.models import Conversation, Message
-from config.asgi import application
-from tests.chat.conftest import adb, sse_turn, tokens, types
-from tests.factories import make_project, make_user
+from tests.chat.conftest import adb, agent_request, sse_turn, tokens, types, ws_connect, ws_turn
+from tests.factories import make_project
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-
-@pytest.fixture
-def agent(world):
-    default_agents_install(project=world["project"])
-    return AgentDefinition.objects.get(project=world["project"], name="graph-query-agent")
-
-
-def start(world, agent, message="Which country is Paris the capital of?"):
-    return {"message": message, "projectId": str(world["project"].id), "agentDefinitionId": str(agent.id)}
-
-
-async def ws_connect(user):
-    communicator = WebsocketCommunicator(application, "/ws/chat/", headers=[(b"origin", b"http://127.0.0.1")])
-    session = await sync_to_async(_session_cookie)(user)
-    communicator.scope["headers"].append((b"cookie", f"sessionid={session}".encode()))
-    connected, _ = await communicator.connect()
-    assert connected
-    return communicator
-
-
-def _session_cookie(user):
-    from django.test import Client
-
-    client = Client()
-    client.force_login(user)
-    return client.cookies["sessionid"].value
-
-
-async def ws_turn(communicator, payload, *, wait=10):
-    await communicator.send_json_to(payload)
-    frames = []
-    while True:
-        frame = await communicator.receive_json_from(timeout=wait)
-        frames.append(frame)
-        if frame["type"] == "done" or (frame["type"] == "error" and "seq" not in frame):
-            return frames
+QUESTION = "Which country is Paris the capital of?"
 
 
 # --- creating and continuing -----------------------------------------------------------------
@@ -61,7 +21,7 @@ async def ws_turn(communicator, payload, *, wait=10):
 async def test_create_agent_backed_conversation(world, agent, scripted):
     scripted.turns.append(text("Hello."))
 
-    status, frames = await sse_turn(world["client"], start(world, agent))
+    status, frames = await sse_turn(world["client"], agent_request(world, agent, QUESTION))
 
     conversation = await Conversation.objects.aget(id=frames[0]["conversationId"])
     assert status == 200
@@ -74,7 +34,7 @@ async def test_create_agent_backed_conversation(world, agent, scripted):
 async def test_continue_existing_agent_backed_conversation_ignores_agent_in_request(world, agent, scripted):
     other = await AgentDefinition.objects.acreate(project=world["project"], name="other", tools=[])
     scripted.turns += [text("first"), text("second")]
-    _, frames = await sse_turn(world["client"], start(world, agent))
+    _, frames = await sse_turn(world["client"], agent_request(world, agent, QUESTION))
     conversation_id = frames[0]["conversationId"]
 
     _, second = await sse_turn(
@@ -125,7 +85,7 @@ async def test_agent_backed_streaming_flow_maps_callback_events_to_frames(world,
         ),
     ]
 
-    status, frames = await sse_turn(world["client"], start(world, agent))
+    status, frames = await sse_turn(world["client"], agent_request(world, agent, QUESTION))
 
     assert status == 200
     assert types(frames)[0] == "meta" and types(frames)[-1] == "done"
@@ -154,7 +114,7 @@ async def test_tool_call_error_event_is_not_fatal(world, agent, scripted):
         text("Atlantis is not in the graph."),
     ]
 
-    _, frames = await sse_turn(world["client"], start(world, agent))
+    _, frames = await sse_turn(world["client"], agent_request(world, agent, QUESTION))
 
     tool_frames = [(f["callId"], f["status"]) for f in frames if f["type"] == "mcp_tool"]
     assert tool_frames == [("c1", "started"), ("c1", "error"), ("c2", "started"), ("c2", "error")]
@@ -166,7 +126,7 @@ async def test_tool_call_error_event_is_not_fatal(world, agent, scripted):
 
 async def _search_turn(world, agent, scripted):
     scripted.turns += [[tool_call("hybrid_search", {"query": "Paris"}, id="s1")], text("Found Paris.")]
-    _, frames = await sse_turn(world["client"], start(world, agent))
+    _, frames = await sse_turn(world["client"], agent_request(world, agent, QUESTION))
     rows = [
         m
         async for m in Message.objects.filter(conversation_id=frames[0]["conversationId"]).order_by(
@@ -209,7 +169,7 @@ async def test_agent_execution_trace_persisted_to_agent_tables(world, agent, scr
 async def test_tool_call_started_event_carries_tool_and_input(world, agent, scripted):
     scripted.turns += [[tool_call("list_entity_types", {}, id="t1")], text("Two types.")]
 
-    _, frames = await sse_turn(world["client"], start(world, agent))
+    _, frames = await sse_turn(world["client"], agent_request(world, agent, QUESTION))
 
     started = next(f for f in frames if f["type"] == "mcp_tool")
     assert started == {
@@ -225,7 +185,7 @@ async def test_tool_call_started_event_carries_tool_and_input(world, agent, scri
 async def test_tool_call_completed_event_carries_the_tool_output(world, agent, scripted):
     scripted.turns += [[tool_call("list_entity_types", {}, id="t1")], text("Two types.")]
 
-    _, frames = await sse_turn(world["client"], start(world, agent))
+    _, frames = await sse_turn(world["client"], agent_request(world, agent, QUESTION))
 
     completed = [f for f in frames if f["type"] == "mcp_tool"][1]
     assert completed["status"] == "completed" and completed["tool"] == "list_entity_types"
@@ -239,7 +199,7 @@ async def test_tool_call_completed_event_carries_the_tool_output(world, agent, s
 async def test_tool_results_are_real_graph_data(world, agent, scripted):
     scripted.turns += [[tool_call("get_entity_edges", {"entity_id": "paris"}, id="e")], text("ok")]
 
-    _, frames = await sse_turn(world["client"], start(world, agent))
+    _, frames = await sse_turn(world["client"], agent_request(world, agent, QUESTION))
 
     completed = next(f for f in frames if f["type"] == "mcp_tool" and f["status"] == "completed")
     assert completed["result"]["entity"]["id"] == str(world["paris"].id)
@@ -254,7 +214,7 @@ async def test_tool_results_are_real_graph_data(world, agent, scripted):
 async def test_first_message_in_conversation_goes_alone(world, agent, scripted):
     scripted.turns.append(text("hi"))
 
-    await sse_turn(world["client"], start(world, agent, "hello"))
+    await sse_turn(world["client"], agent_request(world, agent, "hello"))
 
     sent = [(m.role, m.content) for m in scripted.calls[0].messages if m.role != "system"]
     assert sent == [("user", "hello")]
@@ -268,7 +228,7 @@ async def test_load_conversation_history_for_agent_and_tool_results_appear_in_su
         text("Paris is a city."),
         text("yes"),
     ]
-    _, frames = await sse_turn(world["client"], start(world, agent, "Tell me about Paris"))
+    _, frames = await sse_turn(world["client"], agent_request(world, agent, "Tell me about Paris"))
 
     await sse_turn(world["client"], {"message": "Is it big?", "conversationId": frames[0]["conversationId"]})
 
@@ -283,7 +243,7 @@ async def test_load_conversation_history_for_agent_and_tool_results_appear_in_su
 async def test_conversation_history_respects_turn_limit(world, agent, scripted):
     await AgentDefinition.objects.filter(id=agent.id).aupdate(history_limit=4)
     scripted.turns += [text(f"answer {i}") for i in range(4)]
-    _, frames = await sse_turn(world["client"], start(world, agent, "question 0"))
+    _, frames = await sse_turn(world["client"], agent_request(world, agent, "question 0"))
     for i in range(1, 4):
         await sse_turn(
             world["client"], {"message": f"question {i}", "conversationId": frames[0]["conversationId"]}
@@ -300,7 +260,7 @@ async def test_conversation_history_respects_turn_limit(world, agent, scripted):
 async def test_llm_failure_propagates_with_error_and_done_without_message(world, agent, scripted):
     scripted.turns.append(error("quota exceeded", status=429))
 
-    _, frames = await sse_turn(world["client"], start(world, agent))
+    _, frames = await sse_turn(world["client"], agent_request(world, agent, QUESTION))
 
     assert types(frames) == ["meta", "error", "done"]
     assert frames[1]["code"] == "llm_error" and frames[2]["messageId"] is None
@@ -317,7 +277,7 @@ async def test_iteration_limit_prevents_infinite_loop(world, agent, scripted):
         for i in range(10)
     ]
 
-    _, frames = await sse_turn(world["client"], start(world, agent))
+    _, frames = await sse_turn(world["client"], agent_request(world, agent, QUESTION))
 
     error_frame = next(f for f in frames if f["type"] == "error")
     assert error_frame["code"] == "max_steps"
@@ -332,159 +292,11 @@ async def test_iteration_limit_prevents_infinite_loop(world, agent, scripted):
 async def test_doom_loop_is_stopped_with_its_own_code(world, agent, scripted):
     scripted.turns += [[tool_call("hybrid_search", {"query": "same"})] for _ in range(6)]
 
-    _, frames = await sse_turn(world["client"], start(world, agent))
+    _, frames = await sse_turn(world["client"], agent_request(world, agent, QUESTION))
 
     assert next(f for f in frames if f["type"] == "error")["code"] == "doom_loop"
     run = await AgentRun.objects.aget(id=frames[0]["runId"])
     assert run.stop_reason == "doom_loop" and run.status == "error"
-
-
-# --- websocket ---------------------------------------------------------------------------------
-
-
-async def test_websocket_agent_turn_streams_the_same_frames(world, agent, scripted):
-    scripted.turns += [
-        [tool_call("get_entity_edges", {"entity_id": "paris"}, id="w1")],
-        text("Paris ", "is in France."),
-    ]
-    communicator = await ws_connect(world["user"])
-
-    frames = await ws_turn(communicator, {"type": "chat.message", **start(world, agent)})
-
-    assert types(frames) == ["meta", "mcp_tool", "mcp_tool", "token", "token", "done"]
-    assert tokens(frames) == "Paris is in France."
-    assert [f["seq"] for f in frames] == [1, 2, 3, 4, 5, 6]
-    await communicator.disconnect()
-
-
-@pytest.mark.parametrize(
-    "raw",
-    [
-        "{not json",
-        json.dumps([1]),
-        json.dumps({"type": "chat.nope"}),
-        json.dumps({"type": "chat.message"}),
-        json.dumps({"type": "chat.subscribe"}),
-    ],
-)
-async def test_websocket_malformed_input_gets_invalid_request_and_stays_open(world, raw):
-    communicator = await ws_connect(world["user"])
-
-    await communicator.send_to(text_data=raw)
-    frame = await communicator.receive_json_from(timeout=5)
-    await communicator.send_to(text_data=json.dumps({"type": "chat.nope"}))
-    again = await communicator.receive_json_from(timeout=5)
-
-    assert frame["type"] == "error" and frame["code"] == "invalid_request"
-    assert again["code"] == "invalid_request"
-    await communicator.disconnect()
-
-
-async def test_websocket_invalid_agent_definition_gets_the_rest_code(world, scripted):
-    communicator = await ws_connect(world["user"])
-
-    frames = await ws_turn(
-        communicator,
-        {
-            "type": "chat.message",
-            "message": "hi",
-            "projectId": str(world["project"].id),
-            "agentDefinitionId": "00000000-0000-0000-0000-000000000000",
-        },
-    )
-
-    assert frames == [
-        {"type": "error", "error": "agent definition not found", "code": "agent_definition_not_found"}
-    ]
-    assert not await Conversation.objects.aexists()
-    await communicator.disconnect()
-
-
-async def test_websocket_without_session_is_closed_4401():
-    communicator = WebsocketCommunicator(application, "/ws/chat/", headers=[(b"origin", b"http://127.0.0.1")])
-
-    connected, _ = await communicator.connect()
-    closed = await communicator.receive_output(timeout=5)
-
-    assert connected
-    assert closed == {"type": "websocket.close", "code": 4401}
-
-
-async def test_websocket_refuses_another_users_conversation(world, agent, scripted):
-    scripted.turns += [text("private")]
-    _, frames = await sse_turn(world["client"], start(world, agent))
-    stranger = await adb(make_user)()
-    communicator = await ws_connect(stranger)
-
-    await communicator.send_json_to({"type": "chat.subscribe", "conversationId": frames[0]["conversationId"]})
-    refused = await communicator.receive_json_from(timeout=5)
-    sent = await ws_turn(
-        communicator, {"type": "chat.message", "message": "x", "conversationId": frames[0]["conversationId"]}
-    )
-
-    assert refused["code"] == "conversation_not_found"
-    assert sent[0]["code"] == "conversation_not_found"
-    await communicator.disconnect()
-
-
-async def test_cancel_stops_the_run_and_ends_the_turn(world, agent, scripted):
-    scripted.turns += [[text("Thinking ")[0], Delay(5), *text("never")]]
-    communicator = await ws_connect(world["user"])
-    await communicator.send_json_to({"type": "chat.message", **start(world, agent)})
-    meta = await communicator.receive_json_from(timeout=5)
-    first_token = await communicator.receive_json_from(timeout=5)
-
-    await communicator.send_json_to({"type": "chat.cancel", "conversationId": meta["conversationId"]})
-    rest = []
-    while not rest or rest[-1]["type"] != "done":
-        rest.append(await communicator.receive_json_from(timeout=5))
-
-    assert first_token["token"] == "Thinking "
-    assert [f["type"] for f in rest] == ["error", "done"] and rest[0]["code"] == "cancelled"
-    run = await AgentRun.objects.aget(id=meta["runId"])
-    assert run.status == "cancelled"
-    answer = await Message.objects.aget(id=rest[-1]["messageId"])
-    assert answer.content == "Thinking " and answer.retrieval_context["stop_reason"] == "cancelled"
-    await communicator.disconnect()
-
-
-async def test_subscribe_after_seq_replays_the_running_turn_in_a_second_socket(world, agent, scripted):
-    scripted.turns += [[*text("one ", "two "), Delay(0.3), *text("three")]]
-    first = await ws_connect(world["user"])
-    await first.send_json_to({"type": "chat.message", **start(world, agent)})
-    meta = await first.receive_json_from(timeout=5)
-    await first.receive_json_from(timeout=5)
-
-    second = await ws_connect(world["user"])
-    await second.send_json_to(
-        {"type": "chat.subscribe", "conversationId": meta["conversationId"], "afterSeq": 1}
-    )
-    replayed = []
-    while not replayed or replayed[-1]["type"] != "done":
-        replayed.append(await second.receive_json_from(timeout=5))
-
-    assert [f["seq"] for f in replayed] == [2, 3, 4, 5]
-    assert tokens(replayed) == "one two three"
-    await first.disconnect()
-    await second.disconnect()
-
-
-async def test_closing_the_socket_does_not_lose_the_turn(world, agent, scripted):
-    scripted.turns += [[*text("slow "), Delay(0.3), *text("answer")]]
-    communicator = await ws_connect(world["user"])
-    await communicator.send_json_to({"type": "chat.message", **start(world, agent)})
-    meta = await communicator.receive_json_from(timeout=5)
-
-    await communicator.disconnect()
-    from apps.chat.services import turn_wait_all
-
-    await turn_wait_all()
-
-    rows = [
-        m.content
-        async for m in Message.objects.filter(conversation_id=meta["conversationId"]).order_by("created_at")
-    ]
-    assert rows[-1] == "slow answer"
 
 
 # --- invariants (conversation-state.spec.md) ---------------------------------------------------
@@ -492,7 +304,7 @@ async def test_closing_the_socket_does_not_lose_the_turn(world, agent, scripted)
 
 async def test_messages_are_append_only(world, agent, scripted):
     scripted.turns.append(text("fixed"))
-    _, frames = await sse_turn(world["client"], start(world, agent))
+    _, frames = await sse_turn(world["client"], agent_request(world, agent, QUESTION))
 
     def overwrite():
         with pytest.raises((IntegrityError, InternalError)):
@@ -506,7 +318,7 @@ async def test_messages_are_append_only(world, agent, scripted):
 
 async def test_messages_have_unique_stable_ids_in_chronological_order(world, agent, scripted):
     scripted.turns += [text("a1"), text("a2"), text("a3")]
-    _, frames = await sse_turn(world["client"], start(world, agent, "q1"))
+    _, frames = await sse_turn(world["client"], agent_request(world, agent, "q1"))
     conversation_id = frames[0]["conversationId"]
     ids_before = [
         m.id async for m in Message.objects.filter(conversation_id=conversation_id).order_by("created_at")
@@ -526,7 +338,7 @@ async def test_messages_have_unique_stable_ids_in_chronological_order(world, age
 async def test_greeting_is_answered_in_chat_mode_without_tools(world, agent, scripted):
     scripted.turns.append(text("Hello! How can I help with the graph?"))
 
-    _, frames = await sse_turn(world["client"], start(world, agent, "hello, how are you?"))
+    _, frames = await sse_turn(world["client"], agent_request(world, agent, "hello, how are you?"))
 
     assert "mcp_tool" not in types(frames)
     rows = [m.role async for m in Message.objects.filter(conversation_id=frames[0]["conversationId"])]
@@ -536,7 +348,7 @@ async def test_greeting_is_answered_in_chat_mode_without_tools(world, agent, scr
 async def test_the_next_message_may_follow_done_at_once(world, agent, scripted):
     scripted.turns += [text("first"), text("second")]
     communicator = await ws_connect(world["user"])
-    first = await ws_turn(communicator, {"type": "chat.message", **start(world, agent)})
+    first = await ws_turn(communicator, {"type": "chat.message", **agent_request(world, agent, QUESTION)})
 
     second = await ws_turn(
         communicator,

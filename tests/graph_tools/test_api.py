@@ -1,35 +1,17 @@
-"""Graph import (PROTOCOL §5b): upsert by key, all or nothing, the failing line reported."""
+"""The graph REST routes: import (PROTOCOL §5b: upsert by key, all or nothing, the failing line
+reported) and browsing entities by type, text, id or key."""
 
 import json
-from io import StringIO
-from pathlib import Path
 
 import pytest
-from django.core.management import call_command
-from django.core.management.base import CommandError
 from django.test import Client
 
 from apps.graph_tools.embeddings import EMBED_TEXT_CHARS, entity_text
 from apps.graph_tools.models import GraphObject, GraphRelationship
 from tests.factories import make_entity, make_project, make_relationship, make_user
+from tests.graph_tools.records import ALICE, BOB, KNOWS, jsonl
 
 pytestmark = pytest.mark.django_db
-
-
-def jsonl(*records: dict) -> str:
-    return "\n".join(json.dumps(r) for r in records)
-
-
-ALICE = {
-    "kind": "entity",
-    "key": "alice",
-    "type": "Person",
-    "name": "Alice",
-    "description": "An engineer",
-    "properties": {"born": 1990},
-}
-BOB = {"kind": "entity", "key": "bob", "type": "Person", "name": "Bob"}
-KNOWS = {"kind": "relationship", "type": "KNOWS", "src": "alice", "dst": "bob", "properties": {"since": 2010}}
 
 
 @pytest.fixture
@@ -141,27 +123,6 @@ def test_failed_reimport_keeps_the_previous_graph_unchanged(owner_client):
     assert GraphObject.objects.get(project=project, key="alice").name == "Alice"
 
 
-def test_load_graph_command_imports_a_file(tmp_path: Path):
-    project = make_project()
-    path = tmp_path / "g.jsonl"
-    path.write_text(jsonl(ALICE, BOB, KNOWS))
-    out = StringIO()
-
-    call_command("load_graph", str(path), "--project", project.slug, stdout=out)
-
-    assert "entitiesCreated=2" in out.getvalue()
-    assert GraphRelationship.objects.filter(project=project).count() == 1
-
-
-def test_load_graph_command_reports_the_failing_line(tmp_path: Path):
-    project = make_project()
-    path = tmp_path / "g.jsonl"
-    path.write_text(jsonl(ALICE, {"kind": "relationship", "type": "KNOWS", "src": "alice", "dst": "zed"}))
-
-    with pytest.raises(CommandError, match="line 2"):
-        call_command("load_graph", str(path), "--project", project.slug)
-
-
 def test_entities_browse_filters_by_type_and_text(owner_client):
     client, project = owner_client
     make_entity(project, "paris", type="City", name="Paris")
@@ -203,56 +164,6 @@ def test_entity_by_id_or_key_has_its_edges(owner_client):
         ("CAPITAL_OF", "in", "paris")
     ]
     assert missing.status_code == 404
-
-
-def test_demo_graph_is_real_typed_data_of_a_few_thousand_entities():
-    from apps.graph_tools.demo import demo_graph_lines
-
-    records = [json.loads(line) for line in demo_graph_lines()]
-
-    entities = [r for r in records if r["kind"] == "entity"]
-    types = {r["type"] for r in entities}
-    rel_types = {r["type"] for r in records if r["kind"] == "relationship"}
-    assert len(entities) >= 3000
-    assert {"Country", "City", "Continent", "Currency", "Language"} <= types
-    assert {"LOCATED_IN", "BORDERS", "CAPITAL_OF", "USES_CURRENCY", "SPEAKS"} <= rel_types
-    france = next(r for r in entities if r["key"] == "country:FR")
-    assert france["name"] == "France" and "Paris" in france["description"]
-
-
-@pytest.mark.django_db(transaction=True)
-def test_imports_of_one_project_take_turns_and_other_projects_do_not_wait():
-    import threading
-
-    from django.db import OperationalError, connection, transaction
-
-    from apps.graph_tools.importer import graph_import
-
-    project, other = make_project(), make_project()
-    outcome: dict[str, str] = {}
-    robot = {"kind": "entity", "key": "r2", "type": "Robot", "name": "R2"}
-
-    def import_meanwhile(target, name: str) -> None:
-        try:
-            with transaction.atomic():
-                with connection.cursor() as cursor:
-                    cursor.execute("SET LOCAL lock_timeout = '300ms'")
-                # Another key and another type: nothing but the project is shared.
-                graph_import(project=target, lines=[jsonl(robot)])
-            outcome[name] = "imported"
-        except OperationalError as exc:
-            outcome[name] = "waited" if "lock timeout" in str(exc) else str(exc)
-        finally:
-            connection.close()
-
-    with transaction.atomic():
-        graph_import(project=project, lines=[jsonl(ALICE)])
-        for target, name in ((project, "same"), (other, "other")):
-            worker = threading.Thread(target=import_meanwhile, args=(target, name))
-            worker.start()
-            worker.join()
-
-    assert outcome == {"same": "waited", "other": "imported"}
 
 
 # --- issue #11: bad input in an import answers 400 invalid_import with the line, never 500 -----

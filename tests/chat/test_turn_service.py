@@ -1,41 +1,38 @@
-"""Limits and crash safety of turns (issue 7): rate limit, timeout, result caps, recovery, failed writes."""
+"""The turn service (apps/chat/services.py, admission.py): what it admits and refuses, one turn per
+conversation (the claim), limits and crash safety (issue 7): rate limit, timeout, result caps,
+recovery, failed writes."""
 
+import json
 import os
 import socket
 from datetime import timedelta
 
 import pytest
 from django.db import DatabaseError
+from django.test import AsyncClient
 from django.utils import timezone
+from psycopg_pool import PoolTimeout
 
 from apps.agents.adk.tools import shrink_result
-from apps.agents.definitions import default_agents_install
 from apps.agents.llm.scripted import Delay, text, tool_call
-from apps.agents.models import AgentDefinition, AgentRun
+from apps.agents.models import AgentRun
+from apps.agents.services import worker_is_dead
+from apps.chat import services
 from apps.chat.models import Conversation, Message
-from apps.chat.recovery import interrupted_turns_recover, worker_is_dead
-from tests.chat.conftest import sse_turn, tokens, types
+from apps.chat.services import interrupted_turns_recover, turn_wait_all
+from tests.chat.conftest import adb, agent_request, sse_turn, tokens, types
+from tests.factories import make_project, make_user
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture
-def agent(world):
-    default_agents_install(project=world["project"])
-    return AgentDefinition.objects.get(project=world["project"], name="graph-query-agent")
-
-
-def start(world, agent, message="Where is Paris?"):
-    return {"message": message, "projectId": str(world["project"].id), "agentDefinitionId": str(agent.id)}
 
 
 async def test_turns_over_the_rate_limit_get_429_and_nothing_persisted(world, agent, scripted, settings):
     settings.KGCHAT_TURNS_PER_MINUTE = 2
     scripted.turns += [text("a"), text("b"), text("c")]
-    await sse_turn(world["client"], start(world, agent))
-    await sse_turn(world["client"], start(world, agent))
+    await sse_turn(world["client"], agent_request(world, agent))
+    await sse_turn(world["client"], agent_request(world, agent))
 
-    status, body = await sse_turn(world["client"], start(world, agent))
+    status, body = await sse_turn(world["client"], agent_request(world, agent))
 
     assert status == 429 and body["code"] == "rate_limited"
     assert await Conversation.objects.acount() == 2
@@ -48,7 +45,7 @@ async def test_a_turn_past_its_timeout_ends_with_timeout_and_keeps_what_was_said
     settings.KGCHAT_TURN_TIMEOUT_SECONDS = 1
     scripted.turns.append([*text("Partial "), Delay(10), *text("never")])
 
-    _, frames = await sse_turn(world["client"], start(world, agent))
+    _, frames = await sse_turn(world["client"], agent_request(world, agent))
 
     assert types(frames) == ["meta", "token", "error", "done"]
     assert frames[2]["code"] == "timeout"
@@ -82,7 +79,7 @@ async def test_a_failed_database_write_ends_the_turn_with_an_error_and_no_half_w
 
     monkeypatch.setattr(Message.objects, "create", failing_create)
 
-    _, frames = await sse_turn(world["client"], start(world, agent))
+    _, frames = await sse_turn(world["client"], agent_request(world, agent))
 
     assert types(frames)[-2:] == ["error", "done"]
     assert frames[-2]["code"] == "internal_error" and frames[-1]["messageId"] is None
@@ -99,7 +96,7 @@ def test_large_tool_results_are_shrunk_for_the_model():
 
     assert shrunk["truncated"] is True and shrunk["total"] == 1000
     assert 0 < len(shrunk["results"]) < 1000
-    assert len(__import__("json").dumps(shrunk)) <= 5_000
+    assert len(json.dumps(shrunk)) <= 5_000
     assert shrink_result({"a": 1}, max_chars=5_000) == {"a": 1}
 
 
@@ -166,7 +163,7 @@ async def test_a_stale_claim_does_not_block_the_conversation_forever(world, scri
 async def test_sse_client_disconnect_does_not_lose_the_turn(world, agent, scripted):
     scripted.turns.append([*text("one "), Delay(0.3), *text("two")])
     response = await world["client"].post(
-        "/api/chat/stream", start(world, agent), content_type="application/json"
+        "/api/chat/stream", agent_request(world, agent), content_type="application/json"
     )
     stream = response.streaming_content.__aiter__()
     first = await stream.__anext__()
@@ -204,7 +201,7 @@ async def test_cancel_while_a_tool_runs_stores_every_call_with_its_answer(
     monkeypatch.setitem(registry._REGISTRY, "list_entity_types", dataclasses.replace(tool, handler=slow))
     scripted.turns += [[*text("Looking. "), tool_call("list_entity_types", {}, id="slow-1")], text("never")]
     response = await world["client"].post(
-        "/api/chat/stream", start(world, agent), content_type="application/json"
+        "/api/chat/stream", agent_request(world, agent), content_type="application/json"
     )
     stream = response.streaming_content.__aiter__()
     first = await stream.__anext__()
@@ -243,3 +240,129 @@ def test_a_tool_call_nothing_answered_is_not_stored():
         ("assistant", ["a"]),
         ("tool", ["a"]),
     ]
+
+
+# --- admission and the claim ---------------------------------------------------------------
+
+
+async def test_frames_carry_increasing_seq(world, scripted):
+    scripted.turns.append(text("a", "b", "c"))
+
+    _, frames = await sse_turn(world["client"], {"message": "hi", "projectId": str(world["project"].id)})
+
+    assert [f["seq"] for f in frames] == list(range(1, len(frames) + 1))
+
+
+@pytest.mark.parametrize("message", ["", "   ", None, 42])
+async def test_empty_or_invalid_message_is_400_and_nothing_persisted(world, scripted, message):
+    status, body = await sse_turn(
+        world["client"], {"message": message, "projectId": str(world["project"].id)}
+    )
+
+    assert status == 400
+    assert body["code"] == "invalid_request"
+    assert not await Conversation.objects.aexists()
+
+
+async def test_over_long_message_is_400_and_nothing_persisted(world, scripted, settings):
+    settings.KGCHAT_MAX_MESSAGE_CHARS = 10
+
+    status, body = await sse_turn(
+        world["client"], {"message": "x" * 11, "projectId": str(world["project"].id)}
+    )
+
+    assert status == 400
+    assert body["code"] == "message_too_long"
+    assert not await Conversation.objects.aexists()
+
+
+async def test_conversation_not_found_for_someone_elses_conversation(world, scripted):
+    scripted.turns.append(text("mine"))
+    _, frames = await sse_turn(world["client"], {"message": "hi", "projectId": str(world["project"].id)})
+    stranger = await adb(make_user)()
+    other = AsyncClient()
+    await adb(other.force_login)(stranger)
+
+    status, body = await sse_turn(
+        other, {"message": "let me in", "conversationId": frames[0]["conversationId"]}
+    )
+
+    assert status == 404
+    assert body["code"] == "conversation_not_found"
+    assert await Message.objects.filter(conversation_id=frames[0]["conversationId"]).acount() == 2
+
+
+async def test_project_of_someone_else_is_404(world, scripted):
+    foreign = await adb(make_project)()
+
+    status, _body = await sse_turn(world["client"], {"message": "hi", "projectId": str(foreign.id)})
+
+    assert status == 404
+    assert not await Conversation.objects.aexists()
+
+
+async def test_unauthenticated_stream_is_401():
+    status, _body = await sse_turn(AsyncClient(), {"message": "hi", "projectId": "x"})
+
+    assert status == 401
+
+
+async def test_second_message_while_a_turn_runs_is_refused_and_not_lost(world, scripted):
+    scripted.turns += [[Delay(0.5), *text("slow")], text("next")]
+    client = world["client"]
+    first = await client.post(
+        "/api/chat/stream",
+        {"message": "one", "projectId": str(world["project"].id)},
+        content_type="application/json",
+    )
+    stream = first.streaming_content.__aiter__()
+    meta = await stream.__anext__()
+    conversation_id = json.loads(meta.decode().split("data: ", 1)[1])["conversationId"]
+
+    status, body = await sse_turn(client, {"message": "two", "conversationId": conversation_id})
+    rest = [chunk async for chunk in stream]
+    await turn_wait_all()
+    status_after, frames_after = await sse_turn(client, {"message": "two", "conversationId": conversation_id})
+
+    assert status == 409 and body["code"] == "turn_in_progress"
+    assert rest
+    assert status_after == 200 and tokens(frames_after) == "next"
+    contents = [
+        m.content
+        async for m in Message.objects.filter(conversation_id=conversation_id).order_by("created_at")
+    ]
+    assert contents == ["one", "slow", "two", "next"]
+
+
+async def test_the_claim_is_released_when_the_database_was_busy_for_the_answer_and_the_first_release(
+    world, scripted, monkeypatch
+):
+    scripted.turns += [text("lost answer"), text("next")]
+    attempts: list[str] = []
+    release = services._release
+
+    def busy_twice(conversation_id, turn_id):
+        attempts.append("busy" if len(attempts) < 2 else "released")
+        if len(attempts) <= 2:
+            raise PoolTimeout("couldn't get a connection after 2.00 sec")
+        release(conversation_id, turn_id)
+
+    monkeypatch.setattr(services, "_release", busy_twice)
+
+    _, frames = await sse_turn(world["client"], {"message": "hi", "projectId": str(world["project"].id)})
+    monkeypatch.setattr(services, "_release", release)
+    status, after = await sse_turn(
+        world["client"], {"message": "again", "conversationId": frames[0]["conversationId"]}
+    )
+
+    assert attempts == ["busy", "busy", "released"]
+    assert types(frames)[-2:] == ["error", "done"] and frames[-2]["code"] == "database_busy"
+    assert frames[-1]["messageId"] is None
+    assert status == 200 and tokens(after) == "next"
+    contents = [
+        m.content
+        async for m in Message.objects.filter(conversation_id=frames[0]["conversationId"]).order_by(
+            "created_at"
+        )
+    ]
+    assert contents == ["hi", "again", "next"]

@@ -1,0 +1,304 @@
+"""One agent run through ADK: the ``LlmAgent`` built from a definition, the ``Runner``, the callbacks.
+
+This is the only module that drives ADK's runner. ``adk_run`` takes the app's types (an
+``AgentDefinition``, a ``Provider``, ``HistoryMessage``s, a ``StopSignal``) and gives back a
+``RunState`` in the app's types (``events.py``): text, tool-call records, usage, steps, and why
+it stopped. The executor turns that into the run's outcome and its audit rows.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import logging
+import time
+import uuid
+from collections import Counter
+from collections.abc import Sequence
+from contextlib import aclosing
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from django.conf import settings
+from google.adk.agents import BaseAgent, LlmAgent
+from google.adk.agents.callback_context import CallbackContext
+from google.adk.agents.readonly_context import ReadonlyContext
+from google.adk.agents.run_config import RunConfig, StreamingMode
+from google.adk.events.event import Event
+from google.adk.models.llm_request import LlmRequest
+from google.adk.models.llm_response import LlmResponse
+from google.adk.runners import Runner
+from google.adk.tools.base_tool import BaseTool
+from google.adk.tools.tool_context import ToolContext
+from google.genai import types
+
+from apps.agents.adk.model_adapter import ModelAdapter
+from apps.agents.adk.session import HistorySessionService
+from apps.agents.adk.tools import adk_name, graph_tools, mcp_toolsets
+from apps.agents.events import (
+    RunEvent,
+    StopSignal,
+    StreamCallback,
+    TextDelta,
+    ToolCallEnd,
+    ToolCallRecord,
+    ToolCallStart,
+)
+from apps.agents.history import HistoryMessage, InMemoryHistoryStore
+from apps.agents.llm.base import LLMError, Provider, Usage
+from apps.agents.llm.resolve import effective_model_name, resolve_model
+from apps.agents.models import AgentDefinition
+
+logger = logging.getLogger(__name__)
+
+APP_NAME = "kgchat"
+DOOM_LOOP_REPEATS = 3
+
+# What stopped a run from inside: the step limit or a repeated call (a doom loop).
+LimitReason = Literal["max_steps", "doom_loop"]
+
+
+@dataclass
+class Failure:
+    """Why a run failed: a message and a stable code (``llm_error``, ``agent_not_found``, …)."""
+
+    message: str
+    code: str
+
+
+@dataclass
+class RunState:
+    """What one run has done so far; its methods are the ADK callbacks and the event handler.
+
+    The text is collected from partial events or from the final event, never both.
+    """
+
+    callback: StreamCallback | None
+    max_steps: int
+    steps: int = 0
+    text: list[str] = field(default_factory=list)
+    partial_seen: bool = False
+    usage: Usage = field(default_factory=Usage)
+    stop_reason: LimitReason | None = None
+    stop_message: str = ""
+    error: Failure | None = None
+    seen_calls: Counter[str] = field(default_factory=Counter)
+    pending: dict[str, tuple[ToolCallRecord, float]] = field(default_factory=dict)
+    tool_calls: list[ToolCallRecord] = field(default_factory=list)
+    messages: list[HistoryMessage] = field(default_factory=list)
+
+    async def emit(self, event: RunEvent) -> None:
+        if self.callback is None:
+            return
+        result = self.callback(event)
+        if inspect.isawaitable(result):
+            await result
+
+    # ADK callbacks --------------------------------------------------------------------------
+
+    async def before_model(
+        self, callback_context: CallbackContext, llm_request: LlmRequest
+    ) -> LlmResponse | None:
+        if self.stop_reason is None and self.steps >= self.max_steps:
+            self.stop_reason = "max_steps"
+            self.stop_message = f"stopped after {self.max_steps} steps (max_steps)"
+        if self.stop_reason is not None:
+            return LlmResponse(
+                error_code=self.stop_reason, error_message=self.stop_message, turn_complete=True
+            )
+        self.steps += 1
+        return None
+
+    async def before_tool(
+        self, tool: BaseTool, args: dict[str, Any], tool_context: ToolContext
+    ) -> dict[str, Any] | None:
+        call_id = tool_context.function_call_id or f"call_{tool.name}"
+        record = ToolCallRecord(call_id=call_id, tool=tool.name, input=dict(args or {}), step=self.steps)
+        self.pending[call_id] = (record, time.monotonic())
+        await self.emit(ToolCallStart(tool=tool.name, call_id=call_id, input=record.input))
+        key = tool.name + json.dumps(args or {}, sort_keys=True, default=str)
+        self.seen_calls[key] += 1
+        if self.seen_calls[key] >= DOOM_LOOP_REPEATS and self.stop_reason is None:
+            self.stop_reason = "doom_loop"
+            self.stop_message = f"stopped: {tool.name} was called {DOOM_LOOP_REPEATS} times with the same arguments (doom loop)"
+            return {"error": self.stop_message}
+        return None
+
+    async def after_tool(
+        self, tool: BaseTool, args: dict[str, Any], tool_context: ToolContext, tool_response: Any
+    ) -> dict[str, Any] | None:
+        await self._finish_tool(tool_context.function_call_id or f"call_{tool.name}", tool_response)
+        return None
+
+    async def on_tool_error(
+        self, tool: BaseTool, args: dict[str, Any], tool_context: ToolContext, error: Exception
+    ) -> dict[str, Any] | None:
+        response = {"error": str(error) or type(error).__name__}
+        # An unknown tool skips the after-tool callbacks, so the call is closed here.
+        await self._finish_tool(tool_context.function_call_id or f"call_{tool.name}", response)
+        return response
+
+    async def _finish_tool(self, call_id: str, response: Any) -> None:
+        pending = self.pending.pop(call_id, None)
+        if pending is None:
+            return
+        record, started = pending
+        record.duration_ms = int((time.monotonic() - started) * 1000)
+        record.output = response
+        if isinstance(response, dict) and response.get("error"):
+            record.error = str(response["error"])
+        self.tool_calls.append(record)
+        await self.emit(ToolCallEnd(tool=record.tool, call_id=call_id, output=response, error=record.error))
+
+    def close_pending(self) -> None:
+        """Record the calls still running when the run ended as ``not completed``."""
+        for record, started in self.pending.values():
+            record.duration_ms = int((time.monotonic() - started) * 1000)
+            record.error = record.error or "not completed"
+            self.tool_calls.append(record)
+        self.pending.clear()
+
+    # runner events ----------------------------------------------------------------------------
+
+    async def on_event(self, event: Event) -> None:
+        if event.author == "user":
+            return
+        parts = (event.content.parts if event.content else None) or []
+        text = "".join(p.text for p in parts if p.text and not p.thought)
+        if event.partial:
+            if text:
+                self.partial_seen = True
+                self.text.append(text)
+                await self.emit(TextDelta(text=text))
+            return
+        if event.error_code:
+            self.partial_seen = False
+            if event.error_code not in {"max_steps", "doom_loop"} and self.error is None:
+                self.error = Failure(event.error_message or event.error_code, "llm_error")
+            return
+        if text and not event.get_function_responses():
+            if not self.partial_seen:
+                self.text.append(text)
+                await self.emit(TextDelta(text=text))
+        self.partial_seen = False
+        if event.usage_metadata is not None:
+            self.usage = Usage(
+                input_tokens=self.usage.input_tokens + (event.usage_metadata.prompt_token_count or 0),
+                output_tokens=self.usage.output_tokens + (event.usage_metadata.candidates_token_count or 0),
+            )
+
+
+def sub_provider(sub: AgentDefinition, fallback: Provider) -> Provider:
+    """The provider of a sub-agent: its own model when it can be resolved, else the root agent's."""
+    if effective_model_name(sub.model_choice.name) == fallback.name:
+        return fallback
+    try:
+        return resolve_model(sub.model_choice.name)
+    except LLMError:
+        logger.warning("sub-agent %r cannot use its model; it shares the root agent's", sub.name)
+        return fallback
+
+
+def build_agent(
+    definition: AgentDefinition,
+    provider: Provider,
+    state: RunState,
+    *,
+    project_id: uuid.UUID,
+    sub_definitions: Sequence[AgentDefinition],
+    share: bool = False,
+) -> LlmAgent:
+    """The ``LlmAgent`` of a definition, its tools, and its sub-agents (one level deep: no cycles)."""
+    adapter = ModelAdapter.for_provider(
+        provider,
+        temperature=definition.model_choice.temperature,
+        coalesce_seconds=settings.KGCHAT_STREAM_COALESCE_MS / 1000,
+    )
+    prompt = definition.system_prompt or ""
+
+    def instruction(_: ReadonlyContext) -> str:
+        # A provider, not a template: braces in a prompt are text, never session-state lookups.
+        return prompt
+
+    tools: list[Any] = [*graph_tools(list(definition.tools or []), project_id=project_id)]
+    tools += mcp_toolsets(list(definition.mcp_servers or []))
+    subs: list[BaseAgent] = [
+        build_agent(
+            sub,
+            provider if share else sub_provider(sub, provider),
+            state,
+            project_id=project_id,
+            sub_definitions=[],
+        )
+        for sub in sub_definitions
+    ]
+    return LlmAgent(
+        name=adk_name(definition.name),
+        description=definition.description or "",
+        model=adapter,
+        instruction=instruction,
+        tools=tools,
+        sub_agents=subs,
+        generate_content_config=types.GenerateContentConfig(temperature=adapter.temperature),
+        before_model_callback=state.before_model,
+        before_tool_callback=state.before_tool,
+        after_tool_callback=state.after_tool,
+        on_tool_error_callback=state.on_tool_error,
+    )
+
+
+async def adk_run(
+    state: RunState,
+    *,
+    definition: AgentDefinition,
+    provider: Provider,
+    message: str,
+    history: Sequence[HistoryMessage],
+    project_id: uuid.UUID,
+    sub_definitions: Sequence[AgentDefinition],
+    session_id: str,
+    user_id: str,
+    stop: StopSignal | None,
+    share_provider: bool,
+) -> None:
+    """Run one turn of ``definition`` on ADK's runner, recording into ``state`` as it goes.
+
+    The session holds ``history`` in memory (the chat layer loaded it and stores the turn's
+    messages itself); the messages the run adds are left in ``state.messages``, even when the
+    run raises or is cancelled.
+    """
+    agent = build_agent(
+        definition,
+        provider,
+        state,
+        project_id=project_id,
+        sub_definitions=sub_definitions,
+        share=share_provider,
+    )
+    service = HistorySessionService(
+        InMemoryHistoryStore({session_id: history}),
+        agent_name=agent.name,
+        history_limit=definition.history_limit,
+        token_budget=definition.token_budget,
+    )
+    runner = Runner(agent=agent, app_name=APP_NAME, session_service=service)
+    run_config = RunConfig(streaming_mode=StreamingMode.SSE, max_llm_calls=state.max_steps * 4 + 10)
+    content = types.Content(role="user", parts=[types.Part(text=message)])
+    try:
+        async with aclosing(
+            runner.run_async(
+                user_id=user_id,
+                session_id=session_id,
+                new_message=content,
+                run_config=run_config,
+                abort_signal=stop.event if stop is not None else None,
+            )
+        ) as events:
+            async for event in events:
+                await state.on_event(event)
+    finally:
+        state.messages = list(service.appended.get(session_id, []))
+        try:
+            await runner.close()
+        except Exception:
+            logger.warning("closing the ADK runner of session %s failed", session_id, exc_info=True)

@@ -1,0 +1,112 @@
+"""The executor's own types: what a stream callback receives, why a run stops, what a run did.
+
+These are the app's words for an agent run; the ADK runner (``apps/agents/adk/runner.py``)
+translates ADK's events into them, so nothing above the executor sees a vendor type. Text deltas
+reuse the provider protocol's ``TextDelta`` (one name per concept).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from apps.agents.llm.base import TextDelta
+
+
+class ToolCallStart(BaseModel):
+    type: Literal["tool_call_start"] = "tool_call_start"
+    tool: str
+    call_id: str
+    input: dict[str, Any] = Field(default_factory=dict)
+
+
+class ToolCallEnd(BaseModel):
+    type: Literal["tool_call_end"] = "tool_call_end"
+    tool: str
+    call_id: str
+    output: Any = None
+    error: str | None = None
+
+
+class RunError(BaseModel):
+    """Why a run ended without an answer of its own (or was stopped): a message and a stable code."""
+
+    type: Literal["run_error"] = "run_error"
+    message: str
+    code: str
+
+
+RunEvent = TextDelta | ToolCallStart | ToolCallEnd | RunError
+StreamCallback = Callable[[RunEvent], Awaitable[None] | None]
+
+
+class ToolCallRecord(BaseModel):
+    """One tool call of a run, as the audit trail (``kb.agent_run_tool_calls``) stores it."""
+
+    call_id: str
+    tool: str
+    input: dict[str, Any] = Field(default_factory=dict)
+    output: Any = None
+    error: str | None = None
+    duration_ms: int = 0
+    step: int = 0
+
+
+class TraceMessage(BaseModel):
+    """One message of a run, as the audit trail (``kb.agent_run_messages``) stores it."""
+
+    step_number: int
+    role: str
+    content: str = ""
+    tool_calls: list[dict[str, Any]] = Field(default_factory=list)
+
+
+StopCode = Literal["cancelled", "timeout", "conversation_deleted"]
+
+
+@dataclass(frozen=True)
+class StopReason:
+    """Why a run was stopped from outside. ``timeout`` closes the run as an error, the rest as cancelled."""
+
+    code: StopCode
+    message: str
+
+
+CANCELLED = StopReason(code="cancelled", message="the run was cancelled")
+
+
+class StopSignal:
+    """The one object that stops a run: set by a user's cancel, a timeout or a deletion.
+
+    ``event`` is what the runner watches (a frame bus may set it from another process, without
+    a reason); ``stop`` sets it with a reason (the first reason wins). ``reason`` answers why,
+    asking ``explain`` when the event was set without one, else ``CANCELLED``.
+    """
+
+    def __init__(
+        self,
+        event: asyncio.Event | None = None,
+        *,
+        explain: Callable[[], Awaitable[StopReason | None]] | None = None,
+    ) -> None:
+        self.event = event if event is not None else asyncio.Event()
+        self._explain = explain
+        self._reason: StopReason | None = None
+
+    def stop(self, reason: StopReason = CANCELLED) -> None:
+        if self._reason is None:
+            self._reason = reason
+        self.event.set()
+
+    def is_set(self) -> bool:
+        return self.event.is_set()
+
+    async def reason(self) -> StopReason:
+        if self._reason is None:
+            explained = await self._explain() if self._explain is not None else None
+            self._reason = explained or CANCELLED
+        return self._reason

@@ -1,0 +1,129 @@
+"""What a message must pass before it becomes a turn (its text, the sender's rate, its
+conversation), and the ``Turn`` it becomes.
+
+Plain checks and lookups the turn service (``services.turn_start``) makes inside its
+transaction, before it claims the conversation; each raises a ``ServiceError`` the transports map.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import timedelta
+
+from django.conf import settings
+from django.utils import timezone
+
+from apps.agents.history import DEFAULT_HISTORY_LIMIT
+from apps.agents.llm.resolve import effective_model_name
+from apps.agents.models import AgentDefinition
+from apps.agents.selectors import agent_definition_check_usable, agent_definition_for_conversation
+from apps.chat import selectors
+from apps.chat.citations import KnownEntities
+from apps.chat.context import to_history
+from apps.chat.models import Conversation, Message, MessageRole
+from apps.chat.turn import Turn
+from apps.projects.errors import ServiceError
+from apps.projects.models import Project
+from apps.projects.selectors import Principal, project_get
+
+
+class InvalidMessage(ServiceError):
+    """invalid message"""
+
+    code = "invalid_request"
+
+
+class RateLimited(ServiceError):
+    """too many turns"""
+
+    status = 429
+    code = "rate_limited"
+
+
+def message_validate(message: object) -> str:
+    """The message's text; ``InvalidMessage`` when it is empty or longer than the operator's limit."""
+    if not isinstance(message, str) or not message.strip():
+        raise InvalidMessage("message must not be empty")
+    limit = settings.KGCHAT_MAX_MESSAGE_CHARS
+    if len(message) > limit:
+        raise InvalidMessage(f"message is longer than {limit} characters", code="message_too_long")
+    return message
+
+
+def rate_check(principal: Principal) -> None:
+    """``RateLimited`` when the user sent ``KGCHAT_TURNS_PER_MINUTE`` messages in the last minute."""
+    limit = settings.KGCHAT_TURNS_PER_MINUTE
+    if limit <= 0:
+        return
+    since = timezone.now() - timedelta(minutes=1)
+    recent = Message.objects.filter(
+        role=MessageRole.USER, conversation__user_id=principal.user_id, created_at__gte=since
+    ).count()
+    if recent >= limit:
+        raise RateLimited(f"at most {limit} messages a minute; try again shortly")
+
+
+def _title_from(message: str) -> str:
+    line = " ".join(message.split())
+    return line if len(line) <= 60 else line[:59].rstrip() + "…"
+
+
+def conversation_for_turn(
+    *,
+    principal: Principal,
+    message: str,
+    project_id: object,
+    conversation_id: object,
+    agent_definition_id: object,
+) -> tuple[Conversation, Project, AgentDefinition | None]:
+    """The conversation a message goes to: one of mine, or a new one in a project I may use.
+
+    Raises 404 (conversation, project), 400 (no project, an unknown agent definition or one the
+    sender may not see) or 409 (the definition is disabled). Call it inside the turn's transaction: a refused turn creates nothing.
+    """
+    if conversation_id:
+        conversation = selectors.conversation_get(principal=principal, conversation_id=conversation_id)
+        definition = conversation.agent_definition
+        if definition is not None:
+            agent_definition_check_usable(principal=principal, definition=definition)
+        return conversation, conversation.project, definition
+    if not project_id:
+        raise InvalidMessage("projectId is required when conversationId is absent")
+    project = project_get(principal=principal, project_ref=project_id)
+    definition = (
+        agent_definition_for_conversation(
+            principal=principal, project_id=project.id, definition_id=agent_definition_id
+        )
+        if agent_definition_id
+        else None
+    )
+    conversation = Conversation.objects.create(
+        project=project, user_id=principal.user_id, title=_title_from(message), agent_definition=definition
+    )
+    return conversation, project, definition
+
+
+def turn_build(
+    *,
+    turn_id: uuid.UUID,
+    conversation: Conversation,
+    project: Project,
+    definition: AgentDefinition | None,
+    user_message: Message,
+) -> Turn:
+    """The ``Turn`` an admitted message becomes: its model, its run id (agent turns), its history."""
+    model_name = definition.model_choice.name if definition is not None else settings.KGCHAT_CHAT_MODEL
+    limit = max(1, definition.history_limit) if definition is not None else DEFAULT_HISTORY_LIMIT
+    # One more than the window, so the agent's history window knows it cut the conversation.
+    history = selectors.message_window(conversation_id=conversation.id, limit=limit + 1, before=user_message)
+    return Turn(
+        turn_id=turn_id,
+        conversation=conversation,
+        project=project,
+        user_message=user_message,
+        agent_definition=definition,
+        run_id=uuid.uuid4() if definition is not None else None,
+        model=effective_model_name(model_name),
+        history=[to_history(m) for m in history],
+        known=KnownEntities(conversation.known_entities),
+    )

@@ -1,0 +1,126 @@
+"""The servers that the benchmarks and the tests both start, in one place.
+
+A free loopback port, a server process with its output in a log file, waiting until it listens
+(optionally until a page answers 200), stopping it, and daphne serving an ASGI application. The
+benchmarks (``bench.load``, ``bench.vs_adk_server``) and the tests that run real server processes
+(``tests/chat/test_multiprocess.py``, ``tests/chat/test_crash_recovery.py``, the redis-server of
+``tests/support/redis_server.py``) use these. Not a benchmark itself: it has no ``run()``.
+"""
+
+from __future__ import annotations
+
+import http.client
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+LOOPBACK = "127.0.0.1"
+DAPHNE = Path(sys.executable).parent / "daphne"
+
+
+def free_port() -> int:
+    """A TCP port on the loopback interface that nothing listens on right now."""
+    with socket.socket() as s:
+        s.bind((LOOPBACK, 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class ServerProcess:
+    """A server started as its own OS process on a loopback port, writing to ``log``."""
+
+    name: str
+    process: subprocess.Popen[bytes]
+    port: int
+    log: Path
+
+    @property
+    def http(self) -> str:
+        return f"http://{LOOPBACK}:{self.port}"
+
+    @property
+    def ws(self) -> str:
+        """The URL of kgchat's chat websocket on this server."""
+        return f"ws://{LOOPBACK}:{self.port}/ws/chat/"
+
+    @property
+    def worker(self) -> str:
+        """How kgchat names this process (``host:pid``) in ``kb.agent_runs.worker`` and claims."""
+        return f"{socket.gethostname()}:{self.process.pid}"
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace") if self.log.exists() else ""
+
+    def tail(self, lines: int = 30) -> str:
+        return "\n".join(self.output().splitlines()[-lines:])
+
+    def stop(self, timeout: float = 20) -> None:
+        """Terminate the process (SIGTERM), and kill it if it has not exited after ``timeout`` s."""
+        if self.process.poll() is None:
+            self.process.terminate()
+        try:
+            self.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait(10)
+
+
+def start_process(
+    name: str, argv: list[str], *, port: int, env: Mapping[str, str], log: Path, cwd: Path = ROOT
+) -> ServerProcess:
+    """Start ``argv`` with its stdout and stderr in ``log``; it is to listen on ``port``."""
+    with log.open("wb") as out:
+        process = subprocess.Popen(argv, cwd=cwd, env=dict(env), stdout=out, stderr=subprocess.STDOUT)
+    return ServerProcess(name=name, process=process, port=port, log=log)
+
+
+def start_daphne(
+    name: str,
+    *,
+    env: Mapping[str, str],
+    log: Path,
+    application: str = "config.asgi:application",
+    port: int | None = None,
+    quiet: bool = False,
+) -> ServerProcess:
+    """Start daphne serving ``application`` on loopback (a free port unless given); ``quiet`` is ``-v 0``."""
+    port = free_port() if port is None else port
+    argv = [str(DAPHNE), *(["-v", "0"] if quiet else []), "-b", LOOPBACK, "-p", str(port), application]
+    return start_process(name, argv, port=port, env=env, log=log)
+
+
+def _answers_200(port: int, path: str) -> bool:
+    connection = http.client.HTTPConnection(LOOPBACK, port, timeout=5)
+    try:
+        connection.request("GET", path)
+        return connection.getresponse().status == 200
+    except OSError:
+        return False
+    finally:
+        connection.close()
+
+
+def _listens(port: int) -> bool:
+    with socket.socket() as s:
+        return s.connect_ex((LOOPBACK, port)) == 0
+
+
+def wait_ready(server: ServerProcess, *, path: str | None = None, timeout: float = 120) -> None:
+    """Wait until ``server`` accepts connections (and ``GET path`` answers 200, if given).
+
+    Raises RuntimeError with the end of the server's log when it exits first or takes longer
+    than ``timeout`` seconds (a guard against hanging, not a measured figure).
+    """
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if server.process.poll() is not None:
+            raise RuntimeError(f"{server.name} exited before it was ready:\n{server.tail()}")
+        if _listens(server.port) and (path is None or _answers_200(server.port, path)):
+            return
+        time.sleep(0.1)
+    raise RuntimeError(f"{server.name} was not ready within {timeout:.0f} s:\n{server.tail()}")

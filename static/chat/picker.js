@@ -1,0 +1,81 @@
+/*
+ * The project select in the top bar and, on a new chat, the picker of who answers: the project's
+ * agent definitions (the default first chosen) or plain chat. The chosen project is remembered.
+ */
+
+import { api } from "./api.js";
+import { el, announce } from "./dom.js";
+import { config, state, ui } from "./state.js";
+
+export async function loadProjects() {
+  let data;
+  try {
+    data = await api("GET", "/projects");
+  } catch (err) {
+    ui.projectSelect.replaceChildren(el("option", null, "Projects unavailable"));
+    announce(err.message);
+    return;
+  }
+  state.projects = data.items || [];
+  ui.projectSelect.replaceChildren();
+  if (!state.projects.length) {
+    ui.projectSelect.appendChild(el("option", null, "No projects"));
+    ui.projectSelect.disabled = true;
+    ui.messages.replaceChildren(el("p", "empty-state", "You are not a member of any project yet. Ask a project owner to add you."));
+    return;
+  }
+  for (const p of state.projects) {
+    const option = el("option", null, p.name);
+    option.value = p.id;
+    ui.projectSelect.appendChild(option);
+  }
+  const remembered = window.localStorage.getItem("kgchat.projectId");
+  const ids = state.projects.map((p) => p.id);
+  state.projectId =
+    (config.projectId && ids.includes(config.projectId) && config.projectId) ||
+    (remembered && ids.includes(remembered) && remembered) ||
+    ids[0];
+  ui.projectSelect.value = state.projectId;
+  ui.projectSelect.disabled = false;
+  window.localStorage.setItem("kgchat.projectId", state.projectId);
+}
+
+export async function loadAgents() {
+  state.agents = [];
+  try {
+    const data = await api("GET", `/projects/${state.projectId}/agent-definitions`);
+    state.agents = (data && (data.items || data)) || [];
+  } catch (_) {
+    state.agents = [];
+  }
+  state.agentsLoaded = true;
+}
+
+export function renderPicker() {
+  ui.pickerList.replaceChildren();
+  const options = state.agents.map((a) => ({ id: a.id, name: a.name, description: a.description || "Agent with graph tools" }));
+  options.push({ id: "", name: "Plain chat", description: "Search the graph once, then answer — no tool loop." });
+  const preferred = state.agents.find((a) => a.isDefault) || state.agents[0];
+  if (state.selectedAgentId === null || !options.some((o) => o.id === state.selectedAgentId)) {
+    state.selectedAgentId = preferred ? preferred.id : "";
+  }
+  options.forEach((o, k) => {
+    const label = el("label", "agent-option");
+    const input = el("input");
+    input.type = "radio";
+    input.name = "agent";
+    input.value = o.id;
+    input.id = "agent-option-" + k;
+    input.checked = o.id === state.selectedAgentId;
+    input.addEventListener("change", () => {
+      state.selectedAgentId = input.value;
+    });
+    const text = el("span", "agent-option-text");
+    text.appendChild(el("span", "agent-option-name", o.name));
+    text.appendChild(el("span", "agent-option-desc", o.description));
+    label.appendChild(input);
+    label.appendChild(text);
+    ui.pickerList.appendChild(label);
+  });
+  ui.picker.hidden = false;
+}

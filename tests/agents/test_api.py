@@ -1,0 +1,124 @@
+"""The REST routes of agent definitions and of the default-agent installation (design Decision 6)."""
+
+import pytest
+from django.test import Client
+
+from apps.agents.defaults import GRAPH_QUERY_AGENT
+from apps.agents.models import AgentDefinition
+from tests.factories import add_member, make_project, make_user
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def owner():
+    user = make_user()
+    project = make_project(owner=user)
+    client = Client()
+    client.force_login(user)
+    return client, project, user
+
+
+def test_install_default_agents_creates_graph_query_agent_exactly_as_designed(owner):
+    client, project, _ = owner
+
+    response = client.post(f"/api/admin/projects/{project.id}/install-default-agents")
+
+    assert response.status_code == 200
+    assert response.json() == {"installed": ["graph-query-agent"], "existing": []}
+    agent = client.get(f"/api/projects/{project.id}/agent-definitions").json()["items"][0]
+    assert agent["name"] == GRAPH_QUERY_AGENT["name"]
+    assert agent["description"] == GRAPH_QUERY_AGENT["description"]
+    assert agent["systemPrompt"] == GRAPH_QUERY_AGENT["system_prompt"]
+    assert agent["model"] == {"name": "gemini-2.0-flash", "temperature": 0.1}
+    assert agent["tools"] == GRAPH_QUERY_AGENT["tools"] and len(agent["tools"]) == 10
+    assert (agent["flowType"], agent["isDefault"], agent["maxSteps"], agent["visibility"]) == (
+        "single",
+        True,
+        15,
+        "project",
+    )
+
+
+def test_install_default_agents_is_idempotent(owner):
+    client, project, _ = owner
+    client.post(f"/api/admin/projects/{project.id}/install-default-agents")
+
+    again = client.post(f"/api/admin/projects/{project.id}/install-default-agents")
+
+    assert again.json() == {"installed": [], "existing": ["graph-query-agent"]}
+    assert AgentDefinition.objects.filter(project=project).count() == 1
+
+
+def test_install_default_agents_needs_the_owner_role(owner):
+    _, project, _ = owner
+    editor = make_user()
+    add_member(project, editor, "editor")
+    client = Client()
+    client.force_login(editor)
+
+    response = client.post(f"/api/admin/projects/{project.id}/install-default-agents")
+
+    assert response.status_code == 403
+    assert not AgentDefinition.objects.exists()
+
+
+def test_agent_definition_crud(owner):
+    client, project, _ = owner
+    body = {
+        "name": "edges-only",
+        "systemPrompt": "Be brief.",
+        "model": {"name": "openai/x", "temperature": 0.3},
+        "tools": ["get_entity_edges"],
+        "maxSteps": 4,
+    }
+
+    created = client.post(
+        f"/api/projects/{project.id}/agent-definitions", body, content_type="application/json"
+    )
+    definition_id = created.json()["id"]
+    patched = client.patch(
+        f"/api/agent-definitions/{definition_id}", {"maxSteps": 6}, content_type="application/json"
+    )
+    read = client.get(f"/api/agent-definitions/{definition_id}")
+    deleted = client.delete(f"/api/agent-definitions/{definition_id}")
+    gone = client.get(f"/api/agent-definitions/{definition_id}")
+
+    assert created.status_code == 201
+    assert created.json()["projectId"] == str(project.id)
+    assert patched.json()["maxSteps"] == 6
+    assert read.json()["tools"] == ["get_entity_edges"]
+    assert deleted.status_code == 204
+    assert gone.status_code == 404
+
+
+@pytest.mark.parametrize(
+    ("body", "fragment"),
+    [
+        ({"name": "x", "tools": ["rm_rf"]}, "unknown tools"),
+        ({"name": "x", "model": {"name": "m", "temperature": 7}}, "temperature"),
+        ({"name": "x", "maxSteps": 0}, "max_steps"),
+        ({"name": ""}, "name"),
+    ],
+)
+def test_invalid_agent_definition_is_400_naming_the_problem(owner, body, fragment):
+    client, project, _ = owner
+
+    response = client.post(
+        f"/api/projects/{project.id}/agent-definitions", body, content_type="application/json"
+    )
+
+    assert response.status_code == 400
+    assert fragment in response.json()["error"]
+
+
+def test_agent_definitions_of_another_project_are_404():
+    user, stranger = make_user(), make_user()
+    project = make_project(owner=user)
+    definition = AgentDefinition.objects.create(project=project, name="secret")
+    client = Client()
+    client.force_login(stranger)
+
+    assert client.get(f"/api/projects/{project.id}/agent-definitions").status_code == 404
+    assert client.get(f"/api/agent-definitions/{definition.id}").status_code == 404
+    assert client.delete(f"/api/agent-definitions/{definition.id}").status_code == 404
