@@ -54,3 +54,61 @@ def make_agent_definition(project: Project, name: str | None = None, **fields: A
 
     fields.setdefault("model", {"name": "scripted/test", "temperature": 0.1})
     return AgentDefinition.objects.create(project=project, name=name or f"agent-{next(_seq)}", **fields)
+
+
+def make_conversation(
+    user: AbstractBaseUser,
+    project: Project,
+    title: str = "",
+    messages: list[tuple[str, str]] | None = None,
+    **fields: Any,
+) -> Any:
+    """A conversation of ``user`` in ``project`` with ``messages`` as (role, content), oldest first."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from apps.chat.models import Conversation, Message
+
+    conversation = Conversation.objects.create(project=project, user=user, title=title, **fields)
+    start = timezone.now()
+    for n, (role, content) in enumerate(messages or []):
+        Message.objects.create(
+            conversation=conversation,
+            role=role,
+            content=content,
+            created_at=start + timedelta(milliseconds=n),
+        )
+    return conversation
+
+
+def make_agent_answer(
+    conversation: Any,
+    content: str,
+    *,
+    model: str = "scripted/test",
+    input_tokens: int = 0,
+    output_tokens: int = 0,
+    **fields: Any,
+) -> Any:
+    """An assistant answer of an agent run (with its recorded usage) in ``conversation``."""
+    from apps.agents.models import AgentRun, RunStatus
+    from apps.chat.models import Message
+
+    run = AgentRun.objects.create(
+        project_id=conversation.project_id,
+        agent_definition=conversation.agent_definition,
+        conversation_id=conversation.id,
+        status=RunStatus.SUCCESS,
+        model=model,
+        input_tokens=input_tokens,
+        output_tokens=output_tokens,
+        final_text=content,
+    )
+    return Message.objects.create(
+        conversation=conversation,
+        role="assistant",
+        content=content,
+        retrieval_context={"agent_run_id": str(run.id)},
+        **fields,
+    )

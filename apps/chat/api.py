@@ -13,10 +13,13 @@ from ninja import Router, Schema, Status
 
 from apps.chat import selectors, services
 from apps.chat.bus import get_bus
+from apps.chat.details import conversation_detail
 from apps.chat.frames import ChatMessageIn
 from apps.chat.models import Conversation, Message
+from apps.chat.search import conversation_search
+from apps.chat.usage import Usage
 from apps.projects.auth import principal_of
-from apps.projects.inputs import ListLimit, ListOffset
+from apps.projects.inputs import ListLimit, ListOffset, search_text_check
 from apps.projects.selectors import parse_uuid
 
 router = Router(tags=["chat"])
@@ -30,6 +33,18 @@ class ToolCallOut(Schema):
     error: str | None = None
 
 
+class FeedbackOut(Schema):
+    rating: str
+    comment: str
+    updatedAt: datetime
+
+
+class AnswerUsageOut(Schema):
+    inputTokens: int
+    outputTokens: int
+    cost: float | None
+
+
 class MessageOut(Schema):
     id: uuid.UUID
     role: str
@@ -38,6 +53,8 @@ class MessageOut(Schema):
     retrievalContext: Any = None
     citations: list[dict[str, Any]]
     createdAt: datetime
+    feedback: FeedbackOut | None = None
+    usage: AnswerUsageOut | None = None
 
 
 class ConversationOut(Schema):
@@ -51,11 +68,25 @@ class ConversationOut(Schema):
 
 class ConversationWithMessagesOut(ConversationOut):
     messages: list[MessageOut]
+    usage: AnswerUsageOut
 
 
 class ConversationList(Schema):
     items: list[ConversationOut]
     count: int
+
+
+class ConversationHitOut(ConversationOut):
+    snippet: str
+
+
+class ConversationSearchList(Schema):
+    items: list[ConversationHitOut]
+    count: int
+
+
+def usage_out(u: Usage) -> AnswerUsageOut:
+    return AnswerUsageOut(inputTokens=u.input_tokens, outputTokens=u.output_tokens, cost=u.cost)
 
 
 class RenameIn(Schema):
@@ -77,7 +108,7 @@ def conversation_out(c: Conversation) -> ConversationOut:
     )
 
 
-def message_out(m: Message) -> MessageOut:
+def message_out(m: Message, *, feedback: FeedbackOut | None = None, usage: Usage | None = None) -> MessageOut:
     return MessageOut(
         id=m.id,
         role=m.role,
@@ -89,18 +120,35 @@ def message_out(m: Message) -> MessageOut:
         retrievalContext=m.retrieval_context,
         citations=m.citations or [],
         createdAt=m.created_at,
+        feedback=feedback,
+        usage=usage_out(usage) if usage else None,
     )
 
 
-@router.get("/chat/conversations", response=ConversationList)
+@router.get("/chat/conversations", response=ConversationList | ConversationSearchList)
 def list_conversations(
-    request: HttpRequest, projectId: str | None = None, limit: ListLimit = 50, offset: ListOffset = 0
-) -> ConversationList:
+    request: HttpRequest,
+    projectId: str | None = None,
+    limit: ListLimit = 50,
+    offset: ListOffset = 0,
+    q: str | None = None,
+) -> ConversationList | ConversationSearchList:
     project_id = parse_uuid(projectId) if projectId else None
+    query = search_text_check(q) if q is not None else ""
     if projectId and project_id is None:
-        return ConversationList(items=[], count=0)
-    qs = selectors.conversation_list(principal=principal_of(request), project_id=project_id)
+        return ConversationSearchList(items=[], count=0) if query else ConversationList(items=[], count=0)
     limit, offset = max(1, min(limit, 200)), max(0, offset)
+    if query:
+        hits, total = conversation_search(
+            principal=principal_of(request), q=query, project_id=project_id, limit=limit, offset=offset
+        )
+        return ConversationSearchList(
+            items=[
+                ConversationHitOut(**conversation_out(h.conversation).dict(), snippet=h.snippet) for h in hits
+            ],
+            count=total,
+        )
+    qs = selectors.conversation_list(principal=principal_of(request), project_id=project_id)
     return ConversationList(
         items=[conversation_out(c) for c in qs[offset : offset + limit]], count=qs.count()
     )
@@ -108,11 +156,20 @@ def list_conversations(
 
 @router.get("/chat/conversations/{conversation_id}", response=ConversationWithMessagesOut)
 def get_conversation(request: HttpRequest, conversation_id: str) -> ConversationWithMessagesOut:
-    conversation = selectors.conversation_get(
-        principal=principal_of(request), conversation_id=conversation_id
+    detail = conversation_detail(principal=principal_of(request), conversation_id=conversation_id)
+    messages = [
+        message_out(
+            m,
+            feedback=FeedbackOut(rating=f.rating, comment=f.comment, updatedAt=f.updated_at)
+            if (f := detail.feedback.get(m.id))
+            else None,
+            usage=detail.usage.get(m.id),
+        )
+        for m in detail.messages
+    ]
+    return ConversationWithMessagesOut(
+        **conversation_out(detail.conversation).dict(), messages=messages, usage=usage_out(detail.total)
     )
-    messages = [message_out(m) for m in selectors.message_list(conversation=conversation)]
-    return ConversationWithMessagesOut(**conversation_out(conversation).dict(), messages=messages)
 
 
 @router.patch("/chat/conversations/{conversation_id}", response=ConversationOut)

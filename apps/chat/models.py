@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import uuid
+from datetime import datetime
 
 from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
-from apps.agents.models import AgentDefinition
+from apps.agents.models import AgentDefinition, AgentRun
 from apps.projects.models import Project
 
 
@@ -68,3 +69,70 @@ class Message(models.Model):
 
     def __str__(self) -> str:
         return f"{self.role}: {self.content[:40]}"
+
+
+# Full-text search over conversations (apps/chat/search.py). The expressions here and in the
+# search query must match exactly for PostgreSQL to use the GIN indexes.
+SEARCH_CONFIG = "english"
+SEARCH_MESSAGE_CHARS = 100_000
+
+
+class ConversationShare(models.Model):
+    """A read-only link to a conversation for the members of its project; only a hash of its token is kept."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="shares")
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="conversation_shares"
+    )
+    token_hash = models.CharField(max_length=64, unique=True, editable=False)
+    created_at = models.DateTimeField(default=timezone.now)
+    expires_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        db_table = 'kb"."chat_conversation_shares'
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"share of {self.conversation_id}"
+
+    def status_at(self, now: datetime) -> str:
+        if self.revoked_at is not None:
+            return "revoked"
+        if self.expires_at is not None and self.expires_at <= now:
+            return "expired"
+        return "active"
+
+
+class Rating(models.TextChoices):
+    UP = "up", "Up"
+    DOWN = "down", "Down"
+
+
+class MessageFeedback(models.Model):
+    """One user's thumbs up/down (and comment) on one assistant answer, with the run that wrote it."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    message = models.ForeignKey(Message, on_delete=models.CASCADE, related_name="feedback")
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="message_feedback"
+    )
+    # Copied from the answer's retrievalContext so the admin can filter by agent and model and link
+    # to the trace; null for plain answers (no run).
+    agent_run = models.ForeignKey(
+        AgentRun, on_delete=models.SET_NULL, null=True, blank=True, related_name="feedback"
+    )
+    rating = models.CharField(max_length=8, choices=Rating.choices)
+    comment = models.TextField(blank=True, default="")
+    created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        db_table = 'kb"."chat_message_feedback'
+        ordering = ["-updated_at"]
+        constraints = [models.UniqueConstraint(fields=["message", "user"], name="uniq_feedback_message_user")]
+        verbose_name_plural = "message feedback"
+
+    def __str__(self) -> str:
+        return f"{self.rating} on {self.message_id}"

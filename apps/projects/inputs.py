@@ -192,3 +192,20 @@ def storable(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return [storable(v) for v in value]
     return value
+
+
+MAX_SEARCH_CHARS = 1000
+
+
+def search_text_check(value: str, *, field: str = "q", max_chars: int = MAX_SEARCH_CHARS) -> str:
+    """Return a search string stripped of surrounding blanks; refuse it when too long or holding control characters.
+
+    Full-text operators, quotes, ``%`` and ``_`` are ordinary text here: the search parses the
+    string as a web search (``websearch_to_tsquery``), which never fails on its syntax.
+    """
+    input_check(value, field=field)
+    if len(value) > max_chars:
+        raise InvalidInput(f"{field} is longer than {max_chars} characters", field=field)
+    if any((ord(c) < 32 and c not in "\t\n\r") or ord(c) == 127 for c in value):
+        raise InvalidInput(f"{field} contains a control character", field=field)
+    return value.strip()

@@ -172,6 +172,12 @@ try:
     KGCHAT_MCP_STDIO_SERVERS = json.loads(os.environ.get("KGCHAT_MCP_STDIO_SERVERS") or "{}")
 except json.JSONDecodeError as exc:
     raise ImproperlyConfigured(f"KGCHAT_MCP_STDIO_SERVERS is not valid JSON: {exc}") from None
+# Prices per million tokens by model name, as JSON: {"<model>": {"input": 0.1, "output": 0.4}}
+# (apps/chat/usage.py). A model not listed shows its tokens and no cost.
+try:
+    KGCHAT_MODEL_PRICES = json.loads(os.environ.get("KGCHAT_MODEL_PRICES") or "{}")
+except json.JSONDecodeError as exc:
+    raise ImproperlyConfigured(f"KGCHAT_MODEL_PRICES is not valid JSON: {exc}") from None
 # HTTP servers: hosts, optionally with a port ("mcp.example.com,127.0.0.1:8765"), comma-separated.
 KGCHAT_MCP_URL_ALLOWLIST = [
     h.strip() for h in os.environ.get("KGCHAT_MCP_URL_ALLOWLIST", "").split(",") if h.strip()

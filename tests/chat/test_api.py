@@ -67,6 +67,8 @@ async def test_read_one_conversation_with_its_messages(world, scripted):
         "retrievalContext",
         "citations",
         "createdAt",
+        "feedback",
+        "usage",
     }
 
 

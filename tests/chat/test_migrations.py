@@ -92,3 +92,27 @@ def test_known_entities_are_backfilled_from_earlier_tool_results(transactional_d
         assert Conversation.objects.get(id=conversation_id).known_entities == {paris["id"]: paris}
     finally:
         migrate_to_latest()
+
+
+def test_search_migration_keeps_existing_messages_and_makes_them_searchable(transactional_db):
+    apps = migrate([("chat", "0006_conversation_active_turn_text")])
+    (conversation_id,) = insert_conversations(apps, 1)
+    Message = apps.get_model("chat", "Message")
+    Message.objects.create(
+        conversation_id=conversation_id,
+        role="assistant",
+        content="An old answer about lighthouses",
+        created_at=timezone.now(),
+    )
+
+    try:
+        migrate([("chat", "0007_conversation_search_indexes")])
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT content FROM kb.chat_messages WHERE search_vector @@ websearch_to_tsquery('english', 'lighthouse')"
+            )
+            found = cursor.fetchall()
+
+        assert found == [("An old answer about lighthouses",)]
+    finally:
+        migrate_to_latest()
