@@ -4,20 +4,9 @@
 
 import { api } from "./api.js";
 import { config } from "./state.js";
+import { el } from "./team-api.js";
 
 const ROLES = ["owner", "editor", "viewer"];
-
-function el(tag, props = {}, ...children) {
-  const node = document.createElement(tag);
-  for (const [key, value] of Object.entries(props)) {
-    if (key === "class") node.className = value;
-    else if (key === "text") node.textContent = value;
-    else if (key.startsWith("on")) node.addEventListener(key.slice(2), value);
-    else if (value !== undefined && value !== null && value !== false) node.setAttribute(key, value === true ? "" : value);
-  }
-  for (const child of children) if (child) node.append(child);
-  return node;
-}
 
 function roleSelect(current, label, onChange) {
   const select = el("select", { "aria-label": label, class: "settings-role" });

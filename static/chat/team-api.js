@@ -1,7 +1,7 @@
 // Small helpers shared by the chat page's issue-14 modules (search.js, answers.js, share.js):
-// building elements and calling the REST API with the session (docs/protocol.md §2).
+// building elements (with props and children), the REST client of api.js, the shown conversation.
 
-export const API = "/api";
+export { api } from "./api.js";
 
 export function el(tag, props = {}, ...children) {
   const node = document.createElement(tag);
@@ -13,31 +13,6 @@ export function el(tag, props = {}, ...children) {
   }
   for (const child of children) if (child) node.append(child);
   return node;
-}
-
-function cookie(name) {
-  const row = document.cookie.split("; ").find((r) => r.startsWith(name + "="));
-  return row ? decodeURIComponent(row.slice(name.length + 1)) : "";
-}
-
-export async function api(method, path, body) {
-  const headers = { Accept: "application/json" };
-  if (body !== undefined) headers["Content-Type"] = "application/json";
-  if (method !== "GET") headers["X-CSRFToken"] = cookie("csrftoken");
-  const res = await fetch(API + path, {
-    method,
-    headers,
-    credentials: "same-origin",
-    body: body === undefined ? undefined : JSON.stringify(body),
-  });
-  const data = res.status === 204 ? null : await res.json().catch(() => null);
-  if (!res.ok) {
-    const error = new Error((data && data.error) || `request failed (${res.status})`);
-    error.status = res.status;
-    error.code = data && data.code;
-    throw error;
-  }
-  return data;
 }
 
 // The conversation the page shows: chat.js keeps it in the address (/chat/<id>/).
