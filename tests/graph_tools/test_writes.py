@@ -3,11 +3,13 @@ bumps, its audit row, and bad input that writes nothing and keeps the version.""
 
 from __future__ import annotations
 
+import threading
 import uuid
 from typing import Any
 
 import pytest
 from asgiref.sync import async_to_sync
+from django.db import connections
 
 from apps.graph_tools.errors import (
     ApprovalRequired,
@@ -249,3 +251,28 @@ def test_changes_since_a_version_name_only_the_given_entities_and_their_edges(gr
 
     assert [(c.version, c.action) for c in changes] == [(2, "create_relationship")]
     assert unrelated == []
+
+
+def test_concurrent_writes_each_get_their_own_version(transactional_db: None, graph: SmallGraph, writer):
+    # Two writers released together: the version row and the project's write turn serialise them.
+    barrier = threading.Barrier(2)
+    results: dict[str, int] = {}
+
+    def create(key: str) -> None:
+        try:
+            barrier.wait()
+            results[key] = write(graph, writer, "create_entity", key=key, type="Person", name=key)[
+                "graph_version"
+            ]
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=create, args=(k,)) for k in ("one", "two")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    assert sorted(results.values()) == [1, 2]
+    assert sorted(GraphChange.objects.values_list("version", flat=True)) == [1, 2]
+    assert version(graph) == 2
