@@ -183,7 +183,7 @@ def approval_decide(
     visible = approval_get(principal=principal, approval_id=approval_id)
     if not approval_allowed(principal=principal, project_id=visible.project_id):
         raise RoleTooLow(Role.EDITOR)
-    expired = False
+    expired = decided = False
     embed_ids: list[uuid.UUID] = []
     with transaction.atomic():
         approval = WriteApproval.objects.select_for_update().get(id=visible.id)
@@ -220,11 +220,14 @@ def approval_decide(
                     "code": "approval_rejected",
                 }
             approval.save()
-            written_entities_embed(project_id=approval.project_id, ids=embed_ids)
-            return approval
+            decided = True
     if expired:
         raise ApprovalNotPending("this approval has expired; nothing was written")
-    raise ApprovalNotPending(f"this approval is already {approval.status}; it can be decided only once")
+    if not decided:
+        raise ApprovalNotPending(f"this approval is already {approval.status}; it can be decided only once")
+    # After the commit, as after an import: the model holds no locks.
+    written_entities_embed(project_id=approval.project_id, ids=embed_ids)
+    return approval
 
 
 def approvals_expire(*, now: datetime | None = None) -> int:

@@ -176,3 +176,17 @@ def test_approving_a_write_the_graph_outgrew_records_the_error_and_writes_nothin
     assert decided.result["code"] == "entity_not_found"
     assert graph_version_current(project_id=graph.project.id) == 0
     assert not GraphChange.objects.exists()
+
+
+def test_an_approved_create_entity_is_embedded_once_decided(graph: SmallGraph, team):
+    approval = approval_request(
+        project_id=graph.project.id,
+        tool_name="create_entity",
+        arguments={"key": "hana", "type": "Person", "name": "Hana", "description": "Glassblower in Berlin."},
+        requested_by_id=team["viewer"].user_id,
+    )
+
+    approval_decide(principal=team["owner"], approval_id=approval.id, approve=True)
+
+    hana = GraphObject.objects.get(project=graph.project, key="hana")
+    assert hana.embedding is not None and hana.embedding_model
