@@ -357,7 +357,9 @@ async def test_at_the_step_cap_the_model_is_told_to_answer_and_a_call_stays_text
 async def test_a_step_after_a_result_is_forced_to_a_call_or_the_answer_choice(server: LLMTestServer) -> None:
     server.enqueue(Json(completion('{"name": "get_entity_edges", "arguments": {"entity_id": "country:PT"}}')))
 
-    events = await run(provider_for(server), after_calls(("hybrid_search", {"query": "Portugal"})))
+    events = await run(
+        provider_for(server, min_calls=1), after_calls(("hybrid_search", {"query": "Portugal"}))
+    )
 
     calls = [e for e in events if isinstance(e, ToolCall)]
     assert [(c.name, c.arguments) for c in calls] == [("get_entity_edges", {"entity_id": "country:PT"})]
@@ -371,7 +373,9 @@ async def test_choosing_the_answer_in_a_forced_step_streams_the_answer_in_a_free
 ) -> None:
     server.enqueue(Json(completion('{"name": "answer"}')), Stream(text_chunks("Lisbon ", "it is.")))
 
-    events = await run(provider_for(server), after_calls(("hybrid_search", {"query": "Portugal"})))
+    events = await run(
+        provider_for(server, min_calls=1), after_calls(("hybrid_search", {"query": "Portugal"}))
+    )
 
     assert "".join(e.text for e in events if isinstance(e, TextDelta)) == "Lisbon it is."
     assert not [e for e in events if isinstance(e, ToolCall)]
@@ -390,6 +394,24 @@ async def test_a_forced_step_that_repeats_a_call_of_this_turn_answers_instead(se
 
     assert [e.text for e in events if isinstance(e, TextDelta)] == ["Lisbon."]
     assert not [e for e in events if isinstance(e, ToolCall)]
+
+
+async def test_a_step_before_the_minimum_calls_must_call_a_tool_and_is_told_what_may_complete_the_results(
+    server: LLMTestServer,
+) -> None:
+    server.enqueue(Json(completion('{"name": "get_entity_edges", "arguments": {"entity_id": "country:PT"}}')))
+
+    events = await run(
+        provider_for(server, min_calls=2), after_calls(("hybrid_search", {"query": "Portugal"}))
+    )
+
+    assert [(e.name, e.arguments) for e in events if isinstance(e, ToolCall)] == [
+        ("get_entity_edges", {"entity_id": "country:PT"})
+    ]
+    sent = server.requests[0]
+    assert sent["response_format"]["json_schema"]["schema"] == step_schema(TOOLS)
+    assert "Make one more call" in sent["messages"][-1]["content"]
+    assert "get_entity_edges with the key" in sent["messages"][-1]["content"]
 
 
 async def test_steps_are_forced_only_until_the_forced_call_count_then_free(server: LLMTestServer) -> None:
