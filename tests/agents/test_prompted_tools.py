@@ -390,7 +390,9 @@ async def test_a_forced_step_that_repeats_a_call_of_this_turn_answers_instead(se
         Stream(text_chunks("Lisbon.")),
     )
 
-    events = await run(provider_for(server), after_calls(("hybrid_search", {"query": "Portugal"})))
+    events = await run(
+        provider_for(server, min_calls=1), after_calls(("hybrid_search", {"query": "Portugal"}))
+    )
 
     assert [e.text for e in events if isinstance(e, TextDelta)] == ["Lisbon."]
     assert not [e for e in events if isinstance(e, ToolCall)]
@@ -412,6 +414,39 @@ async def test_a_step_before_the_minimum_calls_must_call_a_tool_and_is_told_what
     assert sent["response_format"]["json_schema"]["schema"] == step_schema(TOOLS)
     assert "Make one more call" in sent["messages"][-1]["content"]
     assert "get_entity_edges with the key" in sent["messages"][-1]["content"]
+
+
+async def test_a_step_that_must_call_and_repeats_a_call_is_told_so_and_tries_once_more(
+    server: LLMTestServer,
+) -> None:
+    repeat = '{"name": "hybrid_search", "arguments": {"query": "Portugal"}}'
+    server.enqueue(
+        Json(completion(repeat)),
+        Json(completion('{"name": "hybrid_search", "arguments": {"query": "Spain"}}')),
+    )
+
+    events = await run(
+        provider_for(server, min_calls=2), after_calls(("hybrid_search", {"query": "Portugal"}))
+    )
+
+    assert [(e.name, e.arguments) for e in events if isinstance(e, ToolCall)] == [
+        ("hybrid_search", {"query": "Spain"})
+    ]
+    assert "You already made the call" not in server.requests[0]["messages"][-1]["content"]
+    assert "You already made the call" in server.requests[1]["messages"][-1]["content"]
+
+
+async def test_a_step_that_must_call_and_repeats_a_call_twice_answers(server: LLMTestServer) -> None:
+    repeat = '{"name": "hybrid_search", "arguments": {"query": "Portugal"}}'
+    server.enqueue(Json(completion(repeat)), Json(completion(repeat)), Stream(text_chunks("Lisbon.")))
+
+    events = await run(
+        provider_for(server, min_calls=2), after_calls(("hybrid_search", {"query": "Portugal"}))
+    )
+
+    assert not [e for e in events if isinstance(e, ToolCall)]
+    assert [e.text for e in events if isinstance(e, TextDelta)] == ["Lisbon."]
+    assert len(server.requests) == 3
 
 
 async def test_steps_are_forced_only_until_the_forced_call_count_then_free(server: LLMTestServer) -> None:

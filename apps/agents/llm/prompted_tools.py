@@ -348,13 +348,15 @@ def prompt_messages(
     answer_now: bool = False,
     forced: bool = False,
     must_call: bool = False,
+    repeated: tuple[str, dict[str, Any]] | None = None,
     result_limit: int = RESULT_MAX_CHARS,
 ) -> list[ChatMessage]:
     """The conversation as the small model reads it: plain roles, calls as JSON, results laid out.
 
     ``answer_now`` tells it to answer; ``forced`` (a step under the step schema after a result)
     asks whether the results hold the answer or what is still missing; ``must_call`` (a forced
-    step that must call a tool) says which call may complete the results.
+    step that must call a tool) says which call may complete the results, and that ``repeated``
+    was made already.
     """
     instructions = "\n".join(m.content for m in messages if m.role == "system")
     out = [ChatMessage(role="system", content=system_prompt(instructions, tools))]
@@ -387,7 +389,11 @@ def prompt_messages(
     elif forced and out[-1].role == "user" and len(out) > 1 and out[-2].role == "assistant":
         out[-1] = ChatMessage(role="user", content=out[-1].content + NEXT_STEP)
     elif must_call and out[-1].role == "user" and len(out) > 1 and out[-2].role == "assistant":
-        out[-1] = ChatMessage(role="user", content=out[-1].content + _one_more_call(tools))
+        again = ""
+        if repeated is not None:
+            call = json.dumps({"name": repeated[0], "arguments": repeated[1]})
+            again = f"\n\nYou already made the call {call}; its result is above. Make a different call."
+        out[-1] = ChatMessage(role="user", content=out[-1].content + again + _one_more_call(tools))
     return out
 
 
@@ -426,24 +432,28 @@ class PromptedToolsProvider:
         made = turn_calls(messages)
         may_call = bool(tools) and len(made) < self.max_tool_calls
         if may_call and len(made) < self.forced_calls and ANSWER_CHOICE not in {t.name for t in tools}:
-            chosen: FoundCall | None = None
-            async for item in self._forced(
-                messages, tools, config, usage, may_answer=len(made) >= self.min_calls
-            ):
-                if isinstance(item, FoundCall):
-                    chosen = item
-                    continue
-                yield item
-                if isinstance(item, ErrorEvent):
+            must_call = len(made) < self.min_calls
+            repeated: FoundCall | None = None
+            # A step that must call and repeats a call gets one more try, told so (measured: the 1.5B
+            # often copies its first search); otherwise a repeat or the answer choice answers.
+            for _attempt in range(2 if must_call else 1):
+                chosen: FoundCall | None = None
+                async for item in self._forced(
+                    messages, tools, config, usage, may_answer=not must_call, repeated=repeated
+                ):
+                    if isinstance(item, FoundCall):
+                        chosen = item
+                        continue
+                    yield item
+                    if isinstance(item, ErrorEvent):
+                        return
+                if chosen is None or chosen.name == ANSWER_CHOICE:
+                    break
+                if (chosen.name, chosen.arguments) not in made:
+                    yield ToolCall(id=_call_id(), name=chosen.name, arguments=chosen.arguments)
+                    yield Done(usage=usage, finish_reason="tool_calls")
                     return
-            if (
-                chosen is not None
-                and chosen.name != ANSWER_CHOICE
-                and (chosen.name, chosen.arguments) not in made
-            ):
-                yield ToolCall(id=_call_id(), name=chosen.name, arguments=chosen.arguments)
-                yield Done(usage=usage, finish_reason="tool_calls")
-                return
+                repeated = chosen
             # The model chose to answer, or to repeat a call (the same result again): answer now.
             async for event in self._answer(messages, tools, config, usage):
                 yield event
@@ -491,6 +501,7 @@ class PromptedToolsProvider:
         usage: Usage,
         *,
         may_answer: bool,
+        repeated: FoundCall | None = None,
     ) -> AsyncIterator[StreamEvent | FoundCall]:
         """One step under the step schema: a ``FoundCall`` (of a tool, or of ``ANSWER_CHOICE``)."""
         prompt = prompt_messages(
@@ -499,6 +510,7 @@ class PromptedToolsProvider:
             result_limit=self.result_limit,
             forced=may_answer,
             must_call=not may_answer,
+            repeated=(repeated.name, repeated.arguments) if repeated else None,
         )
         body = {
             **self.extra_body,
