@@ -449,6 +449,21 @@ async def test_a_step_that_must_call_and_repeats_a_call_twice_answers(server: LL
     assert len(server.requests) == 3
 
 
+async def test_after_a_search_that_found_nothing_named_in_its_query_the_step_may_answer(
+    server: LLMTestServer,
+) -> None:
+    server.enqueue(Json(completion('{"name": "answer"}')), Stream(text_chunks("I could not find it.")))
+
+    events = await run(
+        provider_for(server, min_calls=2), after_calls(("hybrid_search", {"query": "Osfinzelund"}))
+    )
+
+    assert [e.text for e in events if isinstance(e, TextDelta)] == ["I could not find it."]
+    assert server.requests[0]["response_format"]["json_schema"]["schema"] == step_schema(
+        TOOLS, may_answer=True
+    )
+
+
 async def test_steps_are_forced_only_until_the_forced_call_count_then_free(server: LLMTestServer) -> None:
     server.enqueue(Stream(text_chunks("Lisbon.")))
     calls = [("hybrid_search", {"query": "a"}), ("hybrid_search", {"query": "b"})]

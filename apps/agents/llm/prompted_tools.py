@@ -328,6 +328,35 @@ def turn_calls(messages: Sequence[ChatMessage]) -> list[tuple[str, dict[str, Any
     ]
 
 
+def searches_missed(messages: Sequence[ChatMessage]) -> bool:
+    """Whether this turn's calls were all searches and none found a result named in its query.
+
+    Then a second look-up is not forced: measured on the demo set, asked about an invented country
+    and made to search again, the model answered with the nearest result ("Oslo").
+    """
+    start = _this_turn_start(messages)
+    queries = {
+        c.id: c.arguments.get("query")
+        for m in messages[start + 1 :]
+        if m.role == "assistant"
+        for c in m.tool_calls
+    }
+    results = [m for m in messages[start + 1 :] if m.role == "tool"]
+    if not results:
+        return False
+    for result in results:
+        query = queries.get(result.tool_call_id or "")
+        if not isinstance(query, str):
+            return False
+        try:
+            empty = not entities(json.loads(result.content))
+        except (json.JSONDecodeError, TypeError):
+            return False
+        if not empty and _names_in(result.content, query) is not False:
+            return False
+    return True
+
+
 def _one_more_call(tools: Sequence[ToolSpec]) -> str:
     search = _first_with_required(tools, "query")
     edges = _first_with_required(tools, "entity_id")
@@ -432,7 +461,7 @@ class PromptedToolsProvider:
         made = turn_calls(messages)
         may_call = bool(tools) and len(made) < self.max_tool_calls
         if may_call and len(made) < self.forced_calls and ANSWER_CHOICE not in {t.name for t in tools}:
-            must_call = len(made) < self.min_calls
+            must_call = len(made) < self.min_calls and not searches_missed(messages)
             repeated: FoundCall | None = None
             # A step that must call and repeats a call gets one more try, told so (measured: the 1.5B
             # often copies its first search); otherwise a repeat or the answer choice answers.
