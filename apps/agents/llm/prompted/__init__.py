@@ -1,0 +1,1 @@
+"""Parts of the small-model agent loop (``apps.agents.llm.prompted_tools``)."""
