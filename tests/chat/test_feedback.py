@@ -157,7 +157,7 @@ async def test_feedback_on_a_real_agent_turn_keeps_its_run_and_the_admin_filters
     world, scripted
 ):
     await adb(default_agents_install)(project=world["project"])
-    agent = await AgentDefinition.objects.aget(project=world["project"])
+    agent = await AgentDefinition.objects.aget(project=world["project"], name="graph-query-agent")
     scripted.turns += [text("Paris.", usage=Usage(input_tokens=120, output_tokens=8))]
     _, frames = await sse_turn(
         world["client"],

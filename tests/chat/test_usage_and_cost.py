@@ -71,7 +71,7 @@ def test_a_plain_answer_records_no_usage_and_a_conversation_without_runs_totals_
 async def test_the_usage_a_model_reports_in_a_real_agent_turn_reaches_the_answer(world, scripted, settings):
     settings.KGCHAT_MODEL_PRICES = {settings.KGCHAT_MODEL: {"input": 1.0, "output": 1.0}}
     await adb(default_agents_install)(project=world["project"])
-    agent = await AgentDefinition.objects.aget(project=world["project"])
+    agent = await AgentDefinition.objects.aget(project=world["project"], name="graph-query-agent")
     scripted.turns += [text("Paris.", usage=Usage(input_tokens=120, output_tokens=8))]
     _, frames = await sse_turn(
         world["client"],
