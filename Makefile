@@ -70,6 +70,7 @@ lint: install system-deps
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy apps
 	$(VENV)/bin/lint-imports
+	$(PY) scripts/check_import_cycles.py
 	@bash scripts/local_llm.sh runtime
 	$(PY) scripts/check_portable.py
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import random
 import re
+import unicodedata
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -30,6 +31,16 @@ TEMPLATES: dict[str, str] = {
 }
 
 _SLOT = re.compile(r"\\\{(\w+)\\\}")
+
+_APOSTROPHES = str.maketrans("", "", "'’`")
+_NON_WORD = re.compile(r"[^0-9a-z]+")
+
+
+def normalise(text: str) -> str:
+    """Lower case, no accents, no apostrophes, words separated by single spaces."""
+    decomposed = unicodedata.normalize("NFKD", text)
+    plain = "".join(ch for ch in decomposed if not unicodedata.combining(ch))
+    return " ".join(_NON_WORD.sub(" ", plain.casefold().translate(_APOSTROPHES)).split())
 
 
 def _pattern(template: str) -> re.Pattern[str]:
@@ -133,8 +144,6 @@ _ENDINGS = ("ia", "ovia", "istan", "land", "ora", "enne", "ar", "ica", "eth", "u
 
 def invented_name(rng: random.Random, *, taken: set[str], endings: tuple[str, ...] = _ENDINGS) -> str:
     """A pronounceable made-up name whose normalised form is not in ``taken`` (which it joins)."""
-    from apps.evals.scoring import normalise
-
     while True:
         stem = "".join(rng.choice(_SYLLABLES) for _ in range(rng.randint(2, 3)))
         name = (stem + rng.choice(endings)).capitalize()

@@ -18,15 +18,11 @@ citation has no precision (``None``), counted apart as "answers without citation
 from __future__ import annotations
 
 import re
-import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 from apps.chat.citations import LINK
-from apps.evals.questions import Question
-
-_APOSTROPHES = str.maketrans("", "", "'’`")
-_NON_WORD = re.compile(r"[^0-9a-z]+")
+from apps.evals.questions import Question, normalise
 
 NOT_FOUND_PHRASES = (
     "not found",
@@ -73,13 +69,6 @@ NUMBER_WORDS = {
     )
 }
 _NUMBER = re.compile(r"\d[\d,]*(?:\.\d+)?|[a-z]+")
-
-
-def normalise(text: str) -> str:
-    """Lower case, no accents, no apostrophes, words separated by single spaces."""
-    decomposed = unicodedata.normalize("NFKD", text)
-    plain = "".join(ch for ch in decomposed if not unicodedata.combining(ch))
-    return " ".join(_NON_WORD.sub(" ", plain.casefold().translate(_APOSTROPHES)).split())
 
 
 def names(answer: str, name: str) -> bool:
