@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
-from check_import_cycles import import_cycles  # noqa: E402
+from check_import_cycles import import_cycles
 
 
 def test_a_circle_between_two_modules_is_found(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
