@@ -5,6 +5,7 @@ from django.contrib.auth import get_user_model
 from django.test import Client
 
 from apps.agents.models import AgentDefinition
+from apps.graph_tools.importer import graph_import
 from apps.graph_tools.registry import tool_names
 from tests.factories import make_project
 
@@ -16,6 +17,8 @@ PAGES = [
     "projects/apitoken",
     "graph_tools/graphobject",
     "graph_tools/graphrelationship",
+    "graph_tools/graphchange",
+    "graph_tools/writeapproval",
     "agents/agentdefinition",
     "agents/agentrun",
     "chat/conversation",
@@ -80,3 +83,58 @@ def test_install_default_agents_admin_action(admin_client):
     )
 
     assert AgentDefinition.objects.filter(project=project, name="graph-query-agent").exists()
+
+
+def agent_form(project, **fields):
+    return {
+        "project": project.id,
+        "name": "curator",
+        "description": "",
+        "system_prompt": "",
+        "tools": ["hybrid_search", "delete_entity"],
+        "model_name": "gemini-2.0-flash",
+        "temperature": "0.1",
+        "flow_type": "single",
+        "max_steps": "5",
+        "visibility": "project",
+        "sub_agents": "",
+        "mcp_servers": "[]",
+        "history_limit": "10",
+        "token_budget": "32000",
+        **fields,
+    }
+
+
+def test_agent_definition_form_validates_and_saves_the_tool_policy(admin_client):
+    project = make_project()
+
+    bad = admin_client.post(
+        "/admin/agents/agentdefinition/add/",
+        agent_form(project, tool_policy='{"hybrid_search": {"approval": "never"}}'),
+    )
+    good = admin_client.post(
+        "/admin/agents/agentdefinition/add/",
+        agent_form(project, tool_policy='{"delete_entity": {"approval": "never"}}'),
+    )
+
+    assert bad.status_code == 200 and "read tool" in bad.content.decode()
+    assert good.status_code == 302
+    assert AgentDefinition.objects.get(name="curator").tool_policy == {"delete_entity": {"approval": "never"}}
+
+
+def test_admin_lists_graph_changes_filtered_by_project_and_action(admin_client):
+    project, other = make_project(), make_project()
+    graph_import(project=project, lines=['{"kind": "entity", "key": "k1", "type": "T", "name": "Kappa One"}'])
+    graph_import(project=other, lines=['{"kind": "entity", "key": "k2", "type": "T", "name": "Kappa Two"}'])
+
+    page = admin_client.get(
+        f"/admin/graph_tools/graphchange/?project__id__exact={project.id}&action=import_entity"
+    )
+    none = admin_client.get(
+        f"/admin/graph_tools/graphchange/?project__id__exact={project.id}&action=delete_entity"
+    )
+
+    assert page.status_code == 200
+    assert "1 graph change" in page.content.decode()
+    assert "0 graph changes" in none.content.decode()
+    assert admin_client.get("/admin/graph_tools/graphchange/add/").status_code == 403

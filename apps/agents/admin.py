@@ -4,7 +4,12 @@ from django import forms
 from django.contrib import admin, messages
 from django.http import HttpRequest, HttpResponse
 
-from apps.agents.definitions import EDITABLE, default_agents_install
+from apps.agents.definitions import (
+    EDITABLE,
+    InvalidAgentDefinition,
+    default_agents_install,
+    tool_policy_validate,
+)
 from apps.agents.mcp_servers import InvalidMcpServer, mcp_servers_validate
 from apps.agents.models import AgentDefinition, AgentRun, AgentRunMessage, AgentRunToolCall
 from apps.graph_tools.registry import tool_names
@@ -33,7 +38,11 @@ class AgentDefinitionForm(forms.ModelForm):
                 'KGCHAT_MCP_URL_ALLOWLIST>/mcp", "name": "…", "transport": "streamable_http" | "sse", '
                 '"headers": {…}}, each with an optional "tool_filter": [tool names]]. No commands: '
                 "stdio servers are configured by the operator, by name."
-            )
+            ),
+            "tool_policy": (
+                '{"<write tool>": {"approval": "always" | "never"}}: "never" lets the agent change the graph '
+                'without a member\'s approval (in turns of editors and owners). Unnamed write tools: "always".'
+            ),
         }
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -46,6 +55,12 @@ class AgentDefinitionForm(forms.ModelForm):
         model = self.instance.model_choice
         self.fields["model_name"].initial = model.name or "gemini-2.0-flash"
         self.fields["temperature"].initial = 0.1 if model.temperature is None else model.temperature
+
+    def clean_tool_policy(self) -> dict[str, dict[str, str]]:
+        try:
+            return tool_policy_validate(self.cleaned_data.get("tool_policy") or {})
+        except InvalidAgentDefinition as exc:
+            raise forms.ValidationError(exc.message, code=exc.code) from None
 
     def clean_mcp_servers(self) -> list[dict[str, Any]]:
         try:
@@ -92,7 +107,7 @@ class ProjectWithAgentsAdmin(ProjectAdmin):
 
     actions = ["install_default_agents"]
 
-    @admin.action(description="Install the default agents (graph-query-agent)")
+    @admin.action(description="Install the default agents (graph-query-agent, graph-curator-agent)")
     def install_default_agents(self, request: HttpRequest, queryset: Any) -> None:
         for project in queryset:
             result = default_agents_install(project=project)

@@ -36,6 +36,8 @@ class AgentDefinitionOut(Schema):
     visibility: str
     # Names, URLs, transports and tool filters only: never headers (operators' credentials).
     mcpServers: list[dict[str, Any]]
+    # Per write tool among ``tools``: {"approval": "always" | "never"} (unset tools show "always").
+    toolPolicy: dict[str, dict[str, str]]
     # Why the definition may not run (set by an operator); null when it is enabled.
     disabledReason: str | None
     createdAt: datetime
@@ -59,6 +61,7 @@ class AgentDefinitionIn(Schema):
     visibility: str | None = None
     subAgents: list[str] | None = None
     mcpServers: list[dict[str, Any]] | None = None
+    toolPolicy: dict[str, Any] | None = None
     historyLimit: int | None = None
     tokenBudget: int | None = None
 
@@ -80,6 +83,7 @@ FIELD_NAMES = {
     "visibility": "visibility",
     "subAgents": "sub_agents",
     "mcpServers": "mcp_servers",
+    "toolPolicy": "tool_policy",
     "historyLimit": "history_limit",
     "tokenBudget": "token_budget",
 }
@@ -105,6 +109,7 @@ def definition_out(d: AgentDefinition) -> AgentDefinitionOut:
         maxSteps=d.max_steps,
         visibility=d.visibility,
         mcpServers=mcp_servers_public(d.mcp_servers),
+        toolPolicy=selectors.tool_policy_effective(d),
         disabledReason=d.disabled_reason or None,
         createdAt=d.created_at,
         updatedAt=d.updated_at,

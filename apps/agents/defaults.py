@@ -36,7 +36,36 @@ GRAPH_QUERY_AGENT: dict[str, Any] = {
     "visibility": "project",
 }
 
-DEFAULT_AGENTS: list[dict[str, Any]] = [GRAPH_QUERY_AGENT]
+# May propose changes of the graph: every write needs a member's approval (no tool policy entries).
+GRAPH_CURATOR_AGENT: dict[str, Any] = {
+    "name": "graph-curator-agent",
+    "description": (
+        "Knowledge graph curator that can look things up and propose changes to the project's knowledge "
+        "graph (create, update and delete entities and relationships), each applied only after approval."
+    ),
+    "system_prompt": (
+        "You are a knowledge graph curator for this project. Use the read tools to find the entities a "
+        "request is about before changing anything, and name entities by the ids the tools returned. When "
+        "the user asks to record, correct or remove a fact, call the write tool that makes exactly that "
+        "change. A project editor or owner must approve each write: if a tool result says the change was "
+        "declined or needs approval, say so and do not claim the change was made."
+    ),
+    "model": {"name": "gemini-2.0-flash", "temperature": 0.1},
+    "tools": [
+        *GRAPH_QUERY_AGENT["tools"],
+        "create_entity",
+        "update_entity",
+        "delete_entity",
+        "create_relationship",
+        "delete_relationship",
+    ],
+    "flow_type": "single",
+    "is_default": False,
+    "max_steps": 15,
+    "visibility": "project",
+}
+
+DEFAULT_AGENTS: list[dict[str, Any]] = [GRAPH_QUERY_AGENT, GRAPH_CURATOR_AGENT]
 
 # Added to every agent's instructions by the chat layer: how to cite so citations can be checked.
 CITATION_INSTRUCTIONS = (

@@ -32,6 +32,7 @@ EDITABLE = (
     "visibility",
     "sub_agents",
     "mcp_servers",
+    "tool_policy",
     "history_limit",
     "token_budget",
 )
@@ -87,10 +88,51 @@ def _validate(fields: dict[str, Any]) -> dict[str, Any]:
     ):
         if number in out and (not isinstance(out[number], int) or not low <= out[number] <= high):
             raise InvalidAgentDefinition(f"{number} must be an integer from {low} to {high}")
+    if "tool_policy" in out:
+        out["tool_policy"] = tool_policy_validate(out["tool_policy"])
     if "mcp_servers" in out:
         # Users never set headers (credentials): operators do, in the admin.
         out["mcp_servers"] = mcp_servers_validate(out["mcp_servers"], headers_allowed=False)
     return out
+
+
+APPROVAL_VALUES = ("always", "never")
+
+
+def tool_policy_validate(value: object) -> dict[str, dict[str, str]]:
+    """A tool policy as stored: ``{"<write tool>": {"approval": "always" | "never"}}``.
+
+    Read tools always run without approval, so naming one is an error, as is an unknown tool.
+    """
+    if not isinstance(value, dict):
+        raise InvalidAgentDefinition(
+            'tool_policy must be an object: {"<write tool>": {"approval": "always"}}'
+        )
+    write_tools = set(tool_names(read_only=False))
+    policy: dict[str, dict[str, str]] = {}
+    for name, entry in value.items():
+        if name not in write_tools:
+            known = name in set(tool_names())
+            raise InvalidAgentDefinition(
+                f"tool_policy: {name!r} is a read tool, which always runs without approval"
+                if known
+                else f"tool_policy: unknown write tool {name!r}; write tools: {', '.join(sorted(write_tools))}"
+            )
+        if (
+            not isinstance(entry, dict)
+            or set(entry) != {"approval"}
+            or entry["approval"] not in APPROVAL_VALUES
+        ):
+            raise InvalidAgentDefinition(f'tool_policy.{name} must be {{"approval": "always" | "never"}}')
+        policy[name] = {"approval": entry["approval"]}
+    return policy
+
+
+def _policy_never(policy: object) -> set[str]:
+    """The write tools a stored policy lets run without approval."""
+    if not isinstance(policy, dict):
+        return set()
+    return {n for n, e in policy.items() if isinstance(e, dict) and e.get("approval") == "never"}
 
 
 def _keep_operator_headers(new: list[dict[str, Any]], old: list[Any]) -> list[dict[str, Any]]:
@@ -126,14 +168,19 @@ def agent_definition_create(
 ) -> AgentDefinition:
     """Create a definition (editor role).
 
-    MCP servers and ``private`` visibility need the owner role: the servers are the owner's choice
-    among what the operator allowlisted, and a private definition is seen by owners only.
+    MCP servers, ``private`` visibility and a write tool with ``"approval": "never"`` need the owner
+    role: the servers are the owner's choice among what the operator allowlisted, a private
+    definition is seen by owners only, and "never" lets the agent change the graph unasked.
     """
     project = project_get(principal=principal, project_ref=project_ref, min_role=Role.EDITOR)
     data = _validate(fields)
     if "name" not in data:
         raise InvalidAgentDefinition("name is required")
-    if data.get("mcp_servers") or data.get("visibility") == Visibility.PRIVATE:
+    if (
+        data.get("mcp_servers")
+        or data.get("visibility") == Visibility.PRIVATE
+        or _policy_never(data.get("tool_policy"))
+    ):
         project_get(principal=principal, project_ref=project.id, min_role=Role.OWNER)
     return _save(AgentDefinition(project=project, **data))
 
@@ -148,8 +195,8 @@ def _editable(*, principal: Principal, definition_id: object) -> AgentDefinition
 def agent_definition_update(
     *, principal: Principal, definition_id: object, fields: dict[str, Any]
 ) -> AgentDefinition:
-    """Change the given fields (editor role); changing ``mcp_servers`` or making it private needs the
-    owner role."""
+    """Change the given fields (editor role); changing ``mcp_servers``, making it private or letting
+    a write tool run without approval (``"never"`` where it was not) needs the owner role."""
     definition = _editable(principal=principal, definition_id=definition_id)
     fields = dict(fields)
     sent = fields.get("mcp_servers")
@@ -160,7 +207,8 @@ def agent_definition_update(
     becomes_private = (
         data.get("visibility") == Visibility.PRIVATE and definition.visibility != Visibility.PRIVATE
     )
-    if "mcp_servers" in data or becomes_private:
+    newly_never = _policy_never(data.get("tool_policy")) - _policy_never(definition.tool_policy)
+    if "mcp_servers" in data or becomes_private or newly_never:
         project_get(principal=principal, project_ref=definition.project_id, min_role=Role.OWNER)
     if "mcp_servers" in data:
         data["mcp_servers"] = _keep_operator_headers(data["mcp_servers"], definition.mcp_servers)

@@ -64,6 +64,13 @@ class AgentDefinition(models.Model):
         default="",
         help_text="Why this definition may not run. Clear it to enable the definition again.",
     )
+    # Per write tool: {"<tool>": {"approval": "always" | "never"}}; a write tool not named here needs
+    # approval ("always"); read tools never do. Validated in apps.agents.definitions.
+    tool_policy = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text='{"<write tool>": {"approval": "always" | "never"}}; unnamed write tools: "always".',
+    )
     history_limit = models.PositiveIntegerField(default=10, help_text="Prior messages given to the agent.")
     token_budget = models.PositiveIntegerField(default=32000, help_text="Token budget of the prior messages.")
     created_at = models.DateTimeField(auto_now_add=True)

@@ -12,6 +12,8 @@ import uuid
 from django.db.models import Q, QuerySet
 
 from apps.agents.models import AgentDefinition, Visibility
+from apps.graph_tools.registry import tool_get, tool_names
+from apps.graph_tools.selectors import approval_allowed
 from apps.projects.errors import NotFound, ServiceError
 from apps.projects.models import Project, ProjectMembership, Role
 from apps.projects.selectors import Principal, parse_uuid, project_get, project_list
@@ -102,3 +104,32 @@ def agent_definition_by_name(*, project: Project, name: str) -> AgentDefinition:
         return AgentDefinition.objects.get(project=project, name=name)
     except AgentDefinition.DoesNotExist:
         raise AgentDefinitionNotFound(f"no agent {name!r} in project {project.slug}") from None
+
+
+def tool_approval_needed(*, definition: AgentDefinition, tool_name: str, principal: Principal) -> bool:
+    """Whether a call of ``tool_name`` by this agent, in a turn of ``principal``, must wait for a
+    member's approval.
+
+    Read tools: never. Write tools: unless the definition's tool policy says ``"never"`` for the tool
+    *and* the principal may edit the graph (a viewer's turn never writes unasked: an editor or owner
+    approves it). ``UnknownTool`` for a name the registry does not know.
+    """
+    if tool_get(tool_name).read_only:
+        return False
+    policy = definition.tool_policy if isinstance(definition.tool_policy, dict) else {}
+    entry = policy.get(tool_name)
+    never = isinstance(entry, dict) and entry.get("approval") == "never"
+    return not (never and approval_allowed(principal=principal, project_id=definition.project_id))
+
+
+def tool_policy_effective(definition: AgentDefinition) -> dict[str, dict[str, str]]:
+    """The approval setting of every write tool the definition has (``"always"`` unless set), plus
+    any other write tool its stored policy names."""
+    stored = definition.tool_policy if isinstance(definition.tool_policy, dict) else {}
+    writes = set(tool_names(read_only=False))
+    names = [t for t in definition.tools or [] if t in writes]
+    names += [t for t in stored if t in writes and t not in names]
+    return {
+        t: {"approval": "never" if (stored.get(t) or {}).get("approval") == "never" else "always"}
+        for t in names
+    }

@@ -14,7 +14,7 @@ from pydantic import Field
 from apps.graph_tools import selectors, services
 from apps.graph_tools.errors import ImportTooLarge
 from apps.graph_tools.importer import MAX_TYPE
-from apps.graph_tools.models import GraphObject
+from apps.graph_tools.models import GraphChange, GraphObject
 from apps.projects.auth import principal_of
 from apps.projects.inputs import ListLimit, ListOffset
 
@@ -57,6 +57,51 @@ class ImportOut(Schema):
     relationshipsCreated: int
     relationshipsUpdated: int
     entitiesEmbedded: int
+    # The graph version the import made; null when the file held no records.
+    graphVersion: int | None
+
+
+class ChangeOut(Schema):
+    id: int
+    version: int
+    action: str
+    entityId: uuid.UUID | None
+    relationshipId: uuid.UUID | None
+    srcId: uuid.UUID | None
+    dstId: uuid.UUID | None
+    # Who made the change (the approver, for an approved write); null for operators.
+    user: str | None
+    # "approval" | "policy_never" | "direct" | "import"
+    authority: str
+    approvalId: uuid.UUID | None
+    runId: uuid.UUID | None
+    before: Any
+    after: Any
+    createdAt: datetime
+
+
+class ChangeList(Schema):
+    items: list[ChangeOut]
+    count: int
+
+
+def change_out(change: GraphChange) -> ChangeOut:
+    return ChangeOut(
+        id=change.id,
+        version=change.version,
+        action=change.action,
+        entityId=change.entity_id,
+        relationshipId=change.relationship_id,
+        srcId=change.src_id,
+        dstId=change.dst_id,
+        user=change.user.get_username() if change.user else None,
+        authority=change.authority,
+        approvalId=change.approval_id,
+        runId=change.run_id,
+        before=change.before,
+        after=change.after,
+        createdAt=change.created_at,
+    )
 
 
 def entity_out(obj: GraphObject) -> EntityOut:
@@ -81,7 +126,7 @@ async def import_graph(request: HttpRequest, project_id: str) -> ImportOut:
     result = await services.graph_import_as_member(
         principal=principal_of(request), project_ref=project_id, lines=body.splitlines()
     )
-    return ImportOut(**result.as_counts())
+    return ImportOut(**result.as_counts(), graphVersion=result.graph_version)
 
 
 @router.get("/projects/{project_id}/graph/entities", response=EntityList)
@@ -108,3 +153,17 @@ def get_entity(request: HttpRequest, project_id: str, id_or_key: str) -> EntityW
         for e in detail.edges
     ]
     return EntityWithEdgesOut(**entity_out(detail.entity).dict(), edges=edges)
+
+
+@router.get("/projects/{project_id}/graph/entities/{id_or_key}/history", response=ChangeList)
+def entity_history(
+    request: HttpRequest, project_id: str, id_or_key: str, limit: ListLimit = 100, offset: ListOffset = 0
+) -> ChangeList:
+    changes = selectors.entity_history(
+        principal=principal_of(request),
+        project_ref=project_id,
+        ref=id_or_key,
+        limit=max(1, min(limit, 500)),
+        offset=max(0, offset),
+    )
+    return ChangeList(items=[change_out(c) for c in changes], count=len(changes))

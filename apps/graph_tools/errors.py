@@ -44,6 +44,47 @@ class EntityNotFound(ToolError):
     code = "entity_not_found"
 
 
+class ApprovalRequired(ToolError):
+    """A write tool was called without an approval (or a policy or setting that stands for one)."""
+
+    status = 403
+    code = "approval_required"
+
+
+class RelationshipNotFound(ToolError):
+    """No such relationship in the project."""
+
+    status = 404
+    code = "relationship_not_found"
+
+
+class EntityExists(ToolError):
+    """An entity with this key is already in the project."""
+
+    status = 409
+    code = "entity_exists"
+
+
+class RelationshipExists(ToolError):
+    """The relationship (source, type, target) is already in the project."""
+
+    status = 409
+    code = "relationship_exists"
+
+
+class ApprovalNotFound(NotFound):
+    """No such approval, or not one the caller may see."""
+
+    code = "approval_not_found"
+
+
+class ApprovalNotPending(ServiceError):
+    """The approval was already decided or has expired."""
+
+    status = 409
+    code = "approval_not_pending"
+
+
 class GraphImportError(ServiceError):
     """The import file is invalid; nothing of it was kept."""
 

@@ -206,7 +206,8 @@ def schema_version(*, project_id: uuid.UUID) -> dict[str, Any]:
                      WHERE project_id = %(p)s ORDER BY type),
                greatest(
                    (SELECT max(updated_at) FROM kb.graph_objects WHERE project_id = %(p)s),
-                   (SELECT max(updated_at) FROM kb.graph_relationships WHERE project_id = %(p)s))""",
+                   (SELECT max(updated_at) FROM kb.graph_relationships WHERE project_id = %(p)s)),
+               coalesce((SELECT version FROM kb.graph_versions WHERE project_id = %(p)s), 0)""",
         {"p": project_id},
     )
     entity_types, relationship_types, updated = list(rows[0][0]), list(rows[0][1]), rows[0][2]
@@ -218,6 +219,7 @@ def schema_version(*, project_id: uuid.UUID) -> dict[str, Any]:
         "entity_types": entity_types,
         "relationship_types": relationship_types,
         "updated_at": updated.isoformat() if updated else None,
+        "graph_version": int(rows[0][3]),
     }
 
 

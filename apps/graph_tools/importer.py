@@ -13,7 +13,8 @@ from django.db import connection, connections, transaction
 
 from apps.graph_tools.embeddings import graph_objects_embed
 from apps.graph_tools.errors import GraphImportError
-from apps.graph_tools.models import GraphObject, GraphRelationship
+from apps.graph_tools.models import ChangeAction, ChangeAuthority, GraphChange, GraphObject, GraphRelationship
+from apps.graph_tools.versions import graph_version_bump
 from apps.projects.inputs import InvalidInput, json_parse
 from apps.projects.models import Project
 
@@ -31,6 +32,8 @@ class ImportResult:
     relationships_created: int = 0
     relationships_updated: int = 0
     entities_embedded: int = 0
+    # The graph version the import made (None: the file had no records, nothing was written).
+    graph_version: int | None = None
     entity_ids: list[Any] = field(default_factory=list)
 
     def as_counts(self) -> dict[str, int]:
@@ -135,29 +138,35 @@ BATCH = 2000
 IMPORT_LOCK_NAMESPACE = 0x6B67  # "kg"
 
 
-def _take_the_project_import_turn(project: Project) -> None:
-    """Wait until no other import of ``project`` is running (held until this transaction ends).
+def project_write_turn(project_id: Any) -> None:
+    """Wait until no other import or write tool of the project is running (held until this
+    transaction ends).
 
     Imports of a project wait for each other on its type counts anyway (migration 0005); an
     import of several batches could otherwise take those rows in a different order than another
-    import and deadlock with it.
+    import and deadlock with it. Write tools take the same turn, so what they planned stays true
+    until they have written it.
     """
     with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT pg_advisory_xact_lock(%s, hashtext(%s))", [IMPORT_LOCK_NAMESPACE, str(project.id)]
+            "SELECT pg_advisory_xact_lock(%s, hashtext(%s))", [IMPORT_LOCK_NAMESPACE, str(project_id)]
         )
 
 
 @transaction.atomic
-def graph_import(*, project: Project, lines: Iterable[str | bytes]) -> ImportResult:
+def graph_import(
+    *, project: Project, lines: Iterable[str | bytes], user_id: int | None = None
+) -> ImportResult:
     """Upsert the entities and relationships of a JSON Lines file into ``project``.
 
     Entities are matched by ``key``, relationships by (src, type, dst). A relationship may name
     entities defined anywhere in the same file or already in the project. Any invalid line
-    raises ``GraphImportError`` with its line number and nothing is kept.
+    raises ``GraphImportError`` with its line number and nothing is kept. An import that upserts
+    anything bumps the graph version once and records a change per entity and relationship
+    (``user_id``: who imported, None for operators).
     """
     entities, relationships = parse_lines(lines)
-    _take_the_project_import_turn(project)
+    project_write_turn(project.id)
     result = ImportResult()
 
     keys = [e.key for e in entities]
@@ -239,7 +248,39 @@ def graph_import(*, project: Project, lines: Iterable[str | bytes]) -> ImportRes
         )
 
     result.entity_ids = [ids[k] for k in keys]
+    if entities or relationships:
+        result.graph_version = _record_import(
+            project=project, result=result, relationships=relationships, ids=ids, user_id=user_id
+        )
     return result
+
+
+def _record_import(
+    *,
+    project: Project,
+    result: ImportResult,
+    relationships: list[_Relationship],
+    ids: dict[str, Any],
+    user_id: int | None,
+) -> int:
+    """Bump the graph version and record one change per upserted entity and relationship."""
+    version = graph_version_bump(project_id=project.id)
+    common = {"project": project, "version": version, "user_id": user_id, "authority": ChangeAuthority.IMPORT}
+    changes = [
+        GraphChange(action=ChangeAction.IMPORT_ENTITY, entity_id=i, **common) for i in result.entity_ids
+    ]
+    changes += [
+        GraphChange(
+            action=ChangeAction.IMPORT_RELATIONSHIP,
+            src_id=ids[r.src],
+            dst_id=ids[r.dst],
+            after={"type": r.type, "src_key": r.src, "dst_key": r.dst},
+            **common,
+        )
+        for r in relationships
+    ]
+    GraphChange.objects.bulk_create(changes, batch_size=BATCH)
+    return version
 
 
 def graph_import_embed(*, project_id: Any, result: ImportResult, progress: Any = None) -> int:
@@ -264,11 +305,13 @@ def _embed_in_worker_thread(project_id: Any, result: ImportResult) -> int:
         connections.close_all()  # this worker thread's connections only
 
 
-async def graph_import_async(*, project: Project, lines: Iterable[str | bytes]) -> ImportResult:
+async def graph_import_async(
+    *, project: Project, lines: Iterable[str | bytes], user_id: int | None = None
+) -> ImportResult:
     """Import, then embed in a worker thread: the event loop and Django's sync thread stay free.
 
     When it returns, the entities are searchable by text and by meaning.
     """
-    result = await sync_to_async(graph_import)(project=project, lines=lines)
+    result = await sync_to_async(graph_import)(project=project, lines=lines, user_id=user_id)
     result.entities_embedded = await asyncio.to_thread(_embed_in_worker_thread, project.id, result)
     return result

@@ -1,7 +1,9 @@
 """The graph tools as an MCP server (PROTOCOL §6): streamable HTTP at ``/mcp`` and stdio.
 
 Tools are listed from the one registry with their JSON Schemas and every call goes through
-``registry.tool_call``, so MCP can do nothing that REST cannot. A tool failure becomes an
+``services.tool_call_direct`` (as the REST route does), so MCP can do nothing that REST cannot: a
+write tool needs an editor's or owner's token and ``KGCHAT_DIRECT_WRITES``, else it answers an
+``isError`` result saying approval is required. A tool failure becomes an
 ``isError`` result carrying the message.
 
 HTTP: ``Authorization: Bearer <api token>`` only. The project is the token's, or the one named
@@ -28,14 +30,16 @@ from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from mcp_types import Tool as MCPTool
 
 from apps.graph_tools.errors import McpUnauthorized, UnknownTool
-from apps.graph_tools.registry import tool_call, tool_get, tool_list
+from apps.graph_tools.registry import tool_get, tool_list
+from apps.graph_tools.services import tool_call_direct
 from apps.projects.errors import ServiceError
 from apps.projects.inputs import bad_input_from, input_check
-from apps.projects.selectors import principal_from_token, project_get, project_get_by_ref
+from apps.projects.selectors import Principal, principal_from_token, project_get, project_get_by_ref
 
 log = logging.getLogger("kgchat.mcp")
 
 PROJECT_SCOPE_KEY = "kgchat.project_id"
+PRINCIPAL_SCOPE_KEY = "kgchat.principal"
 INSTRUCTIONS = (
     "Tools over one project's knowledge graph. Start with hybrid_search to find entities, then "
     "get_entity_edges or traverse_graph to follow relationships; schema_version, list_entity_types and "
@@ -59,7 +63,9 @@ class GraphMCPServer(MCPServer):
                 name=t.name,
                 description=t.description,
                 input_schema=t.input_schema(),
-                annotations=ToolAnnotations(read_only_hint=t.read_only, open_world_hint=False),
+                annotations=ToolAnnotations(
+                    read_only_hint=t.read_only, destructive_hint=t.destructive, open_world_hint=False
+                ),
             )
             for t in tool_list()
         ]
@@ -70,20 +76,28 @@ class GraphMCPServer(MCPServer):
         except UnknownTool:
             return None
 
+    def _scope_of(self, context: Any) -> dict[str, Any]:
+        request = getattr(getattr(context, "_request_context", None), "request", None)
+        return getattr(request, "scope", None) or {}
+
     def _project_of(self, context: Any) -> uuid.UUID | None:
         if self.project_id is not None:
             return self.project_id
-        request = getattr(getattr(context, "_request_context", None), "request", None)
-        scope = getattr(request, "scope", None) or {}
-        project_id = scope.get(PROJECT_SCOPE_KEY)
+        project_id = self._scope_of(context).get(PROJECT_SCOPE_KEY)
         return project_id if isinstance(project_id, uuid.UUID) else None
 
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> CallToolResult:
         project_id = self._project_of(context)
         if project_id is None:
             return _error_result("no project: this request carries no authenticated project")
+        # Over HTTP, the token's user; the stdio server (project fixed by an operator) has none.
+        principal = None if self.project_id is not None else self._scope_of(context).get(PRINCIPAL_SCOPE_KEY)
+        if self.project_id is None and not isinstance(principal, Principal):
+            return _error_result("no principal: this request carries no authenticated user")
         try:
-            result = await tool_call(project_id=project_id, name=name, arguments=arguments)
+            result = await tool_call_direct(
+                principal=principal, project_id=project_id, name=name, arguments=arguments
+            )
         except ServiceError as exc:
             return _error_result(exc.message)
         except Exception as exc:
@@ -102,18 +116,21 @@ def _error_result(message: str) -> CallToolResult:
     return CallToolResult(content=[TextContent(type="text", text=message)], is_error=True)
 
 
-def mcp_project_resolve(*, authorization_secret: str | None, project_ref: str | None) -> uuid.UUID:
-    """Return the project an MCP request works on, from its API token and optional ``X-Project-ID``."""
+def mcp_project_resolve(
+    *, authorization_secret: str | None, project_ref: str | None
+) -> tuple[uuid.UUID, Principal]:
+    """Return the project an MCP request works on, from its API token and optional ``X-Project-ID``,
+    and the token's principal."""
     principal = principal_from_token(secret=authorization_secret or "")
     if principal is None:
         raise McpUnauthorized()
     if project_ref:
         input_check(project_ref, field="X-Project-ID")
-        return project_get(principal=principal, project_ref=project_ref).id
+        return project_get(principal=principal, project_ref=project_ref).id, principal
     if principal.token_project_id is not None:
         # A bound token is only as good as its user's membership, however that membership ended
         # (the members API revokes tokens, a Django admin inline deletion does not).
-        return project_get(principal=principal, project_ref=principal.token_project_id).id
+        return project_get(principal=principal, project_ref=principal.token_project_id).id, principal
     raise ServiceError(
         "this token is not bound to a project: name one with the X-Project-ID header", code="project_required"
     )
@@ -181,7 +198,7 @@ class McpHttpApp:
         scheme, _, value = headers.get("authorization", "").partition(" ")
         secret = value.strip() if scheme.lower() == "bearer" else None
         try:
-            project_id = await sync_to_async(mcp_project_resolve)(
+            project_id, principal = await sync_to_async(mcp_project_resolve)(
                 authorization_secret=secret, project_ref=headers.get("x-project-id")
             )
         except ServiceError as exc:
@@ -189,7 +206,9 @@ class McpHttpApp:
             await _send_json(send, exc.status, {"error": exc.message, "code": exc.code}, extra)
             return
         manager = await self._session_manager()
-        await manager.handle_request({**scope, PROJECT_SCOPE_KEY: project_id}, receive, send)
+        await manager.handle_request(
+            {**scope, PROJECT_SCOPE_KEY: project_id, PRINCIPAL_SCOPE_KEY: principal}, receive, send
+        )
 
 
 def mcp_asgi_app() -> McpHttpApp:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uuid
 
+from django.conf import settings
 from django.contrib.postgres.indexes import GinIndex
 from django.contrib.postgres.search import SearchVector, SearchVectorField
 from django.db import models
@@ -124,3 +125,130 @@ class RelationshipTypeCount(models.Model):
 
     def __str__(self) -> str:
         return f"{self.src_type} -{self.type}-> {self.dst_type}: {self.count}"
+
+
+class GraphVersion(models.Model):
+    """A project's graph version: bumped by every import and every write tool, in their transaction.
+
+    ``graph_version_bump`` increments it with one ``INSERT … ON CONFLICT DO UPDATE``, which locks the
+    row until the transaction ends, so versions are gap-free per project and writers take turns.
+    """
+
+    project = models.OneToOneField(Project, on_delete=models.CASCADE, primary_key=True, related_name="+")
+    version = models.BigIntegerField(default=0)
+
+    class Meta:
+        db_table = 'kb"."graph_versions'
+
+    def __str__(self) -> str:
+        return f"{self.project_id}: {self.version}"
+
+
+class ChangeAction(models.TextChoices):
+    CREATE_ENTITY = "create_entity", "Create entity"
+    UPDATE_ENTITY = "update_entity", "Update entity"
+    DELETE_ENTITY = "delete_entity", "Delete entity"
+    CREATE_RELATIONSHIP = "create_relationship", "Create relationship"
+    DELETE_RELATIONSHIP = "delete_relationship", "Delete relationship"
+    IMPORT_ENTITY = "import_entity", "Import entity"
+    IMPORT_RELATIONSHIP = "import_relationship", "Import relationship"
+
+
+class ChangeAuthority(models.TextChoices):
+    """On whose word a change was made."""
+
+    APPROVAL = "approval", "Approved by a member"
+    POLICY_NEVER = "policy_never", "Agent tool policy 'never'"
+    DIRECT = "direct", "Direct call by the member (operator setting)"
+    IMPORT = "import", "Graph import"
+
+
+class ApprovalStatus(models.TextChoices):
+    PENDING = "pending", "Pending"
+    APPROVED = "approved", "Approved"
+    REJECTED = "rejected", "Rejected"
+    EXPIRED = "expired", "Expired"
+
+
+class WriteApproval(models.Model):
+    """A write tool call an agent proposed, waiting for (or past) a member's decision.
+
+    The run, conversation and agent definition belong to layers above this one: ids only.
+    """
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="write_approvals")
+    tool_name = models.CharField(max_length=100)
+    arguments = models.JSONField(default=dict)
+    diff = models.JSONField(default=dict)
+    status = models.CharField(max_length=16, choices=ApprovalStatus.choices, default=ApprovalStatus.PENDING)
+    run_id = models.UUIDField(null=True, blank=True)
+    conversation_id = models.UUIDField(null=True, blank=True)
+    agent_definition_id = models.UUIDField(null=True, blank=True)
+    call_id = models.CharField(max_length=200, blank=True, default="")
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    decided_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    decided_at = models.DateTimeField(null=True, blank=True)
+    reason = models.TextField(blank=True, default="")
+    # What applying the approved write returned: the tool result, or {"error", "code"}.
+    result = models.JSONField(null=True, blank=True)
+    expires_at = models.DateTimeField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        db_table = 'kb"."graph_write_approvals'
+        ordering = ["-created_at"]
+        indexes = [
+            models.Index(fields=["project", "status", "expires_at"], name="graph_approval_status"),
+            models.Index(fields=["conversation_id", "status"], name="graph_approval_conversation"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.tool_name} ({self.status})"
+
+
+class GraphChange(models.Model):
+    """One change of one entity or relationship: the audit trail and the "changed since" index.
+
+    Entities and relationships are named by id (not foreign keys: the row outlives a deletion).
+    A relationship change also names both ends, so "which of these entities changed since version
+    N" finds edges added to or removed from them.
+    """
+
+    id = models.BigAutoField(primary_key=True)
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="graph_changes")
+    version = models.BigIntegerField()
+    action = models.CharField(max_length=32, choices=ChangeAction.choices)
+    entity_id = models.UUIDField(null=True, blank=True)
+    relationship_id = models.UUIDField(null=True, blank=True)
+    src_id = models.UUIDField(null=True, blank=True)
+    dst_id = models.UUIDField(null=True, blank=True)
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    authority = models.CharField(max_length=16, choices=ChangeAuthority.choices)
+    approval = models.ForeignKey(
+        WriteApproval, on_delete=models.SET_NULL, null=True, blank=True, related_name="changes"
+    )
+    run_id = models.UUIDField(null=True, blank=True)
+    before = models.JSONField(null=True, blank=True)
+    after = models.JSONField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        db_table = 'kb"."graph_changes'
+        ordering = ["-version", "-id"]
+        indexes = [
+            models.Index(fields=["project", "version"], name="graph_change_project_version"),
+            models.Index(fields=["entity_id", "version"], name="graph_change_entity_version"),
+            models.Index(fields=["src_id", "version"], name="graph_change_src_version"),
+            models.Index(fields=["dst_id", "version"], name="graph_change_dst_version"),
+            models.Index(fields=["project", "action", "-created_at"], name="graph_change_project_action"),
+        ]
+
+    def __str__(self) -> str:
+        return f"v{self.version} {self.action}"

@@ -31,10 +31,27 @@ class ToolArgs(BaseModel):
 
 
 @dataclass(frozen=True)
+class WriteAuthorization:
+    """On whose word a write tool may change the graph, recorded in its audit row.
+
+    ``via`` is ``"approval"`` (``approval_id`` names the decided ``WriteApproval``),
+    ``"policy_never"`` (the agent definition's tool policy lets the tool run without approval) or
+    ``"direct"`` (a member called the tool over REST or MCP, which the operator allowed).
+    """
+
+    via: str
+    user_id: int | None = None
+    approval_id: uuid.UUID | None = None
+    run_id: uuid.UUID | None = None
+
+
+@dataclass(frozen=True)
 class ToolContext:
-    """What a handler may touch: one project."""
+    """What a handler may touch: one project; a write tool also needs an authorization (without one
+    it answers ``approval_required`` and writes nothing)."""
 
     project_id: uuid.UUID
+    authorization: WriteAuthorization | None = None
 
 
 Handler = Callable[[ToolContext, Any], Awaitable[dict[str, Any]]]
@@ -47,6 +64,8 @@ class GraphTool:
     args_model: type[ToolArgs]
     handler: Handler
     read_only: bool = True
+    # MCP's destructiveHint: the tool may change or remove what is already in the graph.
+    destructive: bool = False
 
     def input_schema(self) -> dict[str, Any]:
         # A copy: callers may change what they get; the schema itself is built once per model.
@@ -74,12 +93,13 @@ def register(tool: GraphTool) -> GraphTool:
     return tool
 
 
-def tool_list() -> list[GraphTool]:
-    return list(_REGISTRY.values())
+def tool_list(*, read_only: bool | None = None) -> list[GraphTool]:
+    """Every registered tool, or only the read-only (``True``) or only the write (``False``) ones."""
+    return [t for t in _REGISTRY.values() if read_only is None or t.read_only == read_only]
 
 
-def tool_names() -> list[str]:
-    return [t.name for t in tool_list()]
+def tool_names(*, read_only: bool | None = None) -> list[str]:
+    return [t.name for t in tool_list(read_only=read_only)]
 
 
 def tool_get(name: str) -> GraphTool:
@@ -111,8 +131,17 @@ def validate_arguments(tool: GraphTool, arguments: dict[str, Any] | None) -> Too
         raise ToolArgumentError(f"invalid arguments for {tool.name}: {problems}", argument=argument) from None
 
 
-async def tool_call(*, project_id: uuid.UUID, name: str, arguments: dict[str, Any] | None) -> dict[str, Any]:
-    """Validate ``arguments`` and run tool ``name`` on one project; raise ``ToolError`` on failure."""
+async def tool_call(
+    *,
+    project_id: uuid.UUID,
+    name: str,
+    arguments: dict[str, Any] | None,
+    authorization: WriteAuthorization | None = None,
+) -> dict[str, Any]:
+    """Validate ``arguments`` and run tool ``name`` on one project; raise ``ToolError`` on failure.
+
+    A write tool runs only with an ``authorization``; without one it raises ``ApprovalRequired``.
+    """
     tool = tool_get(name)
     args = validate_arguments(tool, arguments)
-    return await tool.handler(ToolContext(project_id=project_id), args)
+    return await tool.handler(ToolContext(project_id=project_id, authorization=authorization), args)

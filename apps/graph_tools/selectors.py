@@ -7,17 +7,19 @@ The tools have their own, faster queries (``graph_queries``, ``search``) but nam
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from django.db import connection
 from django.db.models import Q, QuerySet
 
-from apps.graph_tools.errors import EntityNotFound
-from apps.graph_tools.models import GraphObject, GraphRelationship
+from apps.graph_tools.errors import ApprovalNotFound, EntityNotFound
+from apps.graph_tools.models import ApprovalStatus, GraphChange, GraphObject, GraphRelationship, WriteApproval
 from apps.graph_tools.registry import GraphTool, tool_list
 from apps.graph_tools.search import ENTITY_COLUMNS, entity_row, json_value
-from apps.projects.selectors import Principal, parse_uuid, project_get
+from apps.projects.models import ProjectMembership, Role
+from apps.projects.selectors import ROLE_RANK, Principal, parse_uuid, project_get, project_list
 
 
 def _entities(project_id: uuid.UUID) -> QuerySet[GraphObject]:
@@ -97,3 +99,76 @@ def tool_list_for(*, principal: Principal, project_ref: object) -> list[GraphToo
     """The graph tools a member of the project may call (all of them, to every member)."""
     project_get(principal=principal, project_ref=project_ref)
     return tool_list()
+
+
+def approval_allowed(*, principal: Principal, project_id: uuid.UUID) -> bool:
+    """Whether the principal may approve (and directly run) graph writes in the project: editors and
+    owners may, viewers and non-members may not."""
+    if principal.token_project_id is not None and principal.token_project_id != project_id:
+        return False
+    role = (
+        ProjectMembership.objects.filter(project_id=project_id, user_id=principal.user_id)
+        .values_list("role", flat=True)
+        .first()
+    )
+    return role is not None and ROLE_RANK[Role(role)] >= ROLE_RANK[Role.EDITOR]
+
+
+def graph_changes_since(
+    *, project_id: uuid.UUID, version: int, entity_ids: Iterable[uuid.UUID | str]
+) -> list[GraphChange]:
+    """The changes after graph version ``version`` that touched any of ``entity_ids``: the entity
+    itself (created, updated, deleted, imported) or a relationship at either of its ends. Oldest
+    first. One query, served by the (entity_id|src_id|dst_id, version) indexes."""
+    ids = [i for i in (parse_uuid(e) for e in entity_ids) if i is not None]
+    if not ids:
+        return []
+    return list(
+        GraphChange.objects.filter(project_id=project_id, version__gt=version)
+        .filter(Q(entity_id__in=ids) | Q(src_id__in=ids) | Q(dst_id__in=ids))
+        .order_by("version", "id")
+    )
+
+
+def entity_history(
+    *, principal: Principal, project_ref: object, ref: str, limit: int = 100, offset: int = 0
+) -> list[GraphChange]:
+    """The change history of one entity of a project the principal may see, newest first: its own
+    changes and those of relationships at its ends. ``ref`` is an id or key; a deleted entity is
+    found by its id."""
+    project = project_get(principal=principal, project_ref=project_ref)
+    try:
+        entity_id: uuid.UUID | None = uuid.UUID(entity_resolve(project_id=project.id, ref=ref)["id"])
+    except EntityNotFound:
+        entity_id = parse_uuid(ref)
+        if entity_id is None or not GraphChange.objects.filter(project=project, entity_id=entity_id).exists():
+            raise
+    return list(
+        GraphChange.objects.filter(project=project)
+        .filter(Q(entity_id=entity_id) | Q(src_id=entity_id) | Q(dst_id=entity_id))
+        .select_related("user", "approval__decided_by")
+        .order_by("-version", "-id")[offset : offset + limit]
+    )
+
+
+def approval_get(*, principal: Principal, approval_id: object) -> WriteApproval:
+    """An approval of a project the principal is a member of (``ApprovalNotFound`` otherwise)."""
+    approval_uuid = parse_uuid(approval_id)
+    approval = (
+        WriteApproval.objects.filter(id=approval_uuid, project__in=project_list(principal=principal)).first()
+        if approval_uuid
+        else None
+    )
+    if approval is None:
+        raise ApprovalNotFound(f"approval {approval_id!s} not found")
+    return approval
+
+
+def approvals_pending(*, conversation_id: uuid.UUID) -> list[WriteApproval]:
+    """The pending approvals of a conversation, oldest first (expired ones included until
+    ``approvals_expire`` marks them)."""
+    return list(
+        WriteApproval.objects.filter(conversation_id=conversation_id, status=ApprovalStatus.PENDING).order_by(
+            "created_at"
+        )
+    )

@@ -7,13 +7,15 @@ thread of its own so the model never holds up the database thread.
 
 from __future__ import annotations
 
+import asyncio
 from typing import Annotated, Any, Literal
 
 from asgiref.sync import sync_to_async
 from pydantic import Field, StringConstraints
 
-from apps.graph_tools import graph_queries, search, selectors
+from apps.graph_tools import graph_queries, search, selectors, writes
 from apps.graph_tools.embeddings import get_embedder
+from apps.graph_tools.errors import ApprovalRequired
 from apps.graph_tools.registry import GraphTool, ToolArgs, ToolContext, register
 
 Query = Annotated[
@@ -206,7 +208,31 @@ async def _list_relationships(ctx: ToolContext, args: ListRelationshipsArgs) -> 
     return {"relationship_types": types}
 
 
-# The registry is filled from this tuple when Django starts (GraphToolsConfig.ready).
+def _write_handler(name: str) -> Any:
+    async def handler(ctx: ToolContext, args: ToolArgs) -> dict[str, Any]:
+        if ctx.authorization is None:
+            raise ApprovalRequired(
+                f"{name} changes the graph and needs the approval of a project editor or owner; "
+                "it was not run and nothing was written"
+            )
+        outcome = await _db(writes.write_apply)(
+            project_id=ctx.project_id, tool_name=name, args=args, authorization=ctx.authorization
+        )
+        # As the import does: the entity is searchable by meaning when the tool returns.
+        await asyncio.to_thread(
+            writes.written_entities_embed_in_worker_thread, project_id=ctx.project_id, ids=outcome.embed_ids
+        )
+        return outcome.result
+
+    return handler
+
+
+_WRITE_NOTE = (
+    " Changes the graph: it runs only after a project editor or owner approved the call (or the agent's "
+    "tool policy says no approval is needed); otherwise the result is an approval_required error."
+)
+
+# The registry is filled from these tuples when Django starts (GraphToolsConfig.ready).
 GRAPH_TOOLS: tuple[GraphTool, ...] = (
     GraphTool(
         name="hybrid_search",
@@ -280,7 +306,8 @@ GRAPH_TOOLS: tuple[GraphTool, ...] = (
         name="schema_version",
         description=(
             "The graph's schema: its entity types and relationship types, a version string that changes "
-            "whenever those sets change, and when the graph last changed."
+            "whenever those sets change, when the graph last changed, and graph_version: a number that "
+            "every import and every write raises by one."
         ),
         args_model=NoArgs,
         handler=_schema_version,
@@ -297,7 +324,54 @@ GRAPH_TOOLS: tuple[GraphTool, ...] = (
 )
 
 
+WRITE_TOOLS: tuple[GraphTool, ...] = (
+    GraphTool(
+        name="create_entity",
+        description="Create a new entity with a unique key, a type, a name, a description and properties."
+        + _WRITE_NOTE,
+        args_model=writes.CreateEntityArgs,
+        handler=_write_handler("create_entity"),
+        read_only=False,
+    ),
+    GraphTool(
+        name="update_entity",
+        description=(
+            "Change an entity's name, description and/or properties (a property set to null is removed; "
+            "properties not given stay as they are)." + _WRITE_NOTE
+        ),
+        args_model=writes.UpdateEntityArgs,
+        handler=_write_handler("update_entity"),
+        read_only=False,
+        destructive=True,
+    ),
+    GraphTool(
+        name="delete_entity",
+        description="Delete an entity together with all its relationships." + _WRITE_NOTE,
+        args_model=writes.DeleteEntityArgs,
+        handler=_write_handler("delete_entity"),
+        read_only=False,
+        destructive=True,
+    ),
+    GraphTool(
+        name="create_relationship",
+        description="Create a relationship of a type from a source entity to a target entity." + _WRITE_NOTE,
+        args_model=writes.CreateRelationshipArgs,
+        handler=_write_handler("create_relationship"),
+        read_only=False,
+    ),
+    GraphTool(
+        name="delete_relationship",
+        description="Delete the relationship of a type from a source entity to a target entity."
+        + _WRITE_NOTE,
+        args_model=writes.DeleteRelationshipArgs,
+        handler=_write_handler("delete_relationship"),
+        read_only=False,
+        destructive=True,
+    ),
+)
+
+
 def tools_register() -> None:
-    """Put the graph tools into the registry (once, at start-up)."""
-    for tool in GRAPH_TOOLS:
+    """Put the graph tools, read and write, into the registry (once, at start-up)."""
+    for tool in (*GRAPH_TOOLS, *WRITE_TOOLS):
         register(tool)

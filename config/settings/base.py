@@ -166,6 +166,11 @@ KGCHAT_STREAM_COALESCE_MS = env_int("KGCHAT_STREAM_COALESCE_MS", 20)
 KGCHAT_TOOL_TIMEOUT_SECONDS = env_int("KGCHAT_TOOL_TIMEOUT_SECONDS", 30)
 # How long a project invitation link stays valid when its owner does not say (hours; 7 days).
 KGCHAT_INVITATION_TTL_HOURS = env_int("KGCHAT_INVITATION_TTL_HOURS", 7 * 24)
+# Graph write tools called directly (REST tool route, MCP) have no approval step: off, they answer
+# "approval_required"; on, an editor's or owner's call is its own approval (audited as "direct").
+KGCHAT_DIRECT_WRITES = env_bool("KGCHAT_DIRECT_WRITES", False)
+# How long a write an agent proposed waits for a decision before it expires.
+KGCHAT_APPROVAL_TTL_MINUTES = env_int("KGCHAT_APPROVAL_TTL_MINUTES", 60)
 # MCP servers agent definitions may use (apps/agents/mcp_servers.py); both empty: none.
 # Stdio servers by name, as JSON: {"<name>": {"command": "…", "args": […], "env": {…}}}.
 try:

@@ -25,8 +25,9 @@ def test_install_default_agents_creates_graph_query_agent_exactly_as_designed(ow
     response = client.post(f"/api/admin/projects/{project.id}/install-default-agents")
 
     assert response.status_code == 200
-    assert response.json() == {"installed": ["graph-query-agent"], "existing": []}
-    agent = client.get(f"/api/projects/{project.id}/agent-definitions").json()["items"][0]
+    assert response.json() == {"installed": ["graph-query-agent", "graph-curator-agent"], "existing": []}
+    items = client.get(f"/api/projects/{project.id}/agent-definitions").json()["items"]
+    agent = next(a for a in items if a["name"] == "graph-query-agent")
     assert agent["name"] == GRAPH_QUERY_AGENT["name"]
     assert agent["description"] == GRAPH_QUERY_AGENT["description"]
     assert agent["systemPrompt"] == GRAPH_QUERY_AGENT["system_prompt"]
@@ -46,8 +47,8 @@ def test_install_default_agents_is_idempotent(owner):
 
     again = client.post(f"/api/admin/projects/{project.id}/install-default-agents")
 
-    assert again.json() == {"installed": [], "existing": ["graph-query-agent"]}
-    assert AgentDefinition.objects.filter(project=project).count() == 1
+    assert again.json() == {"installed": [], "existing": ["graph-query-agent", "graph-curator-agent"]}
+    assert AgentDefinition.objects.filter(project=project).count() == 2
 
 
 def test_install_default_agents_needs_the_owner_role(owner):

@@ -32,8 +32,8 @@ def test_install_default_agents_command_into_one_project_by_slug_and_an_unknown_
     with pytest.raises(CommandError, match="no project 'nowhere'"):
         call_command("install_default_agents", "--project", "nowhere")
 
-    assert f"{project.slug}: installed graph-query-agent" in out.getvalue()
-    assert list(AgentDefinition.objects.values_list("project_id", flat=True)) == [project.id]
+    assert f"{project.slug}: installed graph-query-agent, graph-curator-agent" in out.getvalue()
+    assert set(AgentDefinition.objects.values_list("project_id", flat=True)) == {project.id}
     assert not AgentDefinition.objects.filter(project=other).exists()
 
 

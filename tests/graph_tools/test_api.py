@@ -40,6 +40,7 @@ def test_import_creates_entities_and_relationships(owner_client):
         "entitiesUpdated": 0,
         "relationshipsCreated": 1,
         "relationshipsUpdated": 0,
+        "graphVersion": 1,
     }
     alice = GraphObject.objects.get(project=project, key="alice")
     assert (alice.type, alice.name, alice.properties) == ("Person", "Alice", {"born": 1990})
@@ -62,6 +63,7 @@ def test_reimport_same_key_updates_the_entity(owner_client):
         "entitiesUpdated": 1,
         "relationshipsCreated": 0,
         "relationshipsUpdated": 1,
+        "graphVersion": 2,
     }
     assert GraphObject.objects.filter(project=project).count() == 2
     assert GraphObject.objects.get(project=project, key="alice").name == "Alice Smith"

@@ -16,12 +16,14 @@ from urllib.parse import quote
 import httpx
 import httpx2
 import pytest
+from asgiref.sync import sync_to_async
 from django.db import connection
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
 from apps.graph_tools.mcp_server import mcp_project_resolve
+from apps.graph_tools.models import GraphObject
 from apps.graph_tools.registry import tool_get, tool_names
 from apps.projects.errors import ServiceError
 from bench.support import start_daphne, wait_ready
@@ -179,11 +181,59 @@ async def test_stdio_command_serves_the_projects_tools(live_graph: SmallGraph):
         listed = await client.list_tools()
         edges = await client.call_tool("get_entity_edges", {"entity_id": "alice", "direction": "in"})
         bad = await client.call_tool("hybrid_search", {"query": ""})
+        write = await client.call_tool("delete_entity", {"entity_id": "alice"})
 
     assert sorted(t.name for t in listed.tools) == sorted(tool_names())
     assert [e["other"]["key"] for e in payload(edges)["edges"]] == ["carol"]
     assert bad.is_error is True
     assert "query" in bad.content[0].text
+    assert write.is_error is True
+    assert "needs approval" in write.content[0].text
+    assert await sync_to_async(GraphObject.objects.filter(id=live_graph.e["alice"].id).exists)()
+
+
+# --- issue #15: write tools over MCP: annotations, the token's role, approval required ------------
+
+
+async def test_http_write_tools_are_annotated_not_read_only_and_deletes_and_updates_destructive(
+    daphne_url: str, token: str
+):
+    async with http_client(daphne_url, {"Authorization": f"Bearer {token}"}) as client:
+        listed = {t.name: t.annotations for t in (await client.list_tools()).tools}
+
+    hints = {name: (a.read_only_hint, a.destructive_hint) for name, a in listed.items() if a is not None}
+    assert hints["create_entity"] == (False, False)
+    assert hints["create_relationship"] == (False, False)
+    assert hints["update_entity"] == (False, True)
+    assert hints["delete_entity"] == (False, True)
+    assert hints["delete_relationship"] == (False, True)
+    assert hints["hybrid_search"][0] is True
+
+
+async def test_http_write_by_a_viewer_token_is_refused_for_its_role(daphne_url: str, token: str, live_graph):
+    async with http_client(daphne_url, {"Authorization": f"Bearer {token}"}) as client:
+        refused = await client.call_tool("delete_entity", {"entity_id": "alice"})
+
+    assert refused.is_error is True
+    assert "editor role" in refused.content[0].text
+    assert await sync_to_async(GraphObject.objects.filter(id=live_graph.e["alice"].id).exists)()
+
+
+async def test_http_write_by_an_editor_token_says_approval_is_required_and_writes_nothing(
+    daphne_url: str, live_graph: SmallGraph
+):
+    editor = await sync_to_async(make_user)()
+    await sync_to_async(add_member)(live_graph.project, editor, "editor")
+    secret = await sync_to_async(make_token)(editor, live_graph.project)
+
+    async with http_client(daphne_url, {"Authorization": f"Bearer {secret}"}) as client:
+        refused = await client.call_tool("create_entity", {"key": "zed", "type": "Person", "name": "Zed"})
+        version = payload(await client.call_tool("schema_version", {}))["graph_version"]
+
+    assert refused.is_error is True
+    assert "needs approval" in refused.content[0].text
+    assert not await sync_to_async(GraphObject.objects.filter(key="zed").exists)()
+    assert version == 0
 
 
 # --- issue #11: bad input in tools/call is an isError result (or a JSON-RPC error), never a crash --

@@ -9,8 +9,8 @@ from apps.graph_tools.registry import tool_names
 from tests.graph_tools.conftest import SmallGraph, call_tool
 
 
-def test_the_registry_holds_exactly_the_ten_protocol_tools():
-    assert sorted(tool_names()) == sorted(
+def test_the_registry_holds_the_ten_protocol_read_tools_and_the_five_write_tools():
+    assert sorted(tool_names(read_only=True)) == sorted(
         [
             "hybrid_search",
             "search_entities",
@@ -24,6 +24,13 @@ def test_the_registry_holds_exactly_the_ten_protocol_tools():
             "list_relationships",
         ]
     )
+    assert sorted(tool_names(read_only=False)) == [
+        "create_entity",
+        "create_relationship",
+        "delete_entity",
+        "delete_relationship",
+        "update_entity",
+    ]
 
 
 @pytest.mark.parametrize(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from django.test import Client
 
+from apps.graph_tools.models import GraphChange, GraphObject
 from apps.graph_tools.registry import tool_names
 from tests.factories import add_member, make_token, make_user
 from tests.graph_tools.conftest import SmallGraph
@@ -29,7 +30,7 @@ def test_list_tools_gives_name_description_schema_and_read_only(graph: SmallGrap
 
     body = response.json()
     assert response.status_code == 200
-    assert body["count"] == 10
+    assert body["count"] == 15
     assert [t["name"] for t in body["items"]] == tool_names()
     traverse = next(t for t in body["items"] if t["name"] == "traverse_graph")
     assert set(traverse) == {"name", "description", "inputSchema", "readOnly"}
@@ -130,3 +131,90 @@ def test_bearer_token_calls_a_tool_and_no_token_answers_401(graph: SmallGraph):
     assert with_token.status_code == 200
     assert [r["key"] for r in with_token.json()["results"]] == ["acme", "alice"]
     assert without.status_code == 401
+
+
+def client_with_role(graph: SmallGraph, role: str) -> Client:
+    user = make_user()
+    add_member(graph.project, user, role)
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+def test_viewer_calling_a_write_tool_gets_403_and_nothing_is_written(graph: SmallGraph):
+    viewer = client_with_role(graph, "viewer")
+
+    response = viewer.post(
+        url(graph, "delete_entity"), {"entity_id": "alice"}, content_type="application/json"
+    )
+
+    assert response.status_code == 403
+    assert response.json()["code"] == "forbidden"
+    assert GraphObject.objects.filter(id=graph.e["alice"].id).exists()
+
+
+def test_editor_calling_a_write_tool_gets_approval_required_unless_the_operator_allows_direct_writes(
+    graph: SmallGraph, settings
+):
+    editor = client_with_role(graph, "editor")
+
+    refused = editor.post(
+        url(graph, "delete_entity"), {"entity_id": "alice"}, content_type="application/json"
+    )
+    settings.KGCHAT_DIRECT_WRITES = True
+    allowed = editor.post(url(graph, "delete_entity"), {"entity_id": "eve"}, content_type="application/json")
+
+    assert refused.status_code == 403
+    assert refused.json()["code"] == "approval_required"
+    assert GraphObject.objects.filter(id=graph.e["alice"].id).exists()
+    assert allowed.status_code == 200
+    assert allowed.json()["graph_version"] == 1
+    assert GraphChange.objects.get(entity_id=graph.e["eve"].id).authority == "direct"
+
+
+def test_direct_write_with_bad_arguments_is_400_naming_the_argument(graph: SmallGraph, settings):
+    settings.KGCHAT_DIRECT_WRITES = True
+    editor = client_with_role(graph, "editor")
+
+    response = editor.post(
+        url(graph, "create_entity"),
+        {"key": "k", "type": "T", "name": "", "x": 1},
+        content_type="application/json",
+    )
+
+    assert response.status_code == 400
+    assert response.json()["code"] == "invalid_arguments"
+    assert not GraphObject.objects.filter(key="k").exists()
+
+
+def test_history_route_lists_an_entitys_changes_newest_first_even_after_its_deletion(
+    graph: SmallGraph, settings
+):
+    settings.KGCHAT_DIRECT_WRITES = True
+    editor = client_with_role(graph, "editor")
+    viewer = client_with_role(graph, "viewer")
+    for tool, arguments in [
+        ("update_entity", {"entity_id": "eve", "description": "Astronomer in Berlin."}),
+        ("create_relationship", {"src": "eve", "type": "KNOWS", "dst": "bob"}),
+        ("delete_entity", {"entity_id": "eve"}),
+    ]:
+        assert editor.post(url(graph, tool), arguments, content_type="application/json").status_code == 200
+    eve = graph.e["eve"].id
+
+    history = viewer.get(f"/api/projects/{graph.project.id}/graph/entities/{eve}/history")
+    missing = viewer.get(f"/api/projects/{graph.project.id}/graph/entities/nobody/history")
+
+    assert history.status_code == 200
+    items = history.json()["items"]
+    assert [(i["version"], i["action"]) for i in items] == [
+        (3, "delete_entity"),
+        (3, "delete_relationship"),
+        (2, "create_relationship"),
+        (1, "update_entity"),
+    ]
+    assert items[-1]["before"]["description"] == "Astronomer who studies distant galaxies."
+    assert items[-1]["after"]["description"] == "Astronomer in Berlin."
+    assert {i["authority"] for i in items} == {"direct"}
+    assert items[0]["user"] is not None
+    assert missing.status_code == 404
+    assert missing.json()["code"] == "entity_not_found"
