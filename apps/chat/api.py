@@ -12,9 +12,11 @@ from django.http import HttpRequest, StreamingHttpResponse
 from ninja import Router, Schema, Status
 
 from apps.chat import selectors, services
+from apps.chat.approvals_api import ApprovalOut, approval_out
 from apps.chat.bus import get_bus
 from apps.chat.frames import ChatMessageIn
 from apps.chat.models import Conversation, Message
+from apps.graph_tools.selectors import approvals_waiting
 from apps.projects.auth import principal_of
 from apps.projects.inputs import ListLimit, ListOffset
 from apps.projects.selectors import parse_uuid
@@ -51,6 +53,8 @@ class ConversationOut(Schema):
 
 class ConversationWithMessagesOut(ConversationOut):
     messages: list[MessageOut]
+    # Graph changes its agent proposed that wait for a decision (the page shows them as cards).
+    pendingApprovals: list[ApprovalOut] = []
 
 
 class ConversationList(Schema):
@@ -111,8 +115,14 @@ def get_conversation(request: HttpRequest, conversation_id: str) -> Conversation
     conversation = selectors.conversation_get(
         principal=principal_of(request), conversation_id=conversation_id
     )
+    principal = principal_of(request)
     messages = [message_out(m) for m in selectors.message_list(conversation=conversation)]
-    return ConversationWithMessagesOut(**conversation_out(conversation).dict(), messages=messages)
+    pending = [
+        approval_out(a, principal=principal) for a in approvals_waiting(conversation_id=conversation.id)
+    ]
+    return ConversationWithMessagesOut(
+        **conversation_out(conversation).dict(), messages=messages, pendingApprovals=pending
+    )
 
 
 @router.patch("/chat/conversations/{conversation_id}", response=ConversationOut)
