@@ -71,6 +71,8 @@ class ExecuteRequest:
     # The user whose turn it is: their role decides whether a write tool call runs (tool policy
     # "never") or waits for approval. None: write tools answer approval_required, as before.
     writer_user_id: int | None = None
+    # The project's graph version the turn reads (stored on the run).
+    graph_version: int | None = None
     # Continue after a decided approval: the history ends with that call, this is its result.
     resume: ToolResume | None = None
 
@@ -131,6 +133,7 @@ class AgentExecutor:
             if request.provider
             else effective_model_name(definition.model_choice.name),
             run_id=request.run_id,
+            graph_version=request.graph_version,
         )
         state = RunState(callback=request.stream_callback, max_steps=max(1, definition.max_steps))
         model = run.model

@@ -23,6 +23,7 @@ from apps.chat.citations import KnownEntities
 from apps.chat.context import to_history
 from apps.chat.models import Conversation, Message, MessageRole
 from apps.chat.turn import Turn
+from apps.graph_tools.versions import graph_version_current
 from apps.projects.errors import ServiceError
 from apps.projects.models import Project
 from apps.projects.selectors import Principal, project_get
@@ -134,4 +135,5 @@ def turn_build(
         history=[to_history(m) for m in history],
         known=KnownEntities(conversation.known_entities),
         resume=resume,
+        graph_version=graph_version_current(project_id=project.id),
     )

@@ -14,7 +14,7 @@ from apps.agents.executor import AgentExecutor, ExecuteRequest
 from apps.agents.history import HistoryMessage
 from apps.agents.llm.base import Provider
 from apps.agents.models import RunStatus
-from apps.chat.citations import CitationFilter
+from apps.chat.citations import CitationFilter, iter_entities
 from apps.chat.frames import ApprovalRequiredFrame, ErrorFrame, McpToolFrame, TokenFrame
 from apps.chat.models import Message, MessageRole
 from apps.chat.turn import Answer, PartialTextSaver, Turn, emit
@@ -82,6 +82,11 @@ async def run_agent_turn(turn: Turn, provider: Provider | None) -> Answer | None
             await saver.maybe_save(parts)
 
     waiting: list[ApprovalPending] = []
+    used: dict[str, None] = {}  # ids of the entities tool results gave this turn, in order
+
+    def use(result: Any) -> None:
+        known.add_result(result)
+        used.update((e["id"], None) for e in iter_entities(result))
 
     async def on_event(event: RunEvent) -> None:
         if isinstance(event, ApprovalPending):
@@ -113,7 +118,7 @@ async def run_agent_turn(turn: Turn, provider: Provider | None) -> Answer | None
                     McpToolFrame(tool=event.tool, callId=event.call_id, status="error", error=event.error),
                 )
             else:
-                known.add_result(event.output)
+                use(event.output)
                 await emit(
                     turn,
                     McpToolFrame(
@@ -134,7 +139,7 @@ async def run_agent_turn(turn: Turn, provider: Provider | None) -> Answer | None
         if error:
             frame = McpToolFrame(tool=decided.tool, callId=decided.call_id, status="error", error=str(error))
         else:
-            known.add_result(decided.result)
+            use(decided.result)
             frame = McpToolFrame(
                 tool=decided.tool, callId=decided.call_id, status="completed", result=_bounded(decided.result)
             )
@@ -153,6 +158,7 @@ async def run_agent_turn(turn: Turn, provider: Provider | None) -> Answer | None
             provider=provider,
             stop=turn.stop,
             run_id=run_id,
+            graph_version=turn.graph_version,
             writer_user_id=turn.conversation.user_id,
             resume=turn.resume,
         )
@@ -162,7 +168,12 @@ async def run_agent_turn(turn: Turn, provider: Provider | None) -> Answer | None
         return None
     if result.status != RunStatus.SUCCESS and not parts and result.stop_reason in {"cancelled", "timeout"}:
         return None
-    context: dict[str, Any] = {"agent_run_id": str(run_id)}
+    used.update((c.id, None) for c in citations.citations)
+    context: dict[str, Any] = {
+        "agent_run_id": str(run_id),
+        "graph_version": turn.graph_version,
+        "entity_ids": list(used),
+    }
     if result.approval is not None:
         return _paused_answer(turn, result.messages, "".join(parts), context, citations, result.approval)
     if result.status != RunStatus.SUCCESS:

@@ -40,6 +40,8 @@ class MessageOut(Schema):
     retrievalContext: Any = None
     citations: list[dict[str, Any]]
     createdAt: datetime
+    # Set on an answer the graph moved on from: the changes since, of entities it used.
+    graphChanged: dict[str, Any] | None = None
 
 
 class ConversationOut(Schema):
@@ -81,8 +83,9 @@ def conversation_out(c: Conversation) -> ConversationOut:
     )
 
 
-def message_out(m: Message) -> MessageOut:
+def message_out(m: Message, graph_changed: dict[str, Any] | None = None) -> MessageOut:
     return MessageOut(
+        graphChanged=graph_changed,
         id=m.id,
         role=m.role,
         content=m.content,
@@ -116,7 +119,9 @@ def get_conversation(request: HttpRequest, conversation_id: str) -> Conversation
         principal=principal_of(request), conversation_id=conversation_id
     )
     principal = principal_of(request)
-    messages = [message_out(m) for m in selectors.message_list(conversation=conversation)]
+    rows = list(selectors.message_list(conversation=conversation))
+    changed = selectors.answers_graph_changed(project_id=conversation.project_id, messages=rows)
+    messages = [message_out(m, changed.get(m.id)) for m in rows]
     pending = [
         approval_out(a, principal=principal) for a in approvals_waiting(conversation_id=conversation.id)
     ]

@@ -49,6 +49,8 @@ class Turn:
     # A turn that continues after a decided approval: the decided call's result (no user message
     # of its own; ``user_message`` is the one the paused turn answered).
     resume: ToolResume | None = None
+    # The project's graph version when the turn was admitted: what its answer is computed at.
+    graph_version: int = 0
 
     @property
     def key(self) -> str:
