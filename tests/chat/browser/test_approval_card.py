@@ -1,0 +1,71 @@
+"""The approval card in the browser (issue 15 part B): a proposed graph change shows its diff with
+Approve / Reject; the decision continues the answer in place."""
+
+from __future__ import annotations
+
+import pytest
+from playwright.sync_api import Page, expect
+
+from apps.agents.models import AgentDefinition
+from apps.graph_tools.models import GraphChange, GraphObject
+from tests.chat.browser.helpers import World, log_in, screenshot
+from tests.llm_server import LLMTestServer, Stream, text_chunks, tool_call_chunks
+
+pytestmark = pytest.mark.browser
+
+RENAME = {"entity_id": "paris", "name": "Paris, France"}
+
+
+def curator(world: World) -> None:
+    AgentDefinition.objects.filter(id=world.agent.id).update(tools=[*world.agent.tools, "update_entity"])
+
+
+def propose_rename(page: Page, live_server_url: str, llm_server: LLMTestServer, after: str):  # type: ignore[no-untyped-def]
+    llm_server.enqueue(
+        Stream(tool_call_chunks("update_entity", RENAME, call_id="w1"), finish_reason="tool_calls"),
+        Stream(text_chunks(after)),
+    )
+    log_in(page, live_server_url, "ada")
+    box = page.get_by_role("textbox", name="Message")
+    box.fill("Rename Paris to Paris, France")
+    box.press("Enter")
+    card = page.locator(".approval-card")
+    expect(card).to_be_visible()
+    return card
+
+
+def test_approve_on_the_card_writes_the_change_and_the_answer_continues(
+    page: Page, live_server_url: str, world: World, llm_server: LLMTestServer
+) -> None:
+    curator(world)
+    card = propose_rename(page, live_server_url, llm_server, "Renamed it to Paris, France.")
+    expect(card.locator(".approval-title")).to_have_text("Proposed change: update_entity")
+    expect(card.locator(".approval-after")).to_have_text("Paris, France")
+    screenshot(page, "approval-card-desktop.png")
+
+    card.get_by_role("button", name="Approve").click()
+
+    expect(card).to_have_attribute("data-status", "approved")
+    expect(page.locator("article.message-assistant").last.locator(".md")).to_have_text(
+        "Renamed it to Paris, France."
+    )
+    assert GraphObject.objects.get(id=world.e["paris"].id).name == "Paris, France"
+    assert GraphChange.objects.get(action="update_entity").user_id == world.user.id
+
+
+def test_reject_on_the_card_with_a_reason_writes_nothing(
+    page: Page, live_server_url: str, world: World, llm_server: LLMTestServer
+) -> None:
+    curator(world)
+    card = propose_rename(page, live_server_url, llm_server, "Understood, I left Paris as it was.")
+
+    card.get_by_label("Reason").fill("keep the short name")
+    card.get_by_role("button", name="Reject").click()
+
+    expect(card).to_have_attribute("data-status", "rejected")
+    expect(card.locator(".approval-status")).to_contain_text("keep the short name")
+    expect(page.locator("article.message-assistant").last.locator(".md")).to_have_text(
+        "Understood, I left Paris as it was."
+    )
+    assert GraphObject.objects.get(id=world.e["paris"].id).name == "Paris"
+    assert not GraphChange.objects.exists()
