@@ -11,6 +11,8 @@ from apps.agents.llm.scripted import text, tool_call
 from apps.agents.models import AgentRun
 from apps.chat.models import Message
 from apps.graph_tools.importer import graph_import
+from apps.graph_tools.services import approval_decide, approval_request
+from apps.projects.selectors import Principal
 from tests.chat.conftest import adb, agent_request, sse_turn
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -87,3 +89,23 @@ async def test_a_new_relationship_at_a_used_entity_flags_the_answer(world, agent
     changes = next(m for m in messages if m["id"] == frames[-1]["messageId"])["graphChanged"]["changes"]
     assert [c["action"] for c in changes] == ["import_relationship"]
     assert (changes[0]["src"], changes[0]["dst"]) == ("Seine", "Paris")
+
+
+async def test_older_answer_is_flagged_after_an_approved_write_changed_an_entity_it_used(
+    world, agent, scripted
+):
+    frames = await answered_about_paris(world, agent, scripted)
+    approval = await adb(approval_request)(
+        project_id=world["project"].id,
+        tool_name="update_entity",
+        arguments={"entity_id": "paris", "name": "Paris, France"},
+        requested_by_id=world["user"].id,
+    )
+    await adb(approval_decide)(principal=Principal(user=world["user"]), approval_id=approval.id, approve=True)
+
+    messages = await conversation_messages(world, frames[0]["conversationId"])
+
+    changes = next(m for m in messages if m["id"] == frames[-1]["messageId"])["graphChanged"]["changes"]
+    assert changes == [
+        {"version": 1, "action": "update_entity", "entityId": str(world["paris"].id), "name": "Paris, France"}
+    ]
