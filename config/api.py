@@ -89,6 +89,7 @@ def on_unexpected(request: HttpRequest, exc: Exception) -> HttpResponse:
 def _register_routers() -> None:
     from apps.agents.api import router as agents_router
     from apps.chat.api import router as chat_router
+    from apps.chat.approvals_api import router as approvals_router
     from apps.chat.team_api import router as chat_team_router
     from apps.graph_tools.api import router as graph_router
     from apps.graph_tools.tools_api import router as graph_tools_router
@@ -100,6 +101,7 @@ def _register_routers() -> None:
     api.add_router("/", agents_router)
     api.add_router("/", chat_router)
     api.add_router("/", chat_team_router)
+    api.add_router("/", approvals_router)
 
 
 _register_routers()

@@ -40,7 +40,31 @@ class RunError(BaseModel):
     code: str
 
 
-RunEvent = TextDelta | ToolCallStart | ToolCallEnd | RunError
+class ApprovalPending(BaseModel):
+    """A write tool call that waits for a member's decision: the run stops after this step.
+
+    ``diff`` is the human-readable change (``summary``, ``changes``, ``before``, ``after``);
+    ``can_decide`` says whether the user whose turn it is may decide it (editors and owners)."""
+
+    type: Literal["approval_pending"] = "approval_pending"
+    approval_id: str
+    tool: str
+    call_id: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    diff: dict[str, Any] = Field(default_factory=dict)
+    expires_at: str
+    can_decide: bool
+
+
+class ToolResume(BaseModel):
+    """Continue a run that stopped for an approval: the decided call's result is the new message."""
+
+    call_id: str
+    tool: str
+    result: dict[str, Any]
+
+
+RunEvent = TextDelta | ToolCallStart | ToolCallEnd | RunError | ApprovalPending
 StreamCallback = Callable[[RunEvent], Awaitable[None] | None]
 
 

@@ -18,14 +18,24 @@ import json
 import logging
 import re
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel, Field
 
 from apps.agents.adk.runner import Failure, RunState, adk_run
-from apps.agents.events import CANCELLED, RunError, StopSignal, StreamCallback, ToolCallRecord, TraceMessage
+from apps.agents.approvals import WriteGate
+from apps.agents.events import (
+    CANCELLED,
+    ApprovalPending,
+    RunError,
+    StopSignal,
+    StreamCallback,
+    ToolCallRecord,
+    ToolResume,
+    TraceMessage,
+)
 from apps.agents.history import HistoryMessage
 from apps.agents.llm.base import LLMError, Provider, Usage
 from apps.agents.llm.resolve import effective_model_name, resolve_model
@@ -58,6 +68,13 @@ class ExecuteRequest:
     sub_agent_definitions: list[AgentDefinition] | None = None
     # The id the run row gets, when the caller must announce it before the run starts.
     run_id: uuid.UUID | None = None
+    # The user whose turn it is: their role decides whether a write tool call runs (tool policy
+    # "never") or waits for approval. None: write tools answer approval_required, as before.
+    writer_user_id: int | None = None
+    # The project's graph version the turn reads (stored on the run).
+    graph_version: int | None = None
+    # Continue after a decided approval: the history ends with that call, this is its result.
+    resume: ToolResume | None = None
 
 
 class ExecuteResult(BaseModel):
@@ -75,6 +92,8 @@ class ExecuteResult(BaseModel):
     usage: Usage = Field(default_factory=Usage)
     model: str = ""
     steps: int = 0
+    # Set when the run stopped because a write tool call waits for approval.
+    approval: ApprovalPending | None = None
 
 
 @dataclass
@@ -114,6 +133,7 @@ class AgentExecutor:
             if request.provider
             else effective_model_name(definition.model_choice.name),
             run_id=request.run_id,
+            graph_version=request.graph_version,
         )
         state = RunState(callback=request.stream_callback, max_steps=max(1, definition.max_steps))
         model = run.model
@@ -127,6 +147,7 @@ class AgentExecutor:
                 subs = await agent_definitions_by_names(
                     project_id=project_id, names=list(definition.sub_agents or [])
                 )
+            gate_for = _gates(request, project_id=project_id, run_id=run.id, state=state)
             await adk_run(
                 state,
                 definition=definition,
@@ -139,6 +160,8 @@ class AgentExecutor:
                 user_id=request.user_id,
                 stop=request.stop,
                 share_provider=request.provider is not None,
+                gate_for=gate_for,
+                resume=request.resume,
             )
             stopped = request.stop is not None and request.stop.is_set()
         except asyncio.CancelledError:
@@ -160,6 +183,9 @@ class AgentExecutor:
             if reason.code == "timeout":
                 return Outcome(RunStatus.ERROR, "timeout", failure)
             return Outcome(RunStatus.CANCELLED, "cancelled", failure)
+        if state.stop_reason == "approval_required":
+            # Not a failure: the run did its part and waits; the decision starts the next run.
+            return Outcome(RunStatus.SUCCESS, "approval_required")
         if state.stop_reason is not None:
             return Outcome(RunStatus.ERROR, state.stop_reason, Failure(state.stop_message, state.stop_reason))
         if state.error is not None:
@@ -204,7 +230,29 @@ class AgentExecutor:
             usage=state.usage,
             model=model,
             steps=state.steps,
+            approval=state.paused,
         )
+
+
+def _gates(
+    request: ExecuteRequest, *, project_id: uuid.UUID, run_id: uuid.UUID, state: RunState
+) -> Callable[[AgentDefinition], WriteGate] | None:
+    """The write gate of each agent (root and sub-agents, each under its own tool policy)."""
+    user_id = request.writer_user_id
+    if user_id is None:
+        return None
+
+    def gate_for(definition: AgentDefinition) -> WriteGate:
+        return WriteGate(
+            definition=definition,
+            project_id=project_id,
+            user_id=user_id,
+            run_id=run_id,
+            conversation_id=request.conversation_id,
+            on_pending=state.pause,
+        )
+
+    return gate_for
 
 
 def _trace(messages: Sequence[HistoryMessage], records: Sequence[ToolCallRecord]) -> list[TraceMessage]:

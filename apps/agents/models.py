@@ -123,6 +123,8 @@ class AgentRun(models.Model):
     input_tokens = models.PositiveIntegerField(default=0)
     output_tokens = models.PositiveIntegerField(default=0)
     final_text = models.TextField(blank=True, default="")
+    # The project's graph version when the run started: what its answer was computed at.
+    graph_version = models.BigIntegerField(null=True, blank=True)
     # Which server process runs it, so a restarted process can mark its orphans interrupted.
     worker = models.CharField(max_length=200, blank=True, default="")
     started_at = models.DateTimeField(auto_now_add=True)

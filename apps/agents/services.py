@@ -54,8 +54,10 @@ async def agent_run_start(
     conversation_id: uuid.UUID | None,
     model: str = "",
     run_id: uuid.UUID | None = None,
+    graph_version: int | None = None,
 ) -> AgentRun:
     return await AgentRun.objects.acreate(
+        graph_version=graph_version,
         id=run_id or uuid.uuid4(),
         project_id=project_id,
         agent_definition_id=agent_definition_id,

@@ -13,6 +13,7 @@ from datetime import timedelta
 from django.conf import settings
 from django.utils import timezone
 
+from apps.agents.events import ToolResume
 from apps.agents.history import DEFAULT_HISTORY_LIMIT
 from apps.agents.llm.resolve import effective_model_name
 from apps.agents.models import AgentDefinition
@@ -22,6 +23,7 @@ from apps.chat.citations import KnownEntities
 from apps.chat.context import to_history
 from apps.chat.models import Conversation, Message, MessageRole
 from apps.chat.turn import Turn
+from apps.graph_tools.versions import graph_version_current
 from apps.projects.errors import ServiceError
 from apps.projects.models import Project
 from apps.projects.selectors import Principal, project_get
@@ -110,12 +112,18 @@ def turn_build(
     project: Project,
     definition: AgentDefinition | None,
     user_message: Message,
+    resume: ToolResume | None = None,
 ) -> Turn:
-    """The ``Turn`` an admitted message becomes: its model, its run id (agent turns), its history."""
+    """The ``Turn`` an admitted message becomes: its model, its run id (agent turns), its history.
+
+    A turn that continues after a decided approval (``resume``) reads the history up to now: the
+    user message it answers and the rows of the paused turn, which end with the decided call."""
     model_name = definition.model_choice.name if definition is not None else settings.KGCHAT_CHAT_MODEL
     limit = max(1, definition.history_limit) if definition is not None else DEFAULT_HISTORY_LIMIT
     # One more than the window, so the agent's history window knows it cut the conversation.
-    history = selectors.message_window(conversation_id=conversation.id, limit=limit + 1, before=user_message)
+    history = selectors.message_window(
+        conversation_id=conversation.id, limit=limit + 1, before=None if resume else user_message
+    )
     return Turn(
         turn_id=turn_id,
         conversation=conversation,
@@ -126,4 +134,6 @@ def turn_build(
         model=effective_model_name(model_name),
         history=[to_history(m) for m in history],
         known=KnownEntities(conversation.known_entities),
+        resume=resume,
+        graph_version=graph_version_current(project_id=project.id),
     )

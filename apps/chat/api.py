@@ -12,12 +12,14 @@ from django.http import HttpRequest, StreamingHttpResponse
 from ninja import Router, Schema, Status
 
 from apps.chat import selectors, services
+from apps.chat.approvals_api import ApprovalOut, approval_out
 from apps.chat.bus import get_bus
 from apps.chat.details import conversation_detail
 from apps.chat.frames import ChatMessageIn
 from apps.chat.models import Conversation, Message
 from apps.chat.search import conversation_search
 from apps.chat.usage import Usage
+from apps.graph_tools.selectors import approvals_waiting
 from apps.projects.auth import principal_of
 from apps.projects.inputs import ListLimit, ListOffset, search_text_check
 from apps.projects.selectors import parse_uuid
@@ -55,6 +57,8 @@ class MessageOut(Schema):
     createdAt: datetime
     feedback: FeedbackOut | None = None
     usage: AnswerUsageOut | None = None
+    # Set on an answer the graph moved on from: the changes since, of entities it used.
+    graphChanged: dict[str, Any] | None = None
 
 
 class ConversationOut(Schema):
@@ -69,6 +73,8 @@ class ConversationOut(Schema):
 class ConversationWithMessagesOut(ConversationOut):
     messages: list[MessageOut]
     usage: AnswerUsageOut
+    # Graph changes its agent proposed that wait for a decision (the page shows them as cards).
+    pendingApprovals: list[ApprovalOut] = []
 
 
 class ConversationList(Schema):
@@ -108,8 +114,15 @@ def conversation_out(c: Conversation) -> ConversationOut:
     )
 
 
-def message_out(m: Message, *, feedback: FeedbackOut | None = None, usage: Usage | None = None) -> MessageOut:
+def message_out(
+    m: Message,
+    *,
+    feedback: FeedbackOut | None = None,
+    usage: Usage | None = None,
+    graph_changed: dict[str, Any] | None = None,
+) -> MessageOut:
     return MessageOut(
+        graphChanged=graph_changed,
         id=m.id,
         role=m.role,
         content=m.content,
@@ -156,7 +169,10 @@ def list_conversations(
 
 @router.get("/chat/conversations/{conversation_id}", response=ConversationWithMessagesOut)
 def get_conversation(request: HttpRequest, conversation_id: str) -> ConversationWithMessagesOut:
-    detail = conversation_detail(principal=principal_of(request), conversation_id=conversation_id)
+    principal = principal_of(request)
+    detail = conversation_detail(principal=principal, conversation_id=conversation_id)
+    conversation = detail.conversation
+    changed = selectors.answers_graph_changed(project_id=conversation.project_id, messages=detail.messages)
     messages = [
         message_out(
             m,
@@ -164,11 +180,18 @@ def get_conversation(request: HttpRequest, conversation_id: str) -> Conversation
             if (f := detail.feedback.get(m.id))
             else None,
             usage=detail.usage.get(m.id),
+            graph_changed=changed.get(m.id),
         )
         for m in detail.messages
     ]
+    pending = [
+        approval_out(a, principal=principal) for a in approvals_waiting(conversation_id=conversation.id)
+    ]
     return ConversationWithMessagesOut(
-        **conversation_out(detail.conversation).dict(), messages=messages, usage=usage_out(detail.total)
+        **conversation_out(conversation).dict(),
+        messages=messages,
+        usage=usage_out(detail.total),
+        pendingApprovals=pending,
     )
 
 

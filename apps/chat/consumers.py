@@ -10,7 +10,7 @@ from typing import Any
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from apps.chat import selectors, services
+from apps.chat import approvals, selectors, services
 from apps.chat.bus import get_bus
 from apps.chat.frames import ChatMessageIn, ErrorFrame
 from apps.projects.db import DatabaseBusy, is_database_busy
@@ -28,6 +28,14 @@ class ConversationIn(BaseModel):
     type: str
     conversationId: str
     afterSeq: int = 0
+
+
+class ApprovalIn(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    type: str
+    approvalId: str
+    decision: str
+    reason: str | None = None
 
 
 class ChatConsumer(AsyncJsonWebsocketConsumer):
@@ -66,6 +74,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
             "chat.message": self.on_message,
             "chat.cancel": self.on_cancel,
             "chat.subscribe": self.on_subscribe,
+            "chat.approval": self.on_approval,
         }
         handler = handlers.get(kind) if isinstance(kind, str) else None
         if handler is None:
@@ -119,6 +128,28 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
             principal=self.principal, conversation_id=request.conversationId
         )
         self.follow(str(conversation.id), after_seq=request.afterSeq, include_finished=request.afterSeq > 0)
+
+    async def on_approval(self, content: dict[str, Any]) -> None:
+        request = ApprovalIn.model_validate(content)
+        assert self.principal is not None
+        decided = await approvals.approval_decide(
+            principal=self.principal,
+            approval_id=request.approvalId,
+            decision=request.decision,
+            reason=request.reason,
+        )
+        approval = decided.approval
+        await self.send_json(
+            {
+                "type": "approval_decided",
+                "approvalId": str(approval.id),
+                "conversationId": str(approval.conversation_id) if approval.conversation_id else None,
+                "status": approval.status,
+                "result": approval.result,
+            }
+        )
+        if decided.turn is not None:
+            self.follow(decided.turn.conversation_id, after_seq=0, include_finished=True)
 
     def follow(self, conversation_id: str, *, after_seq: int, include_finished: bool) -> None:
         previous = self.follows.pop(conversation_id, None)

@@ -74,6 +74,20 @@ class ErrorFrame(Frame):
     code: str
 
 
+class ApprovalRequiredFrame(Frame):
+    """A write tool call waits for a member's decision; the turn ends (``done``) and the decision
+    continues it in a new turn. ``canDecide``: whether the conversation's user may decide it."""
+
+    type: Literal["approval_required"] = "approval_required"
+    approvalId: str
+    tool: str
+    callId: str
+    arguments: dict[str, Any]
+    diff: dict[str, Any]
+    expiresAt: str
+    canDecide: bool
+
+
 class Citation(BaseModel):
     id: str
     key: str
@@ -91,7 +105,7 @@ class DoneFrame(Frame):
 # How long a finished turn's frames stay available to late subscribers (on every frame bus).
 RETENTION_SECONDS = 120.0
 
-AnyFrame = MetaFrame | TokenFrame | McpToolFrame | ErrorFrame | DoneFrame
+AnyFrame = MetaFrame | TokenFrame | McpToolFrame | ErrorFrame | ApprovalRequiredFrame | DoneFrame
 
 
 def frame_from_wire(data: dict[str, Any]) -> AnyFrame:
@@ -101,6 +115,7 @@ def frame_from_wire(data: dict[str, Any]) -> AnyFrame:
         "token": TokenFrame,
         "mcp_tool": McpToolFrame,
         "error": ErrorFrame,
+        "approval_required": ApprovalRequiredFrame,
         "done": DoneFrame,
     }
     return kinds[data["type"]].model_validate(data)

@@ -76,6 +76,7 @@ async def run_plain_turn(turn: Turn, provider: Provider | None) -> Answer | None
     context: dict[str, Any] = {
         "strategy": "always_retrieve",
         "model": turn.model,
+        "graph_version": turn.graph_version,
         "entity_ids": [e["id"] for e in retrieval.entities],
         "entities": [{k: e[k] for k in ("id", "key", "type", "name")} for e in retrieval.entities],
     }

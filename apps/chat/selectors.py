@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterable
+from typing import Any
 
 from django.db.models import QuerySet
 
 from apps.agents.models import AgentRun
-from apps.chat.models import Conversation, Message
+from apps.chat.models import Conversation, Message, MessageRole
+from apps.graph_tools.models import GraphChange, GraphObject
+from apps.graph_tools.selectors import graph_changes_since
+from apps.graph_tools.versions import graph_version_current
 from apps.projects.errors import NotFound
 from apps.projects.selectors import Principal, parse_uuid, project_list
 
@@ -92,3 +97,72 @@ def agent_run_get(*, principal: Principal, run_id: object) -> AgentRun:
     ):
         raise AgentRunNotFound()
     return run
+
+
+def answers_graph_changed(
+    *, project_id: uuid.UUID, messages: Iterable[Message]
+) -> dict[uuid.UUID, dict[str, Any]]:
+    """Which answers the graph moved on from: ``{message id: {"sinceVersion", "currentVersion",
+    "changes"}}`` for every assistant message whose stored ``graph_version`` is older than the
+    project's and one of whose used entities (``entity_ids``: its tool results and citations)
+    changed since. Answers whose entities did not change are not named."""
+    answers = [
+        m
+        for m in messages
+        if m.role == MessageRole.ASSISTANT
+        and isinstance(m.retrieval_context, dict)
+        and isinstance(m.retrieval_context.get("graph_version"), int)
+        and m.retrieval_context.get("entity_ids")
+    ]
+    if not answers:
+        return {}
+    current = graph_version_current(project_id=project_id)
+    flagged: dict[uuid.UUID, dict[str, Any]] = {}
+    for m in answers:
+        context = m.retrieval_context
+        assert isinstance(context, dict)
+        version = context["graph_version"]
+        if version >= current:
+            continue
+        changes = graph_changes_since(
+            project_id=project_id, version=version, entity_ids=context["entity_ids"]
+        )
+        if changes:
+            flagged[m.id] = {
+                "sinceVersion": version,
+                "currentVersion": current,
+                "changes": _changes_brief(project_id, changes),
+            }
+    return flagged
+
+
+def _changes_brief(project_id: uuid.UUID, changes: list[GraphChange]) -> list[dict[str, Any]]:
+    ids = {c.entity_id or c.src_id for c in changes} | {c.dst_id for c in changes}
+    names = dict(
+        GraphObject.objects.filter(project_id=project_id, id__in=[i for i in ids if i]).values_list(
+            "id", "name"
+        )
+    )
+
+    def name_of(change: GraphChange, entity_id: uuid.UUID | None) -> str:
+        for values in (change.after, change.before):
+            if isinstance(values, dict) and change.entity_id and isinstance(values.get("name"), str):
+                return str(values["name"])
+        return names.get(entity_id, str(entity_id)) if entity_id else ""
+
+    brief = []
+    for c in changes:
+        item: dict[str, Any] = {"version": c.version, "action": c.action}
+        if c.entity_id:
+            item |= {"entityId": str(c.entity_id), "name": name_of(c, c.entity_id)}
+        else:
+            item |= {
+                "relationshipId": str(c.relationship_id) if c.relationship_id else None,
+                "type": (c.after or c.before or {}).get("type")
+                if isinstance(c.after or c.before, dict)
+                else None,
+                "src": name_of(c, c.src_id),
+                "dst": name_of(c, c.dst_id),
+            }
+        brief.append(item)
+    return brief

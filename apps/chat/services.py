@@ -23,7 +23,7 @@ from django.db.models import Q
 from django.db.models.expressions import RawSQL
 from django.utils import timezone
 
-from apps.agents.events import StopReason, StopSignal
+from apps.agents.events import StopReason, StopSignal, ToolResume
 from apps.agents.llm.base import Provider
 from apps.agents.models import AgentRun
 from apps.agents.services import (
@@ -40,6 +40,9 @@ from apps.chat.frames import DoneFrame, ErrorFrame, MetaFrame
 from apps.chat.models import Conversation, Message, MessageRole
 from apps.chat.plain_turn import run_plain_turn
 from apps.chat.turn import Answer, ConversationDeleted, Turn, TurnHandle, emit
+from apps.graph_tools.models import ApprovalStatus, WriteApproval
+from apps.graph_tools.selectors import approval_result, approvals_of_conversation
+from apps.graph_tools.services import approvals_expire
 from apps.projects.db import ConnectionReleasingExecutor, is_database_busy, raise_if_busy, release_connections
 from apps.projects.errors import ServiceError
 from apps.projects.inputs import storable
@@ -189,6 +192,7 @@ def _prepare(
                 raise TurnInProgress(
                     "a turn is already running in this conversation; wait for it or cancel it"
                 )
+            _approvals_settle(conversation.id)
             user_message = Message.objects.create(
                 conversation=conversation, role=MessageRole.USER, content=message
             )
@@ -242,6 +246,11 @@ async def turn_start(
         conversation_id=conversation_id,
         agent_definition_id=agent_definition_id,
     )
+    return await _launch(turn, provider)
+
+
+async def _launch(turn: Turn, provider: Provider | None) -> TurnHandle:
+    """Open an admitted turn on the bus and run it as its own task."""
     conversation_key = str(turn.conversation.id)
     await turn.bus.begin(conversation_key, str(turn.turn_id))
     turn.stop = StopSignal(turn.bus.cancel_signal(conversation_key), explain=turn.explain_stop)
@@ -252,6 +261,124 @@ async def turn_start(
     return TurnHandle(
         conversation_id=conversation_key, turn_id=str(turn.turn_id), user_message_id=str(turn.user_message.id)
     )
+
+
+# --- a turn that waits for approval, and its continuation -------------------------------------
+
+
+class ApprovalWaiting(ServiceError):
+    """a proposed graph change in this conversation waits for a decision"""
+
+    status = 409
+    code = "approval_pending"
+
+
+def _approvals_settle(conversation_id: uuid.UUID) -> None:
+    """Close the waiting calls of this conversation's expired approvals (once each), and refuse a
+    new turn while one is still pending: ``ApprovalWaiting``. Call it inside the admission transaction.
+
+    An expired call gets its tool row (the model will read that nothing was written) and an empty
+    assistant message with the stop reason ``approval_expired``, which ends the paused turn.
+    """
+    approvals_expire()
+    for approval in approvals_of_conversation(conversation_id=conversation_id):
+        if approval.status == ApprovalStatus.PENDING:
+            raise ApprovalWaiting(
+                "a proposed graph change waits for a decision: approve or reject it first "
+                f"(it expires at {approval.expires_at.isoformat()})"
+            )
+        ended = Message.objects.filter(
+            conversation_id=conversation_id, retrieval_context__approval_id=str(approval.id)
+        ).exclude(retrieval_context__stop_reason="approval_required")
+        if approval.status != ApprovalStatus.EXPIRED or ended.exists():
+            continue
+        now = timezone.now()
+        result = approval_result(approval)
+        Message.objects.create(
+            conversation_id=conversation_id,
+            role=MessageRole.TOOL,
+            content=json.dumps(result, ensure_ascii=False),
+            tool_calls=[
+                {
+                    "id": approval.call_id,
+                    "name": approval.tool_name,
+                    "output": result,
+                    "error": result["error"],
+                }
+            ],
+            created_at=now,
+        )
+        Message.objects.create(
+            conversation_id=conversation_id,
+            role=MessageRole.ASSISTANT,
+            content="",
+            retrieval_context={
+                "agent_run_id": str(approval.run_id) if approval.run_id else None,
+                "stop_reason": "approval_expired",
+                "approval_id": str(approval.id),
+            },
+            created_at=now + timedelta(microseconds=1),
+        )
+
+
+def approvals_settle(*, conversation_id: uuid.UUID) -> None:
+    """``_approvals_settle`` in its own transaction (after a decision came too late)."""
+    with transaction.atomic():
+        Conversation.objects.select_for_update().filter(id=conversation_id).first()
+        try:
+            _approvals_settle(conversation_id)
+        except ApprovalWaiting:
+            pass
+
+
+@sync_to_async
+def _prepare_resume(approval: WriteApproval) -> Turn | None:
+    """Claim the conversation of a decided approval for the turn that continues it; None when the
+    conversation or its agent is gone (the decision stands, nothing continues)."""
+    if approval.conversation_id is None:
+        return None
+    try:
+        turn_id = uuid.uuid4()
+        with transaction.atomic():
+            conversation = (
+                Conversation.objects.select_related("agent_definition", "project")
+                .filter(id=approval.conversation_id)
+                .first()
+            )
+            if conversation is None or conversation.agent_definition is None:
+                return None
+            user_message = (
+                Message.objects.filter(conversation=conversation, role=MessageRole.USER)
+                .order_by("-created_at", "-id")
+                .first()
+            )
+            if user_message is None:
+                return None
+            if not _claim(conversation.id, turn_id):
+                raise TurnInProgress(
+                    "a turn is already running in this conversation; wait for it or cancel it"
+                )
+        return admission.turn_build(
+            turn_id=turn_id,
+            conversation=conversation,
+            project=conversation.project,
+            definition=conversation.agent_definition,
+            user_message=user_message,
+            resume=ToolResume(
+                call_id=approval.call_id, tool=approval.tool_name, result=approval_result(approval)
+            ),
+        )
+    finally:
+        release_connections()
+
+
+async def turn_resume(*, approval: WriteApproval, provider: Provider | None = None) -> TurnHandle | None:
+    """Continue the turn that stopped for ``approval`` (decided): a new turn of its conversation,
+    in this process, whose agent reads the stored history and the decided call's result."""
+    turn = await _prepare_resume(approval)
+    if turn is None:
+        return None
+    return await _launch(turn, provider)
 
 
 async def turn_cancel(*, principal: Principal, conversation_id: object) -> bool:
@@ -356,7 +483,7 @@ async def _answer_persist(turn: Turn, answer: Answer) -> Message:
                 # What the model wrote or passed to a tool may hold NUL or lone surrogates.
                 row.content, row.tool_calls = storable(row.content), storable(row.tool_calls)
                 row.save(force_insert=True)
-            message = Message.objects.create(
+            message = answer.answer_row or Message.objects.create(
                 conversation=turn.conversation,
                 role=MessageRole.ASSISTANT,
                 content=storable(answer.content),

@@ -8,7 +8,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from apps.agents.events import StopReason, StopSignal
+from apps.agents.events import StopReason, StopSignal, ToolResume
 from apps.agents.history import HistoryMessage
 from apps.agents.models import AgentDefinition
 from apps.chat.bus import FrameBus, get_bus
@@ -46,6 +46,11 @@ class Turn:
     save_text: Callable[[str], Awaitable[object]] | None = None
     released: bool = False
     deleted: bool = False
+    # A turn that continues after a decided approval: the decided call's result (no user message
+    # of its own; ``user_message`` is the one the paused turn answered).
+    resume: ToolResume | None = None
+    # The project's graph version when the turn was admitted: what its answer is computed at.
+    graph_version: int = 0
 
     @property
     def key(self) -> str:
@@ -70,6 +75,9 @@ class Answer:
     retrieval_context: dict[str, Any]
     citations: list[Citation]
     extra: list[Message] = field(default_factory=list)
+    # When set, this row of ``extra`` is the answer and no separate message is stored (a turn
+    # that waits for approval: the row carrying the waiting call).
+    answer_row: Message | None = None
 
 
 @dataclass

@@ -13,6 +13,7 @@ from typing import Any
 
 from django.db import connection
 from django.db.models import Q, QuerySet
+from django.utils import timezone
 
 from apps.graph_tools.errors import ApprovalNotFound, EntityNotFound
 from apps.graph_tools.models import ApprovalStatus, GraphChange, GraphObject, GraphRelationship, WriteApproval
@@ -171,4 +172,32 @@ def approvals_pending(*, conversation_id: uuid.UUID) -> list[WriteApproval]:
         WriteApproval.objects.filter(conversation_id=conversation_id, status=ApprovalStatus.PENDING).order_by(
             "created_at"
         )
+    )
+
+
+def approvals_of_conversation(*, conversation_id: uuid.UUID) -> list[WriteApproval]:
+    """Every approval proposed in a conversation, oldest first."""
+    return list(WriteApproval.objects.filter(conversation_id=conversation_id).order_by("created_at"))
+
+
+def approval_result(approval: WriteApproval) -> dict[str, Any]:
+    """What the proposing agent is told about a decided (or expired) approval: the tool result of
+    the approved write, or ``{"error", "code"}`` (declined with the reason, expired, or a write the
+    graph outgrew)."""
+    if approval.status == ApprovalStatus.EXPIRED:
+        return {
+            "error": "nobody decided on this change before it expired; nothing was written",
+            "code": "approval_expired",
+        }
+    if isinstance(approval.result, dict):
+        return approval.result
+    return {"error": f"this change is {approval.status}; nothing was written", "code": "approval_pending"}
+
+
+def approvals_waiting(*, conversation_id: uuid.UUID) -> list[WriteApproval]:
+    """The approvals of a conversation still open to a decision: pending and not yet expired."""
+    return list(
+        WriteApproval.objects.filter(
+            conversation_id=conversation_id, status=ApprovalStatus.PENDING, expires_at__gt=timezone.now()
+        ).order_by("created_at")
     )

@@ -12,6 +12,7 @@ import { loadConversations, setTitle } from "./sidebar.js";
 import { subscribe, wsSend } from "./socket.js";
 import { state, ui } from "./state.js";
 import { TurnView, userBubble } from "./turn_view.js";
+import { approvalDecided, approvalRefused } from "./approval_card.js";
 
 /* Draw persisted messages. Consecutive assistant/tool messages after a user message form one turn. */
 function renderHistory(messages) {
@@ -55,6 +56,8 @@ function renderHistory(messages) {
       if (Array.isArray(ctx.entities)) turn.linkable = ctx.entities;
       if (ctx.model) turn.setModel(ctx.model);
       if (Array.isArray(m.citations) && m.citations.length) turn.citations = m.citations;
+      if (ctx.approval_id) state.pausedTurns.set(ctx.approval_id, turn);
+      if (m.graphChanged) turn.showGraphChanged(m.graphChanged);
       turn.el.dataset.messageId = m.id;
     } else if (m.role === "tool") {
       if (calls.length) {
@@ -93,9 +96,21 @@ function adoptConversation(id) {
   showAgentBadge(agent ? agent.name : "Plain chat");
 }
 
+/* The decision starts a new turn answering the same user message: follow it. */
+function decided() {
+  state.resuming = true;
+}
+
 export function onFrame(frame) {
   if (frame.type === "meta") return onMeta(frame);
-  if (frame.type === "error" && typeof frame.seq !== "number") return onRequestError(frame);
+  if (frame.type === "approval_decided") return approvalDecided(frame);
+  if (frame.type === "error" && typeof frame.seq !== "number") {
+    if (state.resuming && !state.pending) {
+      state.resuming = false;
+      return approvalRefused(frame);
+    }
+    return onRequestError(frame);
+  }
   if (state.ignoring) return;
   const turn = state.turn;
   if (!turn) return;
@@ -120,6 +135,9 @@ export function onFrame(frame) {
     }
     case "error":
       turn.showError(frame);
+      break;
+    case "approval_required":
+      turn.showApproval(frame, decided);
       break;
     case "done": {
       turn.finish(frame);
@@ -158,7 +176,9 @@ function onRequestError(frame) {
 function onMeta(frame) {
   if (state.conversationId && frame.conversationId !== state.conversationId) return;
   if (state.turn && state.turn.userMessageId === frame.messageId) return; // the same turn, replayed
-  if (state.answered.has(frame.messageId)) {
+  const resuming = state.resuming;
+  state.resuming = false;
+  if (state.answered.has(frame.messageId) && !resuming) {
     // The replay of a turn whose answer history already shows.
     state.ignoring = true;
     return;
@@ -288,6 +308,10 @@ export async function loadConversation() {
     state.conversation = conv;
     setTitle(conv.title);
     renderHistory(conv.messages || []);
+    for (const a of conv.pendingApprovals || []) {
+      const turn = state.pausedTurns.get(a.id);
+      if (turn) turn.showApproval({ ...a, approvalId: a.id }, decided);
+    }
     return conv;
   } catch (err) {
     ui.messages.replaceChildren(el("p", "form-error", "Could not load this conversation: " + err.message));

@@ -43,6 +43,8 @@ export const state = {
   conversation: null,
   historyLoaded: !config.conversationId,
   answered: new Set(), // user message ids whose answer is already drawn
+  pausedTurns: new Map(), // approval id → the turn view that waits for it (drawn from history)
+  resuming: false, // a decision was sent: its continuation turn answers an answered message
   userMessages: new Map(), // user message id → text
   turn: null, // the live turn bound to a meta frame
   pending: null, // the turn I started, waiting for its meta frame

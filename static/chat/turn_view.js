@@ -10,6 +10,7 @@ import * as KGMarkdown from "./markdown.js";
 import { openEntity, openTrace } from "./panels.js";
 import { ui } from "./state.js";
 import { ToolChip } from "./tool_chip.js";
+import { approvalCard } from "./approval_card.js";
 
 export function userBubble(text, id) {
   const article = el("article", "message message-user");
@@ -199,6 +200,32 @@ export class TurnView {
       this.results.push(chip.result);
     } else chip.setStatus("completed", duration);
     chip.renderDetail();
+  }
+
+  /* A proposed graph change waiting for a decision, drawn as a card after the text so far. */
+  showApproval(approval, onDecide) {
+    this.clearTyping();
+    this.body.appendChild(approvalCard(approval, onDecide));
+  }
+
+  /* "Graph changed since this answer": what changed, and a button asking the question again. */
+  showGraphChanged(changed) {
+    const box = el("div", "graph-changed");
+    box.setAttribute("role", "note");
+    box.appendChild(el("strong", "", "Graph changed since this answer"));
+    const list = el("ul", "graph-changed-list");
+    for (const c of changed.changes || []) {
+      const what = c.entityId ? c.name : `${c.src} ${c.type || "→"} ${c.dst}`;
+      list.appendChild(el("li", "", `${c.action.replace(/_/g, " ")}: ${what} (version ${c.version})`));
+    }
+    box.appendChild(list);
+    if (this.userText && this.onRetry) {
+      const again = el("button", "btn btn-small", "Ask again");
+      again.type = "button";
+      again.addEventListener("click", () => this.onRetry(this.userText));
+      box.appendChild(again);
+    }
+    this.el.appendChild(box);
   }
 
   showError(frame) {

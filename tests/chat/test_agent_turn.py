@@ -150,7 +150,11 @@ async def test_assistant_response_persisted_to_chat_tables(world, agent, scripte
     assert rows[1].tool_calls[0]["id"] == "s1" and rows[1].tool_calls[0]["name"] == "hybrid_search"
     assert rows[2].tool_calls[0]["id"] == "s1"
     assert rows[3].content == "Found Paris."
-    assert rows[3].retrieval_context == {"agent_run_id": frames[-1]["runId"]}
+    assert rows[3].retrieval_context == {
+        "agent_run_id": frames[-1]["runId"],
+        "graph_version": 0,
+        "entity_ids": [str(world["paris"].id)],
+    }
     assert frames[-1]["messageId"] == str(rows[3].id)
 
 

@@ -58,8 +58,13 @@ async def test_read_one_conversation_with_its_messages(world, scripted):
     assert body["agentDefinitionId"] == str(agent.id)
     assert [m["role"] for m in body["messages"]] == ["user", "assistant", "tool", "assistant"]
     assert body["messages"][1]["toolCalls"][0]["name"] == "get_entity_edges"
-    assert body["messages"][-1]["retrievalContext"] == {"agent_run_id": frames[-1]["runId"]}
+    assert body["messages"][-1]["retrievalContext"] == {
+        "agent_run_id": frames[-1]["runId"],
+        "graph_version": 0,
+        "entity_ids": [str(world["paris"].id), str(world["france"].id)],
+    }
     assert set(body["messages"][0]) == {
+        "graphChanged",
         "id",
         "role",
         "content",

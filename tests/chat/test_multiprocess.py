@@ -21,9 +21,10 @@ import pytest
 from django.db import connection
 from websockets.asyncio.client import ClientConnection, connect
 
-from apps.agents.models import AgentRun
+from apps.agents.models import AgentDefinition, AgentRun
 from apps.chat.models import Message
 from apps.chat.redis_bus import BLOCK_MS, RedisFrameBus
+from apps.graph_tools.models import GraphObject
 from bench.support import ServerProcess as Server
 from bench.support import start_daphne, wait_ready
 from tests.chat.conftest import adb, agent_request, session_cookie
@@ -246,3 +247,34 @@ async def test_redis_reads_outlast_the_blocking_commands_they_wait_for(monkeypat
     (host,) = settings["CHANNEL_LAYERS"]["default"]["CONFIG"]["hosts"]
     assert host["socket_timeout"] > RedisChannelLayer.brpop_timeout
     assert bus._client().connection_pool.connection_kwargs["socket_timeout"] > BLOCK_MS / 1000
+
+
+async def test_a_write_proposed_on_b_is_approved_through_a_and_the_answer_continues_on_a(
+    servers, world, agent, model, session
+):
+    a, b = servers
+    curator = await AgentDefinition.objects.aget(project=world["project"], name="graph-curator-agent")
+    model.enqueue(
+        Stream(
+            tool_call_chunks("update_entity", {"entity_id": "paris", "name": "Paris, France"}, call_id="w1"),
+            finish_reason="tool_calls",
+        ),
+        Stream(text_chunks("Renamed.")),
+    )
+
+    async with open_ws(b, session) as on_b, open_ws(a, session) as on_a:
+        await on_b.send(json.dumps({"type": "chat.message", **agent_request(world, curator)}))
+        paused = await until_done(on_b)
+        card = next(f for f in paused if f["type"] == "approval_required")
+        await on_a.send(
+            json.dumps({"type": "chat.approval", "approvalId": card["approvalId"], "decision": "approve"})
+        )
+        decided = await recv(on_a)
+        continued = await until_done(on_a)
+
+    assert decided["type"] == "approval_decided" and decided["status"] == "approved"
+    assert tokens(continued) == "Renamed."
+    assert (await GraphObject.objects.aget(id=world["paris"].id)).name == "Paris, France"
+    first, second = [await AgentRun.objects.aget(id=f[0]["runId"]) for f in (paused, continued)]
+    assert (first.worker, first.stop_reason) == (b.worker, "approval_required")
+    assert (second.worker, second.status) == (a.worker, "success")

@@ -14,7 +14,7 @@ import logging
 import time
 import uuid
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -35,7 +35,9 @@ from google.genai import types
 from apps.agents.adk.model_adapter import ModelAdapter
 from apps.agents.adk.session import HistorySessionService
 from apps.agents.adk.tools import adk_name, graph_tools, mcp_toolsets
+from apps.agents.approvals import WriteGate
 from apps.agents.events import (
+    ApprovalPending,
     RunEvent,
     StopSignal,
     StreamCallback,
@@ -43,6 +45,7 @@ from apps.agents.events import (
     ToolCallEnd,
     ToolCallRecord,
     ToolCallStart,
+    ToolResume,
 )
 from apps.agents.history import HistoryMessage, InMemoryHistoryStore
 from apps.agents.llm.base import LLMError, Provider, Usage
@@ -54,8 +57,10 @@ logger = logging.getLogger(__name__)
 APP_NAME = "kgchat"
 DOOM_LOOP_REPEATS = 3
 
-# What stopped a run from inside: the step limit or a repeated call (a doom loop).
-LimitReason = Literal["max_steps", "doom_loop"]
+# What stopped a run from inside: the step limit, a repeated call (a doom loop), or a write tool
+# call that waits for a member's approval (the run ends after that step; a later run continues).
+LimitReason = Literal["max_steps", "doom_loop", "approval_required"]
+INSIDE_STOPS = {"max_steps", "doom_loop", "approval_required"}
 
 
 @dataclass
@@ -86,6 +91,15 @@ class RunState:
     pending: dict[str, tuple[ToolCallRecord, float]] = field(default_factory=dict)
     tool_calls: list[ToolCallRecord] = field(default_factory=list)
     messages: list[HistoryMessage] = field(default_factory=list)
+    paused: ApprovalPending | None = None
+
+    async def pause(self, pending: ApprovalPending) -> None:
+        """A write call waits for approval: tell the caller, and call the model no more."""
+        self.paused = pending
+        if self.stop_reason is None:
+            self.stop_reason = "approval_required"
+            self.stop_message = "waiting for a member's approval of a graph change"
+        await self.emit(pending)
 
     async def emit(self, event: RunEvent) -> None:
         if self.callback is None:
@@ -173,7 +187,7 @@ class RunState:
             return
         if event.error_code:
             self.partial_seen = False
-            if event.error_code not in {"max_steps", "doom_loop"} and self.error is None:
+            if event.error_code not in INSIDE_STOPS and self.error is None:
                 self.error = Failure(event.error_message or event.error_code, "llm_error")
             return
         if text and not event.get_function_responses():
@@ -207,6 +221,7 @@ def build_agent(
     project_id: uuid.UUID,
     sub_definitions: Sequence[AgentDefinition],
     share: bool = False,
+    gate_for: Callable[[AgentDefinition], WriteGate] | None = None,
 ) -> LlmAgent:
     """The ``LlmAgent`` of a definition, its tools, and its sub-agents (one level deep: no cycles)."""
     adapter = ModelAdapter.for_provider(
@@ -220,7 +235,8 @@ def build_agent(
         # A provider, not a template: braces in a prompt are text, never session-state lookups.
         return prompt
 
-    tools: list[Any] = [*graph_tools(list(definition.tools or []), project_id=project_id)]
+    gate = gate_for(definition) if gate_for is not None else None
+    tools: list[Any] = [*graph_tools(list(definition.tools or []), project_id=project_id, gate=gate)]
     tools += mcp_toolsets(list(definition.mcp_servers or []))
     subs: list[BaseAgent] = [
         build_agent(
@@ -229,6 +245,7 @@ def build_agent(
             state,
             project_id=project_id,
             sub_definitions=[],
+            gate_for=gate_for,
         )
         for sub in sub_definitions
     ]
@@ -260,12 +277,15 @@ async def adk_run(
     user_id: str,
     stop: StopSignal | None,
     share_provider: bool,
+    gate_for: Callable[[AgentDefinition], WriteGate] | None = None,
+    resume: ToolResume | None = None,
 ) -> None:
     """Run one turn of ``definition`` on ADK's runner, recording into ``state`` as it goes.
 
     The session holds ``history`` in memory (the chat layer loaded it and stores the turn's
     messages itself); the messages the run adds are left in ``state.messages``, even when the
-    run raises or is cancelled.
+    run raises or is cancelled. With ``resume`` the new message is not ``message`` but the result of
+    the tool call the history ends with (a decided approval), so the model carries on from there.
     """
     agent = build_agent(
         definition,
@@ -274,6 +294,7 @@ async def adk_run(
         project_id=project_id,
         sub_definitions=sub_definitions,
         share=share_provider,
+        gate_for=gate_for,
     )
     service = HistorySessionService(
         InMemoryHistoryStore({session_id: history}),
@@ -283,7 +304,11 @@ async def adk_run(
     )
     runner = Runner(agent=agent, app_name=APP_NAME, session_service=service)
     run_config = RunConfig(streaming_mode=StreamingMode.SSE, max_llm_calls=state.max_steps * 4 + 10)
-    content = types.Content(role="user", parts=[types.Part(text=message)])
+    if resume is not None:
+        response = types.FunctionResponse(id=resume.call_id, name=resume.tool, response=resume.result)
+        content = types.Content(role="user", parts=[types.Part(function_response=response)])
+    else:
+        content = types.Content(role="user", parts=[types.Part(text=message)])
     try:
         async with aclosing(
             runner.run_async(

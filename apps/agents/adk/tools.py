@@ -24,6 +24,7 @@ from google.genai import types
 from mcp import StdioServerParameters
 
 from apps.agents.adk.mcp_http import guarded_client_factory
+from apps.agents.approvals import WriteGate
 from apps.agents.mcp_servers import (
     InvalidMcpServer,
     McpServerSpec,
@@ -53,10 +54,11 @@ class GraphAdkTool(BaseTool):
     error result, so a hung query cannot hold the turn until the turn's own timeout.
     """
 
-    def __init__(self, tool: GraphTool, *, project_id: uuid.UUID) -> None:
+    def __init__(self, tool: GraphTool, *, project_id: uuid.UUID, gate: WriteGate | None = None) -> None:
         super().__init__(name=tool.name, description=tool.description)
         self.graph_tool = tool
         self.project_id = project_id
+        self.gate = gate
 
     def _get_declaration(self) -> types.FunctionDeclaration:
         return types.FunctionDeclaration(
@@ -67,10 +69,14 @@ class GraphAdkTool(BaseTool):
 
     async def run_async(self, *, args: dict[str, Any], tool_context: ToolContext) -> Any:
         limit = settings.KGCHAT_TOOL_TIMEOUT_SECONDS
+        if self.graph_tool.read_only or self.gate is None:
+            # Without a gate a write tool answers approval_required and writes nothing.
+            work = tool_call(project_id=self.project_id, name=self.name, arguments=args)
+        else:
+            call_id = tool_context.function_call_id or f"call_{self.name}"
+            work = self.gate.call(self.name, dict(args or {}), call_id=call_id)
         try:
-            result = await asyncio.wait_for(
-                tool_call(project_id=self.project_id, name=self.name, arguments=args), timeout=limit
-            )
+            result = await asyncio.wait_for(work, timeout=limit)
         except ServiceError as exc:
             return {"error": exc.message, "code": exc.code}
         except TimeoutError:
@@ -106,12 +112,13 @@ def shrink_result(result: Any, *, max_chars: int) -> Any:
     return {"truncated": True, "preview": text[:max_chars]}
 
 
-def graph_tools(names: list[str], *, project_id: uuid.UUID) -> list[BaseTool]:
-    """The registry tools named in an agent definition; unknown names are skipped with a warning."""
+def graph_tools(names: list[str], *, project_id: uuid.UUID, gate: WriteGate | None = None) -> list[BaseTool]:
+    """The registry tools named in an agent definition; unknown names are skipped with a warning.
+    Write tools go through ``gate`` (none: they answer ``approval_required``)."""
     tools: list[BaseTool] = []
     for name in names:
         try:
-            tools.append(GraphAdkTool(tool_get(name), project_id=project_id))
+            tools.append(GraphAdkTool(tool_get(name), project_id=project_id, gate=gate))
         except ServiceError:
             logger.warning("agent definition names unknown graph tool %r; skipped", name)
     return tools
