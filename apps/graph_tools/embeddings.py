@@ -11,6 +11,7 @@ import logging
 import threading
 import uuid
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from django.db import connection, transaction
 
@@ -169,7 +170,7 @@ def pending_batch_embed(
     is pending, or every pending row is held by another worker).
     """
     embedder = embedder or get_embedder()
-    params: dict[str, object] = {"limit": max(1, batch_size)}
+    params: dict[str, Any] = {"limit": max(1, batch_size)}
     project = ""
     if project_id is not None:
         project, params["project"] = "AND project_id = %(project)s", project_id
