@@ -45,7 +45,7 @@ async def test_list_my_conversations_newest_first(world, scripted):
 async def test_read_one_conversation_with_its_messages(world, scripted):
     default_agents_install_async = adb(default_agents_install)
     await default_agents_install_async(project=world["project"])
-    agent = await AgentDefinition.objects.aget(project=world["project"])
+    agent = await AgentDefinition.objects.aget(project=world["project"], name="graph-query-agent")
     scripted.turns += [[tool_call("get_entity_edges", {"entity_id": "paris"}, id="k")], text("Paris.")]
     _, frames = await sse_turn(
         world["client"],
@@ -105,7 +105,7 @@ async def test_another_users_conversation_is_404_everywhere(world, scripted):
 
 async def test_agent_run_audit_trail_for_the_conversation_owner_only(world, scripted):
     await adb(default_agents_install)(project=world["project"])
-    agent = await AgentDefinition.objects.aget(project=world["project"])
+    agent = await AgentDefinition.objects.aget(project=world["project"], name="graph-query-agent")
     scripted.turns += [[tool_call("hybrid_search", {"query": "France"}, id="h")], text("France.")]
     _, frames = await sse_turn(
         world["client"],

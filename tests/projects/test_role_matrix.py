@@ -25,6 +25,7 @@ from apps.chat.bus import InProcessFrameBus, set_bus
 from apps.chat.models import Conversation
 from apps.chat.services import turn_wait_all
 from apps.graph_tools.models import GraphObject
+from apps.graph_tools.registry import tool_get
 from apps.projects.models import ProjectInvitation, ProjectMembership
 from apps.projects.selectors import Principal
 from apps.projects.services import invitation_create
@@ -341,7 +342,11 @@ async def test_mcp_members_read_with_read_only_tools_and_a_stranger_or_unknown_t
     assert {role: result["types"] for role, result in read.items()} == {
         role: [{"type": "City", "count": 1}] for role in MEMBER_ROLES
     }
-    assert all(t.annotations is not None and t.annotations.read_only_hint is True for t in listed.tools)
+    # Read tools are read-only; the write tools (issue 15) say they are not.
+    assert all(
+        t.annotations is not None and t.annotations.read_only_hint is tool_get(t.name).read_only
+        for t in listed.tools
+    )
     assert (stranger.status_code, stranger.json()["code"]) == (404, "project_not_found")
     assert (unknown.status_code, unknown.json()["code"]) == (401, "unauthorized")
 
