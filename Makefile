@@ -56,9 +56,12 @@ run: setup
 	fi; \
 	echo "kgchat on http://$(HOST):$(PORT)/  (API docs: /api/docs, admin: /admin/; model: $${KGCHAT_MODEL:-per agent definition})"; \
 	$(PY) manage.py recover_turns; \
-	exec $(VENV)/bin/daphne -b $(HOST) -p $(PORT) config.asgi:application
+	$(PY) manage.py embed_worker >> .data/embed_worker.log 2>&1 & echo $$! > .data/embed_worker.pid; \
+	trap 'kill $$(cat .data/embed_worker.pid) 2>/dev/null; rm -f .data/embed_worker.pid' EXIT; \
+	$(VENV)/bin/daphne -b $(HOST) -p $(PORT) config.asgi:application
 
 stop:
+	@if [ -f .data/embed_worker.pid ]; then kill $$(cat .data/embed_worker.pid) 2>/dev/null; rm -f .data/embed_worker.pid; fi
 	@bash scripts/local_llm.sh stop
 	@if [ -x $(PY) ]; then $(PY) manage.py embedded_db stop; fi
 

@@ -51,6 +51,15 @@ class EntityList(Schema):
     count: int
 
 
+class EmbeddingOut(Schema):
+    total: int
+    embedded: int
+    pending: int
+    # "pending" while entities wait for a vector, else "complete"
+    state: str
+    model: str
+
+
 class ImportOut(Schema):
     entitiesCreated: int
     entitiesUpdated: int
@@ -59,6 +68,8 @@ class ImportOut(Schema):
     entitiesEmbedded: int
     # The graph version the import made; null when the file held no records.
     graphVersion: int | None
+    # The project's embedding progress at the commit: the background worker embeds what is pending.
+    embedding: EmbeddingOut
 
 
 class ChangeOut(Schema):
@@ -126,7 +137,18 @@ async def import_graph(request: HttpRequest, project_id: str) -> ImportOut:
     result = await services.graph_import_as_member(
         principal=principal_of(request), project_ref=project_id, lines=body.splitlines()
     )
-    return ImportOut(**result.as_counts(), graphVersion=result.graph_version)
+    assert result.embedding is not None
+    return ImportOut(
+        **result.as_counts(),
+        graphVersion=result.graph_version,
+        embedding=EmbeddingOut(**result.embedding.as_json()),
+    )
+
+
+@router.get("/projects/{project_id}/graph/embedding", response=EmbeddingOut)
+def embedding_status(request: HttpRequest, project_id: str) -> EmbeddingOut:
+    status = selectors.embedding_status(principal=principal_of(request), project_ref=project_id)
+    return EmbeddingOut(**status.as_json())
 
 
 @router.get("/projects/{project_id}/graph/entities", response=EntityList)

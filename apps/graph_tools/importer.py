@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from asgiref.sync import sync_to_async
-from django.db import connection, connections, transaction
+from django.db import connection, transaction
 
-from apps.graph_tools.embeddings import graph_objects_embed
+from apps.graph_tools.embeddings import get_embedder, graph_objects_embed
 from apps.graph_tools.errors import GraphImportError
 from apps.graph_tools.models import ChangeAction, ChangeAuthority, GraphChange, GraphObject, GraphRelationship
+from apps.graph_tools.selectors import EmbeddingProgress, embedding_progress
 from apps.graph_tools.versions import graph_version_bump
 from apps.projects.inputs import InvalidInput, json_parse
 from apps.projects.models import Project
@@ -35,6 +35,8 @@ class ImportResult:
     # The graph version the import made (None: the file had no records, nothing was written).
     graph_version: int | None = None
     entity_ids: list[Any] = field(default_factory=list)
+    # The project's embedding progress right after the commit (the background worker embeds the rest).
+    embedding: EmbeddingProgress | None = None
 
     def as_counts(self) -> dict[str, int]:
         return {
@@ -179,6 +181,8 @@ def graph_import(
         )
     result.entities_updated = len(existing)
     result.entities_created = len(entities) - len(existing)
+    for start in range(0, len(entities), BATCH):
+        _stale_vectors_clear(project_id=project.id, entities=entities[start : start + BATCH])
 
     for start in range(0, len(entities), BATCH):
         chunk = entities[start : start + BATCH]
@@ -255,6 +259,27 @@ def graph_import(
     return result
 
 
+def _stale_vectors_clear(*, project_id: Any, entities: list[_Entity]) -> None:
+    """Drop the vectors of existing entities whose embedded text (type, name, description) the
+    import changes, so the background worker embeds them again; unchanged entities keep theirs."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """
+            UPDATE kb.graph_objects AS o SET embedding = NULL, embedding_model = ''
+            FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[]) AS n(key, type, name, description)
+            WHERE o.project_id = %s AND o.key = n.key AND o.embedding IS NOT NULL
+              AND (o.type, o.name, o.description) IS DISTINCT FROM (n.type, n.name, n.description)
+            """,
+            [
+                [e.key for e in entities],
+                [e.type for e in entities],
+                [e.name for e in entities],
+                [e.description for e in entities],
+                project_id,
+            ],
+        )
+
+
 def _record_import(
     *,
     project: Project,
@@ -284,34 +309,36 @@ def _record_import(
 
 
 def graph_import_embed(*, project_id: Any, result: ImportResult, progress: Any = None) -> int:
-    """Embed the entities an import upserted (outside its transaction, so the model holds no locks).
+    """Embed the entities an import upserted now, in this thread (outside its transaction, so the
+    model holds no locks), for callers that need every vector before they go on (evals).
 
     A failure of the embedding model does not undo the import: it is logged, and the entities are
-    left for ``embed_graph --missing``. Return how many entities were embedded.
+    left to the background worker. Return how many entities were embedded.
     """
     try:
         return graph_objects_embed(project_id=project_id, object_ids=result.entity_ids, progress=progress)
     except Exception:
         log.exception(
-            "embedding %d imported entities failed; run embed_graph --missing", len(result.entity_ids)
+            "embedding %d imported entities failed; the background worker retries", len(result.entity_ids)
         )
         return 0
 
 
-def _embed_in_worker_thread(project_id: Any, result: ImportResult) -> int:
-    try:
-        return graph_import_embed(project_id=project_id, result=result)
-    finally:
-        connections.close_all()  # this worker thread's connections only
+def graph_import_with_progress(
+    *, project: Project, lines: Iterable[str | bytes], user_id: int | None = None
+) -> ImportResult:
+    """Import, and report the project's embedding progress after the commit.
+
+    Nothing is embedded here: the import returns when its rows are committed, searchable by full
+    text and name at once; the background worker (``embed_worker``) embeds them.
+    """
+    result = graph_import(project=project, lines=lines, user_id=user_id)
+    result.embedding = embedding_progress(project_id=project.id, model=get_embedder().name)
+    return result
 
 
 async def graph_import_async(
     *, project: Project, lines: Iterable[str | bytes], user_id: int | None = None
 ) -> ImportResult:
-    """Import, then embed in a worker thread: the event loop and Django's sync thread stay free.
-
-    When it returns, the entities are searchable by text and by meaning.
-    """
-    result = await sync_to_async(graph_import)(project=project, lines=lines, user_id=user_id)
-    result.entities_embedded = await asyncio.to_thread(_embed_in_worker_thread, project.id, result)
-    return result
+    """``graph_import_with_progress`` in Django's sync thread, for async transports."""
+    return await sync_to_async(graph_import_with_progress)(project=project, lines=lines, user_id=user_id)

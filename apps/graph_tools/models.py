@@ -56,6 +56,10 @@ class GraphObject(models.Model):
             # The GIN indexes' pending lists are bounded to 256 kB (migration 0006).
             GinIndex(fields=["search_vector"], name="graph_obj_search_vector"),
             GinIndex(fields=["name"], opclasses=["gin_trgm_ops"], name="graph_obj_name_trgm"),
+            # The background embedding queue: entities waiting for a vector (embeddings.pending_batch_embed).
+            models.Index(
+                fields=["project"], condition=models.Q(embedding__isnull=True), name="graph_obj_embed_pending"
+            ),
         ]
 
     def __str__(self) -> str:

@@ -15,6 +15,7 @@ from django.db import connection
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
+from apps.graph_tools.embedders import get_embedder
 from apps.graph_tools.errors import ApprovalNotFound, EntityNotFound
 from apps.graph_tools.models import ApprovalStatus, GraphChange, GraphObject, GraphRelationship, WriteApproval
 from apps.graph_tools.registry import GraphTool, tool_list
@@ -201,3 +202,48 @@ def approvals_waiting(*, conversation_id: uuid.UUID) -> list[WriteApproval]:
             conversation_id=conversation_id, status=ApprovalStatus.PENDING, expires_at__gt=timezone.now()
         ).order_by("created_at")
     )
+
+
+@dataclass(frozen=True)
+class EmbeddingProgress:
+    """How far the background worker is with a project's vectors (``embedding_progress``)."""
+
+    total: int
+    embedded: int
+    pending: int
+    model: str
+
+    @property
+    def state(self) -> str:
+        """``complete`` when nothing waits for a vector, else ``pending``."""
+        return "pending" if self.pending else "complete"
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "total": self.total,
+            "embedded": self.embedded,
+            "pending": self.pending,
+            "state": self.state,
+            "model": self.model,
+        }
+
+
+def embedding_progress(*, project_id: uuid.UUID, model: str) -> EmbeddingProgress:
+    """Count a project's entities: all, with a vector of ``model``, and waiting for one (no vector).
+
+    Vectors of another model are neither embedded nor pending: ``embed_graph --all`` replaces them.
+    """
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*), count(*) FILTER (WHERE embedding IS NOT NULL AND embedding_model = %s), "
+            "count(*) FILTER (WHERE embedding IS NULL) FROM kb.graph_objects WHERE project_id = %s",
+            [model, project_id],
+        )
+        total, embedded, pending = cursor.fetchone()
+    return EmbeddingProgress(total=total, embedded=embedded, pending=pending, model=model)
+
+
+def embedding_status(*, principal: Principal, project_ref: object) -> EmbeddingProgress:
+    """The embedding progress of a project the principal may see, for the configured model."""
+    project = project_get(principal=principal, project_ref=project_ref)
+    return embedding_progress(project_id=project.id, model=get_embedder().name)

@@ -6,6 +6,7 @@ project by id or slug without access checks, for management commands.
 
 from __future__ import annotations
 
+import threading
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -17,13 +18,13 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from apps.graph_tools.embeddings import get_embedder, graph_objects_embed
+from apps.graph_tools.embeddings import EMBED_BATCH_SIZE, embed_worker_run, get_embedder, graph_objects_embed
 from apps.graph_tools.errors import ApprovalNotPending, ApprovalRequired, ToolError
-from apps.graph_tools.importer import ImportResult, graph_import, graph_import_async, graph_import_embed
+from apps.graph_tools.importer import ImportResult, graph_import_async, graph_import_with_progress
 from apps.graph_tools.models import ApprovalStatus, ChangeAuthority, WriteApproval
 from apps.graph_tools.registry import GraphTool, WriteAuthorization, tool_call, tool_get, validate_arguments
 from apps.graph_tools.selectors import approval_allowed, approval_get
-from apps.graph_tools.writes import write_apply, write_plan, written_entities_embed
+from apps.graph_tools.writes import write_apply, write_plan
 from apps.projects.inputs import input_check
 from apps.projects.models import Project, Role
 from apps.projects.selectors import Principal, RoleTooLow, project_get, project_get_by_ref
@@ -34,7 +35,8 @@ Progress = Callable[[int, int], None] | None
 async def graph_import_as_member(
     *, principal: Principal, project_ref: object, lines: Iterable[str | bytes]
 ) -> ImportResult:
-    """Import JSON Lines into a project where the principal is an editor, then embed what it upserted."""
+    """Import JSON Lines into a project where the principal is an editor; return at the commit, with
+    the project's embedding progress (the background worker embeds what waits)."""
     project = await sync_to_async(project_get)(
         principal=principal, project_ref=project_ref, min_role=Role.EDITOR
     )
@@ -47,14 +49,10 @@ class OperatorImport:
     result: ImportResult
 
 
-def graph_import_as_operator(
-    *, project_ref: str, lines: Iterable[str | bytes], progress: Progress = None
-) -> OperatorImport:
-    """Import JSON Lines into a project, then embed what it upserted (an embedding failure is logged)."""
+def graph_import_as_operator(*, project_ref: str, lines: Iterable[str | bytes]) -> OperatorImport:
+    """Import JSON Lines into a project; return at the commit, with the embedding progress."""
     project = project_get_by_ref(project_ref=project_ref)
-    result = graph_import(project=project, lines=lines)
-    result.entities_embedded = graph_import_embed(project_id=project.id, result=result, progress=progress)
-    return OperatorImport(project=project, result=result)
+    return OperatorImport(project=project, result=graph_import_with_progress(project=project, lines=lines))
 
 
 @dataclass(frozen=True)
@@ -184,7 +182,6 @@ def approval_decide(
     if not approval_allowed(principal=principal, project_id=visible.project_id):
         raise RoleTooLow(Role.EDITOR)
     expired = decided = False
-    embed_ids: list[uuid.UUID] = []
     with transaction.atomic():
         approval = WriteApproval.objects.select_for_update().get(id=visible.id)
         if approval.status == ApprovalStatus.PENDING and approval.expires_at <= now:
@@ -209,7 +206,7 @@ def approval_decide(
                         args=validate_arguments(tool, approval.arguments),
                         authorization=authorization,
                     )
-                    approval.result, embed_ids = outcome.result, outcome.embed_ids
+                    approval.result = outcome.result
                 except ToolError as exc:
                     approval.result = {"error": exc.message, "code": exc.code}
             else:
@@ -225,8 +222,6 @@ def approval_decide(
         raise ApprovalNotPending("this approval has expired; nothing was written")
     if not decided:
         raise ApprovalNotPending(f"this approval is already {approval.status}; it can be decided only once")
-    # After the commit, as after an import: the model holds no locks.
-    written_entities_embed(project_id=approval.project_id, ids=embed_ids)
     return approval
 
 
@@ -236,3 +231,19 @@ def approvals_expire(*, now: datetime | None = None) -> int:
     return WriteApproval.objects.filter(status=ApprovalStatus.PENDING, expires_at__lte=now).update(
         status=ApprovalStatus.EXPIRED
     )
+
+
+def embed_worker_serve(
+    *, stop: threading.Event, batch_size: int | None = None, idle_seconds: float = 2.0
+) -> int:
+    """Run the background embedding worker until ``stop`` is set; return how many entities it embedded."""
+    done = 0
+
+    def count(n: int) -> None:
+        nonlocal done
+        done += n
+
+    embed_worker_run(
+        batch_size=batch_size or EMBED_BATCH_SIZE, idle_seconds=idle_seconds, stop=stop, on_batch=count
+    )
+    return done

@@ -7,7 +7,6 @@ thread of its own so the model never holds up the database thread.
 
 from __future__ import annotations
 
-import asyncio
 from typing import Annotated, Any, Literal
 
 from asgiref.sync import sync_to_async
@@ -217,10 +216,6 @@ def _write_handler(name: str) -> Any:
             )
         outcome = await _db(writes.write_apply)(
             project_id=ctx.project_id, tool_name=name, args=args, authorization=ctx.authorization
-        )
-        # As the import does: the entity is searchable by meaning when the tool returns.
-        await asyncio.to_thread(
-            writes.written_entities_embed_in_worker_thread, project_id=ctx.project_id, ids=outcome.embed_ids
         )
         return outcome.result
 

@@ -4,7 +4,8 @@
 plans again inside one transaction that holds the project's write turn (the lock imports take),
 then writes the rows, bumps the graph version once and records one ``GraphChange`` per entity or
 relationship changed, all or nothing. Type counts and full text follow by themselves (triggers and
-a generated column); a created or renamed entity is embedded after the commit, as the import does.
+a generated column); a created or renamed entity waits for the background embedding worker, as an
+import does.
 """
 
 from __future__ import annotations
@@ -15,11 +16,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Annotated, Any
 
-from django.db import IntegrityError, connections, transaction
+from django.db import IntegrityError, transaction
 from django.db.models import Q
 from pydantic import Field, StringConstraints
 
-from apps.graph_tools.embeddings import graph_objects_embed
 from apps.graph_tools.errors import (
     EntityExists,
     EntityNotFound,
@@ -307,8 +307,13 @@ def _apply_update_entity(
     obj = GraphObject.objects.defer("embedding", "search_vector").get(
         project_id=project_id, id=plan.entity_id
     )
+    fields = ["name", "description", "properties", "updated_at"]
+    if (obj.name, obj.description) != (after["name"], after["description"]):
+        # The embedded text changed: the background worker embeds the entity again.
+        obj.embedding, obj.embedding_model = None, ""
+        fields += ["embedding", "embedding_model"]
     obj.name, obj.description, obj.properties = after["name"], after["description"], after["properties"]
-    obj.save(update_fields=["name", "description", "properties", "updated_at"])
+    obj.save(update_fields=fields)
     return [_change(ChangeAction.UPDATE_ENTITY, entity_id=plan.entity_id, before=plan.before, after=after)]
 
 
@@ -385,9 +390,6 @@ WRITES: dict[str, tuple[Planner, Applier]] = {
     "delete_relationship": (_plan_delete_relationship, _apply_delete_relationship),
 }
 
-# Writes after which the entity's embedding text (name, type, description) may have changed.
-_EMBED_AFTER = {"create_entity", "update_entity"}
-
 
 def write_plan(*, project_id: uuid.UUID, tool_name: str, args: ToolArgs) -> WritePlan:
     """Work out what write tool ``tool_name`` would change, writing nothing (``ToolError`` if it cannot run)."""
@@ -398,7 +400,6 @@ def write_plan(*, project_id: uuid.UUID, tool_name: str, args: ToolArgs) -> Writ
 @dataclass
 class WriteOutcome:
     result: dict[str, Any]
-    embed_ids: list[uuid.UUID]
 
 
 def write_apply(
@@ -413,7 +414,7 @@ def write_apply(
         plan = planner(project_id, args)
         if not plan.changes_anything:
             version = graph_version_current(project_id=project_id)
-            return WriteOutcome(result=_result(plan, version, changed=False), embed_ids=[])
+            return WriteOutcome(result=_result(plan, version, changed=False))
         rows = applier(project_id, args, plan)
         version = graph_version_bump(project_id=project_id)
         GraphChange.objects.bulk_create(
@@ -430,8 +431,7 @@ def write_apply(
                 for row in rows
             ]
         )
-    embed = [plan.entity_id] if tool_name in _EMBED_AFTER and plan.entity_id is not None else []
-    return WriteOutcome(result=_result(plan, version, changed=True), embed_ids=embed)
+    return WriteOutcome(result=_result(plan, version, changed=True))
 
 
 def _result(plan: WritePlan, version: int, *, changed: bool) -> dict[str, Any]:
@@ -443,22 +443,3 @@ def _result(plan: WritePlan, version: int, *, changed: bool) -> dict[str, Any]:
         "before": plan.before,
         "after": plan.after,
     }
-
-
-def written_entities_embed(*, project_id: uuid.UUID, ids: list[uuid.UUID]) -> None:
-    """Embed entities a write created or changed (after its commit); a failure of the model is
-    logged and leaves them for ``embed_graph --missing``, as after an import."""
-    if not ids:
-        return
-    try:
-        graph_objects_embed(project_id=project_id, object_ids=ids)
-    except Exception:
-        log.exception("embedding %d written entities failed; run embed_graph --missing", len(ids))
-
-
-def written_entities_embed_in_worker_thread(*, project_id: uuid.UUID, ids: list[uuid.UUID]) -> None:
-    """``written_entities_embed`` for ``asyncio.to_thread``: closes the worker thread's connections."""
-    try:
-        written_entities_embed(project_id=project_id, ids=ids)
-    finally:
-        connections.close_all()  # this worker thread's connections only

@@ -6,7 +6,7 @@ import json
 import pytest
 from django.test import Client
 
-from apps.graph_tools.embeddings import EMBED_TEXT_CHARS, entity_text
+from apps.graph_tools.embeddings import EMBED_TEXT_CHARS, entity_text, pending_batch_embed
 from apps.graph_tools.models import GraphObject, GraphRelationship
 from tests.factories import make_entity, make_project, make_relationship, make_user
 from tests.graph_tools.records import ALICE, BOB, KNOWS, jsonl
@@ -35,6 +35,7 @@ def test_import_creates_entities_and_relationships(owner_client):
     assert response.status_code == 200
     counts = response.json()
     counts.pop("entitiesEmbedded")
+    assert counts.pop("embedding")["pending"] == 2
     assert counts == {
         "entitiesCreated": 2,
         "entitiesUpdated": 0,
@@ -58,6 +59,7 @@ def test_reimport_same_key_updates_the_entity(owner_client):
 
     counts = response.json()
     counts.pop("entitiesEmbedded")
+    counts.pop("embedding")
     assert counts == {
         "entitiesCreated": 0,
         "entitiesUpdated": 1,
@@ -227,7 +229,10 @@ def test_a_200000_word_description_is_stored_whole_and_searchable_by_its_beginni
 
     assert response.status_code == 200, response.content[:300]
     assert response.json()["entitiesCreated"] == 2
-    assert response.json()["entitiesEmbedded"] == 2  # the embedder reads the first EMBED_TEXT_CHARS only
+    assert response.json()["embedding"]["pending"] == 2
+    assert (
+        pending_batch_embed(project_id=project.id) == 2
+    )  # the embedder reads the first EMBED_TEXT_CHARS only
     assert (
         len(entity_text(name="Alice", type="Person", description=long_one["description"])) == EMBED_TEXT_CHARS
     )

@@ -9,6 +9,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from apps.graph_tools.embeddings import pending_batch_embed
 from apps.graph_tools.errors import ApprovalNotFound, ApprovalNotPending, EntityNotFound
 from apps.graph_tools.models import ApprovalStatus, GraphChange, GraphObject, WriteApproval
 from apps.graph_tools.selectors import approval_allowed, approvals_pending
@@ -178,7 +179,7 @@ def test_approving_a_write_the_graph_outgrew_records_the_error_and_writes_nothin
     assert not GraphChange.objects.exists()
 
 
-def test_an_approved_create_entity_is_embedded_once_decided(graph: SmallGraph, team):
+def test_an_approved_create_entity_waits_for_the_worker_then_is_embedded(graph: SmallGraph, team):
     approval = approval_request(
         project_id=graph.project.id,
         tool_name="create_entity",
@@ -187,6 +188,10 @@ def test_an_approved_create_entity_is_embedded_once_decided(graph: SmallGraph, t
     )
 
     approval_decide(principal=team["owner"], approval_id=approval.id, approve=True)
+    waiting = GraphObject.objects.get(project=graph.project, key="hana")
+    embedded = pending_batch_embed(project_id=graph.project.id)
 
     hana = GraphObject.objects.get(project=graph.project, key="hana")
+    assert waiting.embedding is None
+    assert embedded == 1
     assert hana.embedding is not None and hana.embedding_model

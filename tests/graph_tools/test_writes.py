@@ -11,6 +11,7 @@ import pytest
 from asgiref.sync import async_to_sync
 from django.db import connections
 
+from apps.graph_tools.embeddings import pending_batch_embed
 from apps.graph_tools.errors import (
     ApprovalRequired,
     EntityExists,
@@ -57,7 +58,7 @@ def type_count(graph: SmallGraph, type_: str) -> int:
 def test_create_entity_writes_it_searchable_embedded_counted_and_audited(
     transactional_db: None, graph: SmallGraph, writer
 ):
-    # Committed data: the entity is embedded after the commit, in a worker thread of its own.
+    # Committed data: the background worker embeds the entity after the commit.
     result = write(
         graph,
         writer,
@@ -69,13 +70,17 @@ def test_create_entity_writes_it_searchable_embedded_counted_and_audited(
         properties={"city": "Berlin"},
     )
 
+    found = graph.call("search_entities", query="beekeeper honey")["results"]
+    waiting = GraphObject.objects.get(project=graph.project, key="frank").embedding
+    pending_batch_embed(project_id=graph.project.id)
+
     entity = GraphObject.objects.get(project=graph.project, key="frank")
     assert result["changed"] is True and result["graph_version"] == 1 == version(graph)
     assert result["after"]["id"] == str(entity.id)
     assert (entity.name, entity.properties) == ("Frank Green", {"city": "Berlin"})
+    assert waiting is None, "the write returns at its commit, before the embedding"
     assert entity.embedding is not None and entity.embedding_model
     assert type_count(graph, "Person") == 6
-    found = graph.call("search_entities", query="beekeeper honey")["results"]
     assert [r["key"] for r in found] == ["frank"]
     change = GraphChange.objects.get(project=graph.project)
     assert (change.action, change.entity_id, change.version) == ("create_entity", entity.id, 1)

@@ -2,7 +2,6 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from apps.graph_tools.management.progress import progress_bar
 from apps.graph_tools.services import graph_import_as_operator
 from apps.projects.errors import ServiceError
 
@@ -17,10 +16,13 @@ class Command(BaseCommand):
     def handle(self, *args: object, file: Path, project: str, **options: object) -> None:
         try:
             with file.open("rb") as fh:
-                done = graph_import_as_operator(
-                    project_ref=project, lines=fh, progress=progress_bar(self.stderr)
-                )
+                done = graph_import_as_operator(project_ref=project, lines=fh)
         except (OSError, ServiceError) as exc:
             raise CommandError(str(exc)) from exc
         counts = ", ".join(f"{k}={v}" for k, v in done.result.as_counts().items())
+        if done.result.embedding is not None and done.result.embedding.pending:
+            counts += (
+                f"; {done.result.embedding.pending} entities wait for the embedding worker"
+                f" (make run starts it; or: manage.py embed_graph --project {project})"
+            )
         self.stdout.write(f"imported into {project}: {counts}")

@@ -1,0 +1,218 @@
+"""Issue 16 item 1: an import is searchable at once and embedded in the background, by a worker that
+resumes what a dead one claimed, never holds up a turn, and reports its progress over REST."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+import psycopg
+import pytest
+from django.db import connection, connections
+from django.test import Client
+
+from apps.agents.llm.scripted import text, tool_call
+from apps.graph_tools.embeddings import embed_worker_run, get_embedder, pending_batch_embed
+from apps.graph_tools.models import GraphObject
+from apps.graph_tools.selectors import embedding_progress
+from apps.projects.models import Role
+from tests.chat import conftest as chat
+from tests.chat.conftest import agent_request, types, ws_connect, ws_turn
+from tests.factories import add_member, make_project, make_user
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+# The chat tests' fixtures, for the one turn below: a project with a small graph, its agent, a scripted model.
+world, agent, scripted, fresh_bus = chat.world, chat.agent, chat.scripted, chat.fresh_bus
+
+OAK = '{"kind": "entity", "key": "oak", "type": "Tree", "name": "Oak", "description": "A broadleaf tree with acorns."}'
+PINE = '{"kind": "entity", "key": "pine", "type": "Tree", "name": "Pine", "description": "An evergreen conifer."}'
+
+
+def owner_client() -> tuple[Client, Any]:
+    user = make_user()
+    project = make_project(owner=user)
+    client = Client()
+    client.force_login(user)
+    return client, project
+
+
+def tool(client: Client, project: Any, name: str, **arguments: Any) -> list[str]:
+    response = client.post(
+        f"/api/projects/{project.id}/graph/tools/{name}", arguments, content_type="application/json"
+    )
+    assert response.status_code == 200, response.content
+    return [r["key"] for r in response.json()["results"]]
+
+
+def progress(project: Any) -> dict[str, Any]:
+    return embedding_progress(project_id=project.id, model=get_embedder().name).as_json()
+
+
+def test_an_import_returns_with_pending_embeddings_and_lexical_search_finds_the_rows_at_once():
+    client, project = owner_client()
+
+    response = client.post(
+        f"/api/projects/{project.id}/graph/import", f"{OAK}\n{PINE}", content_type="application/x-ndjson"
+    )
+    by_text = tool(client, project, "hybrid_search", query="evergreen conifer")
+    by_name = tool(client, project, "search_entities", query="Oak")
+    by_meaning = tool(client, project, "semantic_search", query="evergreen conifer")
+
+    assert response.status_code == 200
+    assert response.json()["entitiesEmbedded"] == 0
+    assert response.json()["embedding"] == {
+        "total": 2,
+        "embedded": 0,
+        "pending": 2,
+        "state": "pending",
+        "model": get_embedder().name,
+    }
+    assert by_text == ["pine"]
+    assert by_name[0] == "oak"
+    assert by_meaning == [], "an entity without a vector is not among the semantic results yet"
+
+
+def test_the_worker_embeds_an_import_and_semantic_search_then_finds_it():
+    client, project = owner_client()
+    client.post(
+        f"/api/projects/{project.id}/graph/import", f"{OAK}\n{PINE}", content_type="application/x-ndjson"
+    )
+    stop = threading.Event()
+
+    def stop_when_done(_: int) -> None:
+        if progress(project)["pending"] == 0:
+            stop.set()
+
+    worker = threading.Thread(
+        target=_in_own_connection(embed_worker_run), kwargs={"stop": stop, "on_batch": stop_when_done}
+    )
+    worker.start()
+    worker.join(timeout=120)
+    by_meaning = tool(client, project, "semantic_search", query="a tree that stays green in winter")
+    status = client.get(f"/api/projects/{project.id}/graph/embedding")
+
+    assert not worker.is_alive()
+    assert status.json() | {"model": ""} == {
+        "total": 2,
+        "embedded": 2,
+        "pending": 0,
+        "state": "complete",
+        "model": "",
+    }
+    assert by_meaning[0] == "pine"
+
+
+def test_rows_claimed_by_a_dead_worker_are_picked_up_again():
+    client, project = owner_client()
+    client.post(
+        f"/api/projects/{project.id}/graph/import", f"{OAK}\n{PINE}", content_type="application/x-ndjson"
+    )
+    dead = psycopg.connect(**connection.get_connection_params())
+    claimed = dead.execute(
+        "SELECT key FROM kb.graph_objects WHERE embedding IS NULL AND project_id = %s LIMIT 1 FOR UPDATE",
+        [project.id],
+    ).fetchone()
+
+    while_held = pending_batch_embed(project_id=project.id)
+    still_pending = progress(project)["pending"]
+    dead.close()  # the worker's process dies: its transaction and its claim go with the connection
+    after_restart = pending_batch_embed(project_id=project.id)
+
+    assert claimed is not None
+    assert while_held == 1, "the live worker skips the claimed row instead of waiting for it"
+    assert still_pending == 1
+    assert after_restart == 1
+    assert progress(project)["state"] == "complete"
+    assert GraphObject.objects.get(project=project, key=claimed[0]).embedding is not None
+
+
+def test_a_reimport_keeps_unchanged_vectors_and_queues_only_changed_text():
+    client, project = owner_client()
+    client.post(
+        f"/api/projects/{project.id}/graph/import", f"{OAK}\n{PINE}", content_type="application/x-ndjson"
+    )
+    pending_batch_embed(project_id=project.id)
+    changed = PINE.replace("An evergreen conifer.", "A conifer of the Pinus genus.")
+
+    response = client.post(
+        f"/api/projects/{project.id}/graph/import", f"{OAK}\n{changed}", content_type="application/x-ndjson"
+    )
+
+    assert response.json()["embedding"]["pending"] == 1
+    assert GraphObject.objects.get(project=project, key="oak").embedding is not None
+    assert GraphObject.objects.get(project=project, key="pine").embedding is None
+
+
+class GatedEmbedder:
+    """The real embedder, held inside its first batch until the test lets it go."""
+
+    def __init__(self) -> None:
+        self.inner = get_embedder()
+        self.name, self.dimension = self.inner.name, self.inner.dimension
+        self.entered, self.release = threading.Event(), threading.Event()
+
+    def embed_passages(self, texts: Sequence[str]) -> list[list[float]]:
+        self.entered.set()
+        self.release.wait(timeout=120)
+        return self.inner.embed_passages(texts)
+
+    def embed_query(self, text: str) -> list[float]:
+        return self.inner.embed_query(text)
+
+
+async def test_a_turn_is_not_blocked_while_the_worker_embeds(world, agent, scripted):
+    scripted.turns += [[tool_call("hybrid_search", {"query": "Paris"}, id="s1")], text("Paris is in France.")]
+    gated, stop, events = GatedEmbedder(), threading.Event(), []
+
+    def batch_stored(count: int) -> None:
+        events.append("batch stored")
+        stop.set()
+
+    worker = threading.Thread(
+        target=_in_own_connection(embed_worker_run),
+        kwargs={"embedder": gated, "stop": stop, "on_batch": batch_stored},
+    )
+    worker.start()
+    await asyncio.to_thread(gated.entered.wait, 120)  # the worker holds its batch, inside the model
+    communicator = await ws_connect(world["user"])
+
+    frames = await ws_turn(communicator, {"type": "chat.message", **agent_request(world, agent, "Paris?")})
+    events.append("turn done")
+    gated.release.set()
+    await asyncio.to_thread(worker.join, 120)
+    await communicator.disconnect()
+
+    assert types(frames)[-1] == "done"
+    assert events == ["turn done", "batch stored"]
+
+
+def test_the_progress_route_is_for_members_and_refuses_bad_ids():
+    client, project = owner_client()
+    viewer = make_user()
+    add_member(project, viewer, Role.VIEWER)
+    viewer_client, stranger_client = Client(), Client()
+    viewer_client.force_login(viewer)
+    stranger_client.force_login(make_user())
+
+    seen = viewer_client.get(f"/api/projects/{project.id}/graph/embedding")
+    hidden = stranger_client.get(f"/api/projects/{project.id}/graph/embedding")
+    bad = client.get("/api/projects/not%20a%20project/graph/embedding")
+
+    assert seen.status_code == 200 and seen.json()["state"] == "complete"
+    assert hidden.status_code == 404 and hidden.json()["code"]
+    assert 400 <= bad.status_code < 500 and set(bad.json()) >= {"error", "code"}
+
+
+def _in_own_connection(target: Any) -> Any:
+    """Run ``target`` in a worker thread and close that thread's database connection after it."""
+
+    def run(**kwargs: Any) -> None:
+        try:
+            target(**kwargs)
+        finally:
+            connections.close_all()
+
+    return run
