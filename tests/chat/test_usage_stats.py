@@ -217,3 +217,29 @@ def test_the_period_is_capped_at_366_days_and_starts_29_days_before_today():
     assert usage_period(start="2025-03-01", end="2026-03-01") == (date(2025, 3, 1), date(2026, 3, 1))
     with pytest.raises(InvalidUsageQuery):
         usage_period(start="2025-02-28", end="2026-03-01")
+
+
+@pytest.mark.django_db
+def test_openapi_lists_the_usage_route_with_its_query_and_figures():
+    client = client_for(make_user())
+
+    schema = client.get("/api/openapi.json").json()
+
+    route = schema["paths"]["/api/projects/{project_id}/usage"]["get"]
+    assert {"from", "to", "agentDefinitionId"} <= {p["name"] for p in route["parameters"]}
+    figures = schema["components"]["schemas"]["UsageFigures"]["properties"]
+    assert {"turns", "cost", "toolErrorRate", "stopReasons", "doneP95Ms", "feedbackRatio"} <= set(figures)
+
+
+@pytest.mark.django_db
+def test_the_project_admin_links_to_the_usage_page(seeded):
+    root = make_user()
+    root.is_staff = root.is_superuser = True
+    root.save()
+    project = seeded["project"]
+
+    listing = client_for(root).get("/admin/projects/project/").content.decode()
+    change = client_for(root).get(f"/admin/projects/project/{project.id}/change/").content.decode()
+
+    assert f'href="/projects/{project.id}/usage"' in listing
+    assert f'href="/projects/{project.id}/usage"' in change
