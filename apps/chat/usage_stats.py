@@ -119,13 +119,22 @@ def _rows(sql: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
 
 DAY = "(date_trunc('day', {col} AT TIME ZONE 'UTC'))::date"
 
+# Per conversation of the project, then per day: the aggregated LATERAL cannot be flattened into a
+# hash join over every project's messages, so each conversation reads its range of
+# ``chat_msg_conv_created`` (conversation_id, created_at).
 TURNS_SQL = f"""
-SELECT {DAY.format(col="m.created_at")} AS day, count(*), count(DISTINCT c.user_id)
-FROM "kb"."chat_messages" m JOIN "kb"."chat_conversations" c ON c.id = m.conversation_id
-WHERE c.project_id = %(project)s AND m.role = 'user'
-  AND m.created_at >= %(since)s AND m.created_at < %(until)s
+SELECT t.day, coalesce(sum(t.turns), 0), count(DISTINCT c.user_id)
+FROM "kb"."chat_conversations" c
+JOIN LATERAL (
+    SELECT {DAY.format(col="m.created_at")} AS day, count(*) AS turns
+    FROM "kb"."chat_messages" m
+    WHERE m.conversation_id = c.id AND m.role = 'user'
+      AND m.created_at >= %(since)s AND m.created_at < %(until)s
+    GROUP BY 1
+) t ON true
+WHERE c.project_id = %(project)s
   AND (%(agent)s::uuid IS NULL OR c.agent_definition_id = %(agent)s::uuid)
-GROUP BY ROLLUP (1)
+GROUP BY ROLLUP (t.day)
 """
 
 RUNS_SQL = f"""
@@ -159,9 +168,14 @@ WHERE r.project_id = %(project)s AND r.started_at >= %(since)s AND r.started_at 
 GROUP BY ROLLUP (1)
 """
 
+# Likewise per run: its tool calls by ``agent_run_tc_run_created`` (run_id, created_at).
 TOOLS_SQL = f"""
-SELECT {DAY.format(col="r.started_at")} AS day, count(t.id), count(t.id) FILTER (WHERE t.error <> '')
-FROM "kb"."agent_runs" r JOIN "kb"."agent_run_tool_calls" t ON t.run_id = r.id
+SELECT {DAY.format(col="r.started_at")} AS day, coalesce(sum(t.calls), 0), coalesce(sum(t.errors), 0)
+FROM "kb"."agent_runs" r
+JOIN LATERAL (
+    SELECT count(*) AS calls, count(*) FILTER (WHERE tc.error <> '') AS errors
+    FROM "kb"."agent_run_tool_calls" tc WHERE tc.run_id = r.id
+) t ON true
 WHERE r.project_id = %(project)s AND r.started_at >= %(since)s AND r.started_at < %(until)s
   AND (%(agent)s::uuid IS NULL OR r.agent_definition_id = %(agent)s::uuid)
 GROUP BY 1
@@ -221,11 +235,11 @@ def project_usage(
 
     for day, turns, users in _rows(TURNS_SQL, params):
         target = totals if day is None else days[day]
-        target.turns, target.users = turns, users
+        target.turns, target.users = int(turns), int(users)
     for day, model, runs, tokens_in, tokens_out in _rows(RUNS_SQL, params):
         cost = run_cost(model, int(tokens_in), int(tokens_out))
         for target in (days[day], totals):
-            target.runs += runs
+            target.runs += int(runs)
             target.input_tokens += int(tokens_in)
             target.output_tokens += int(tokens_out)
             target.cost = _add_cost(target.cost, cost)
@@ -241,8 +255,8 @@ def project_usage(
         target.done_p50_ms, target.done_p95_ms = round(float(p50), 1), round(float(p95), 1)
     for day, calls, errors in _rows(TOOLS_SQL, params):
         for target in (days[day], totals):
-            target.tool_calls += calls
-            target.tool_errors += errors
+            target.tool_calls += int(calls)
+            target.tool_errors += int(errors)
     for day, up, down in _rows(FEEDBACK_SQL, params):
         for target in (days[day], totals):
             target.feedback_up += up
