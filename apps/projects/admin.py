@@ -26,7 +26,7 @@ class ProjectAdmin(admin.ModelAdmin):
 
     @admin.display(description="usage")
     def usage(self, obj: Project) -> str:
-        if obj.pk is None:
+        if obj.pk is None or obj._state.adding:  # the add form's unsaved instance has a uuid already
             return "-"
         return format_html('<a href="{}">Usage statistics</a>', reverse("chat:usage", args=[obj.pk]))
 

@@ -243,3 +243,15 @@ def test_the_project_admin_links_to_the_usage_page(seeded):
 
     assert f'href="/projects/{project.id}/usage"' in listing
     assert f'href="/projects/{project.id}/usage"' in change
+
+
+@pytest.mark.django_db
+def test_the_project_admin_add_form_links_to_no_usage_page():
+    root = make_user()
+    root.is_staff = root.is_superuser = True
+    root.save()
+
+    page = client_for(root).get("/admin/projects/project/add/")
+
+    assert page.status_code == 200
+    assert "/usage" not in page.content.decode()
