@@ -16,6 +16,7 @@ from tests.factories import (
     make_agent_definition,
     make_conversation,
     make_project,
+    make_token,
     make_user,
 )
 
@@ -255,3 +256,24 @@ def test_the_project_admin_add_form_links_to_no_usage_page():
 
     assert page.status_code == 200
     assert "/usage" not in page.content.decode()
+
+
+@pytest.mark.django_db
+def test_a_viewer_gets_403_naming_the_owner_role(seeded):
+    viewer = make_user()
+    add_member(seeded["project"], viewer, "viewer")
+
+    response = get_usage(viewer, seeded["project"])
+
+    assert (response.status_code, response.json()["requiredRole"]) == (403, "owner")
+
+
+@pytest.mark.django_db
+def test_an_owners_token_bound_to_another_project_gets_404(seeded):
+    token = make_token(seeded["owner"], make_project(owner=seeded["owner"]))
+
+    response = Client().get(
+        f"/api/projects/{seeded['project'].id}/usage", headers={"Authorization": f"Bearer {token}"}
+    )
+
+    assert response.status_code == 404
