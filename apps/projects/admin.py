@@ -2,7 +2,9 @@ from typing import Any
 
 from django.contrib import admin, messages
 from django.http import HttpRequest
+from django.urls import reverse
 from django.utils import timezone
+from django.utils.html import format_html
 
 from apps.projects.models import ApiToken, Project, ProjectInvitation, ProjectMembership
 from apps.projects.services import api_token_create, api_token_revoke, invitation_mark_revoked
@@ -16,10 +18,17 @@ class MembershipInline(admin.TabularInline):
 
 @admin.register(Project)
 class ProjectAdmin(admin.ModelAdmin):
-    list_display = ["name", "slug", "created_at"]
+    list_display = ["name", "slug", "created_at", "usage"]
     search_fields = ["name", "slug"]
     prepopulated_fields = {"slug": ["name"]}
     inlines = [MembershipInline]
+    readonly_fields = ["usage"]
+
+    @admin.display(description="usage")
+    def usage(self, obj: Project) -> str:
+        if obj.pk is None or obj._state.adding:  # the add form's unsaved instance has a uuid already
+            return "-"
+        return format_html('<a href="{}">Usage statistics</a>', reverse("chat:usage", args=[obj.pk]))
 
 
 @admin.register(ProjectMembership)

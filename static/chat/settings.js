@@ -55,6 +55,7 @@ class SettingsPanel {
       el("p", { id: "settings-error", class: "form-error", role: "alert", hidden: true }),
       this.membersSection(members.items, owner),
       owner ? this.invitationsSection(invitations.items) : null,
+      owner ? el("p", {}, el("a", { id: "usage-link", href: `/projects/${pid}/usage`, text: "Usage statistics" })) : null,
       this.closeRow(),
     );
   }
