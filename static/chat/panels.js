@@ -76,7 +76,61 @@ export async function openEntity(ref, preview) {
   }
   if (edges.length > 200) list.appendChild(el("li", "muted small", `… and ${edges.length - 200} more`));
   body.push(list);
+  const history = el("section", "entity-history");
+  body.push(history);
   ui.panelBody.replaceChildren(...body);
+  await showHistory(history, projectId, entity.id);
+}
+
+const ACTIONS = {
+  create_entity: "created",
+  update_entity: "updated",
+  delete_entity: "deleted",
+  create_relationship: "relationship added",
+  delete_relationship: "relationship removed",
+  import_entity: "imported",
+  import_relationship: "relationship imported",
+};
+
+function changeFields(change) {
+  const before = change.before || {};
+  const after = change.after || {};
+  const fields = [];
+  for (const key of new Set([...Object.keys(before), ...Object.keys(after)])) {
+    if (safeJson(before[key]) !== safeJson(after[key])) fields.push(key);
+  }
+  return fields;
+}
+
+// The entity's change history (docs/protocol.md §2, the history route): who changed what, when,
+// at which graph version, and by which authority (an approval, the agent's policy, a direct call).
+async function showHistory(section, projectId, entityId) {
+  let page;
+  try {
+    page = await api("GET", `/projects/${projectId}/graph/entities/${encodeURIComponent(entityId)}/history?limit=20`);
+  } catch (err) {
+    section.replaceChildren(el("p", "muted small", `Change history unavailable: ${err.message}`));
+    return;
+  }
+  const items = page.items || [];
+  const heading = el("h3", null, `Changes (${page.count ?? items.length})`);
+  if (!items.length) {
+    section.replaceChildren(heading, el("p", "muted small", "No recorded changes."));
+    return;
+  }
+  const list = el("ul", "change-list");
+  for (const change of items) {
+    const li = el("li", "change");
+    li.appendChild(el("span", "change-version", `v${change.version}`));
+    li.appendChild(el("span", "change-action", ACTIONS[change.action] || change.action));
+    const fields = change.action === "update_entity" ? changeFields(change) : [];
+    if (fields.length) li.appendChild(el("span", "change-fields", " " + fields.join(", ")));
+    const who = change.user ? ` by ${change.user}` : "";
+    const how = change.authority ? ` (${change.authority.replace("_", " ")})` : "";
+    li.appendChild(el("span", "muted small", `${who}${how} · ${new Date(change.createdAt).toLocaleString()}`));
+    list.appendChild(li);
+  }
+  section.replaceChildren(heading, list);
 }
 
 export async function openTrace(runId) {

@@ -10,6 +10,8 @@ from django.utils import timezone
 from playwright.sync_api import Page, expect
 
 from apps.chat.models import Conversation, Message
+from apps.graph_tools.registry import WriteAuthorization
+from apps.graph_tools.writes import UpdateEntityArgs, write_apply
 from tests.chat.browser.helpers import World, log_in, screenshot
 
 pytestmark = pytest.mark.browser
@@ -167,3 +169,31 @@ def test_persisted_agent_turn_is_drawn_with_chips_graph_and_links(
     expect(panel.get_by_role("heading", name="France")).to_be_visible()
     expect(panel).to_contain_text("A country in Europe")
     screenshot(page, "history-entity-panel-desktop.png")
+
+
+def test_the_entity_panel_shows_the_entity_s_change_history(
+    page: Page, live_server_url: str, world: World
+) -> None:
+    lyon = world.e["lyon"]
+
+    write_apply(
+        project_id=world.project.id,
+        tool_name="update_entity",
+        args=UpdateEntityArgs(entity_id="lyon", description="The third city of France"),
+        authorization=WriteAuthorization(via="direct", user_id=world.user.id),
+    )
+    conv = conversation(world, "Cities", 1)
+    Message.objects.create(conversation=conv, role="user", content="Which city?")
+    Message.objects.create(conversation=conv, role="assistant", content=f"[Lyon](entity:{lyon.id}).")
+    log_in(page, live_server_url, "ada")
+
+    page.goto(f"{live_server_url}/chat/{conv.id}/")
+    page.locator(f'article.message-assistant .md a.entity-link[data-entity-id="{lyon.id}"]').click()
+
+    panel = page.get_by_role("complementary")
+    expect(panel.get_by_role("heading", name="Changes (1)")).to_be_visible()
+    change = panel.locator(".change-list li.change")
+    expect(change).to_have_count(1)
+    expect(change).to_contain_text("updated description")
+    expect(change).to_contain_text("by ada (direct)")
+    expect(panel).to_contain_text("The third city of France")
