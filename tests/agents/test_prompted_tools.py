@@ -26,10 +26,12 @@ from apps.agents.llm.openai_compat import OpenAICompatProvider
 from apps.agents.llm.prompted_tools import (
     CallHoldback,
     PromptedToolsProvider,
+    exact_hit_lookup,
     find_call,
     layout_result,
     prompt_messages,
     step_schema,
+    unwrap_answer,
 )
 from apps.graph_tools.registry import tool_get
 from tests.llm_server import Json, LLMTestServer, Stream, completion, text_chunks
@@ -551,8 +553,10 @@ def test_a_search_whose_results_name_nothing_the_query_names_says_so(query: str,
 # --- the loop looks up the exact-name hit itself ---
 
 
-@pytest.mark.parametrize("query", ["Portugal", "portugal", "PORTUGÁL"])
-async def test_after_a_search_with_a_hit_named_as_the_query_the_loop_fetches_its_edges_without_the_model(
+@pytest.mark.parametrize(
+    "query", ["Portugal", "portugal", "PORTUGÁL", "Portugal capital", "capital of portugal"]
+)
+async def test_after_a_search_with_a_hit_named_in_the_query_the_loop_fetches_its_edges_without_the_model(
     server: LLMTestServer, query: str
 ) -> None:
     events = await run(
@@ -566,7 +570,7 @@ async def test_after_a_search_with_a_hit_named_as_the_query_the_loop_fetches_its
     assert server.requests == []
 
 
-@pytest.mark.parametrize("query", ["Portugal capital", "Portu", "Spain"])
+@pytest.mark.parametrize("query", ["Portu", "Spain", "Portuguese capital"])
 async def test_a_search_without_a_hit_named_exactly_as_the_query_leaves_the_step_to_the_model(
     server: LLMTestServer, query: str
 ) -> None:
@@ -634,3 +638,49 @@ def test_the_answer_step_shows_the_link_format_to_cite_with() -> None:
     prompt = prompt_messages(after_calls(("hybrid_search", {"query": "Portugal"})), TOOLS, answer_now=True)
 
     assert "[Name](entity:<key>)" in prompt[-1].content
+
+
+def test_of_two_hits_named_in_the_query_the_longest_name_is_looked_up() -> None:
+    guinea = {"key": "country:GN", "type": "Country", "name": "Guinea"}
+    bissau = {"key": "country:GW", "type": "Country", "name": "Guinea-Bissau"}
+    messages = list(QUESTION)
+    messages.append(
+        ChatMessage(
+            role="assistant",
+            tool_calls=[
+                ToolCallRequest(id="c0", name="hybrid_search", arguments={"query": "Guinea-Bissau capital"})
+            ],
+        )
+    )
+    messages.append(
+        ChatMessage(role="tool", tool_call_id="c0", content=json.dumps({"results": [guinea, bissau]}))
+    )
+
+    assert exact_hit_lookup(messages, TOOLS) == {"entity_id": "country:GW"}
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"name": "answer", "answer": "The capital is Lisbon."}',
+        '```json\n{"text": "The capital is Lisbon."}\n```',
+    ],
+)
+def test_an_answer_written_as_a_json_object_is_shown_as_its_sentence(text: str) -> None:
+    assert unwrap_answer(text) == "The capital is Lisbon."
+
+
+@pytest.mark.parametrize("text", ['{"a": 1} and more', '{"name": "x"}', "[1, 2]", "{broken"])
+def test_other_held_text_is_shown_as_written(text: str) -> None:
+    assert unwrap_answer(text) == text
+
+
+async def test_the_answer_step_streams_the_sentence_of_an_answer_written_as_json(
+    server: LLMTestServer,
+) -> None:
+    server.enqueue(Stream(text_chunks('{"name": "answer", ', '"answer": "Lisbon."}')))
+    calls = [("hybrid_search", {"query": "a"}), ("hybrid_search", {"query": "b"})]
+
+    events = await run(provider_for(server, max_tool_calls=2), after_calls(*calls))
+
+    assert "".join(e.text for e in events if isinstance(e, TextDelta)) == "Lisbon."
