@@ -26,10 +26,12 @@ from apps.agents.llm.openai_compat import OpenAICompatProvider
 from apps.agents.llm.prompted_tools import (
     CallHoldback,
     PromptedToolsProvider,
+    exact_hit_lookup,
     find_call,
     layout_result,
     prompt_messages,
     step_schema,
+    unwrap_answer,
 )
 from apps.graph_tools.registry import tool_get
 from tests.llm_server import Json, LLMTestServer, Stream, completion, text_chunks
@@ -258,8 +260,10 @@ def server() -> Iterator[LLMTestServer]:
 
 
 def provider_for(server: LLMTestServer, **kwargs: int) -> PromptedToolsProvider:
+    """The loop over the test server; the exact-hit look-up is off unless asked for (``look_up_exact_hits=1``)."""
     inner = OpenAICompatProvider(base_url=server.base_url, model="small", max_retries=0)
-    return PromptedToolsProvider(inner=inner, **kwargs)
+    kwargs.setdefault("look_up_exact_hits", 0)
+    return PromptedToolsProvider(inner=inner, **kwargs)  # type: ignore[arg-type]
 
 
 QUESTION = [
@@ -544,3 +548,139 @@ def test_a_search_whose_results_name_nothing_the_query_names_says_so(query: str,
     result = prompt_messages(messages, TOOLS)[-1].content
 
     assert result.endswith(f'(No result has a name that appears in "{query}".)') is noted
+
+
+# --- the loop looks up the exact-name hit itself ---
+
+
+@pytest.mark.parametrize(
+    "query", ["Portugal", "portugal", "PORTUGÁL", "Portugal capital", "capital of portugal"]
+)
+async def test_after_a_search_with_a_hit_named_in_the_query_the_loop_fetches_its_edges_without_the_model(
+    server: LLMTestServer, query: str
+) -> None:
+    events = await run(
+        provider_for(server, look_up_exact_hits=1), after_calls(("hybrid_search", {"query": query}))
+    )
+
+    assert [type(e) for e in events] == [ToolCall, Done]
+    assert isinstance(events[0], ToolCall) and isinstance(events[1], Done)
+    assert (events[0].name, events[0].arguments) == ("get_entity_edges", {"entity_id": "country:PT"})
+    assert events[1].finish_reason == "tool_calls"
+    assert server.requests == []
+
+
+@pytest.mark.parametrize("query", ["Portu", "Spain", "Portuguese capital"])
+async def test_a_search_without_a_hit_named_exactly_as_the_query_leaves_the_step_to_the_model(
+    server: LLMTestServer, query: str
+) -> None:
+    server.enqueue(Json(completion('{"name": "answer"}')), Stream(text_chunks("Lisbon.")))
+
+    events = await run(
+        provider_for(server, look_up_exact_hits=1, min_calls=1),
+        after_calls(("hybrid_search", {"query": query})),
+    )
+
+    assert not [e for e in events if isinstance(e, ToolCall)]
+    assert len(server.requests) == 2
+
+
+async def test_the_exact_hit_is_looked_up_once_a_turn_then_the_model_takes_the_next_step(
+    server: LLMTestServer,
+) -> None:
+    server.enqueue(Stream(text_chunks("Lisbon.")))
+    calls = [
+        ("hybrid_search", {"query": "Portugal"}),
+        ("get_entity_edges", {"entity_id": "country:PT"}),
+        ("hybrid_search", {"query": "Portugal"}),
+    ]
+
+    events = await run(provider_for(server, look_up_exact_hits=1, min_calls=1), after_calls(*calls))
+
+    assert not [e for e in events if isinstance(e, ToolCall)]
+    assert [e.text for e in events if isinstance(e, TextDelta)] == ["Lisbon."]
+    assert len(server.requests) == 1
+
+
+async def test_at_the_call_cap_the_exact_hit_is_not_looked_up_and_the_model_answers(
+    server: LLMTestServer,
+) -> None:
+    server.enqueue(Stream(text_chunks("Lisbon.")))
+
+    events = await run(
+        provider_for(server, look_up_exact_hits=1, max_tool_calls=1),
+        after_calls(("hybrid_search", {"query": "Portugal"})),
+    )
+
+    assert not [e for e in events if isinstance(e, ToolCall)]
+    assert "No more tool calls" in server.requests[0]["messages"][-1]["content"]
+
+
+async def test_without_an_edges_tool_offered_the_exact_hit_is_left_to_the_model(
+    server: LLMTestServer,
+) -> None:
+    server.enqueue(Stream(text_chunks("Lisbon.")))
+    config = GenerationConfig(model="small", temperature=0.1)
+    provider = provider_for(server, look_up_exact_hits=1, forced_calls=1)
+
+    events = [
+        e
+        async for e in provider.stream(
+            after_calls(("hybrid_search", {"query": "Portugal"})), [spec("hybrid_search")], config
+        )
+    ]
+
+    assert not [e for e in events if isinstance(e, ToolCall)]
+    assert len(server.requests) == 1
+
+
+def test_the_answer_step_shows_the_link_format_to_cite_with() -> None:
+    prompt = prompt_messages(after_calls(("hybrid_search", {"query": "Portugal"})), TOOLS, answer_now=True)
+
+    assert "[Name](entity:<key>)" in prompt[-1].content
+
+
+def test_of_two_hits_named_in_the_query_the_longest_name_is_looked_up() -> None:
+    guinea = {"key": "country:GN", "type": "Country", "name": "Guinea"}
+    bissau = {"key": "country:GW", "type": "Country", "name": "Guinea-Bissau"}
+    messages = list(QUESTION)
+    messages.append(
+        ChatMessage(
+            role="assistant",
+            tool_calls=[
+                ToolCallRequest(id="c0", name="hybrid_search", arguments={"query": "Guinea-Bissau capital"})
+            ],
+        )
+    )
+    messages.append(
+        ChatMessage(role="tool", tool_call_id="c0", content=json.dumps({"results": [guinea, bissau]}))
+    )
+
+    assert exact_hit_lookup(messages, TOOLS) == {"entity_id": "country:GW"}
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"name": "answer", "answer": "The capital is Lisbon."}',
+        '```json\n{"text": "The capital is Lisbon."}\n```',
+    ],
+)
+def test_an_answer_written_as_a_json_object_is_shown_as_its_sentence(text: str) -> None:
+    assert unwrap_answer(text) == "The capital is Lisbon."
+
+
+@pytest.mark.parametrize("text", ['{"a": 1} and more', '{"name": "x"}', "[1, 2]", "{broken"])
+def test_other_held_text_is_shown_as_written(text: str) -> None:
+    assert unwrap_answer(text) == text
+
+
+async def test_the_answer_step_streams_the_sentence_of_an_answer_written_as_json(
+    server: LLMTestServer,
+) -> None:
+    server.enqueue(Stream(text_chunks('{"name": "answer", ', '"answer": "Lisbon."}')))
+    calls = [("hybrid_search", {"query": "a"}), ("hybrid_search", {"query": "b"})]
+
+    events = await run(provider_for(server, max_tool_calls=2), after_calls(*calls))
+
+    assert "".join(e.text for e in events if isinstance(e, TextDelta)) == "Lisbon."

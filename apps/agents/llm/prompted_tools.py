@@ -55,7 +55,12 @@ FENCE = "```"
 MIN_CALLS = 2
 FORCED_CALLS = 3
 ANSWER_CHOICE = "answer"
-ANSWER_NOW = "\n\nNo more tool calls: write the answer now, from the results above, citing their links."
+ANSWER_NOW = (
+    "\n\nNo more tool calls: write the answer now in plain sentences (no JSON), from the results above. "
+    "Write every entity you "
+    "name as its link copied from the results, [Name](entity:<key>), for example "
+    "[Portugal](entity:country:PT)."
+)
 NEXT_STEP = (
     "\n\nDo the results above hold all that the question asks? If something is still missing, call "
     f'a tool for it; if not, reply {{"name": "{ANSWER_CHOICE}"}}.'
@@ -183,6 +188,30 @@ def find_call(text: str, names: Sequence[str]) -> FoundCall | None:
                 return FoundCall(name=str(value["name"]), arguments=arguments, start=start, end=end)
         start = text.find("{", start + 1)
     return None
+
+
+ANSWER_FIELDS = ("answer", "text", "content", "response")
+
+
+def unwrap_answer(text: str) -> str:
+    """Held-back text that is one JSON object carrying the answer as a string field: that string.
+
+    Measured: told to answer after steps written as JSON calls, the 1.5B wrote its answer as
+    ``{"name": "answer", "answer": "The capital of Togo is Lome."}``; the user should read the sentence.
+    Any other text is returned as it is.
+    """
+    stripped = text.strip()
+    if stripped.startswith(FENCE):
+        stripped = stripped.strip("`").removeprefix("json").strip()
+    try:
+        value = json.loads(stripped)
+    except json.JSONDecodeError:
+        return text
+    if isinstance(value, dict):
+        for key in ANSWER_FIELDS:
+            if isinstance(value.get(key), str) and value[key].strip():
+                return str(value[key])
+    return text
 
 
 class CallHoldback:
@@ -357,6 +386,52 @@ def searches_missed(messages: Sequence[ChatMessage]) -> bool:
     return True
 
 
+def edges_tool(tools: Sequence[ToolSpec]) -> str | None:
+    """The offered tool that lists one entity's relationships: it needs only ``entity_id`` and takes a direction."""
+    for tool in tools:
+        required = set(tool.parameters.get("required") or [])
+        if required == {"entity_id"} and "direction" in (tool.parameters.get("properties") or {}):
+            return tool.name
+    return None
+
+
+def exact_hit_lookup(messages: Sequence[ChatMessage], tools: Sequence[ToolSpec]) -> dict[str, Any] | None:
+    """The arguments of the relationships call for the exact-name hit of this turn's last search, if due.
+
+    When the last tool result of the turn answers a call with a ``query`` and one of its entities is
+    named exactly the query (case and accents aside), or else named by whole words in it, the loop looks up that entity's relationships
+    itself instead of asking the model for the next step: measured, the small model mostly copied
+    its first search when made to call again. Not when the entity's relationships were already
+    fetched this turn (at most once per entity), nor when no edges tool is offered.
+    """
+    tool = edges_tool(tools)
+    start = _this_turn_start(messages)
+    if tool is None or start >= len(messages) or messages[-1].role != "tool":
+        return None
+    last = messages[-1]
+    calls = {c.id: c for m in messages[start + 1 :] if m.role == "assistant" for c in m.tool_calls}
+    call = calls.get(last.tool_call_id or "")
+    query = call.arguments.get("query") if call is not None else None
+    if not isinstance(query, str) or not words(query).strip():
+        return None
+    try:
+        hits = entities(json.loads(last.content))
+    except (json.JSONDecodeError, TypeError):
+        return None
+    hit = next((e for e in hits if words(str(e["name"])) == words(query)), None)
+    if hit is None:
+        # Measured: the 1.5B searched "Togo capital" despite the prompt; the hit named in the query
+        # (the longest such name, the first of equals) is the entity it is about.
+        named = [e for e in hits if words(str(e["name"])).strip() and words(str(e["name"])) in words(query)]
+        hit = max(named, key=lambda e: len(words(str(e["name"]))), default=None)
+    if hit is None:
+        return None
+    looked_up = {c.arguments.get("entity_id") for c in calls.values() if c.name == tool}
+    if hit["key"] in looked_up:
+        return None
+    return {"entity_id": hit["key"]}
+
+
 def _one_more_call(tools: Sequence[ToolSpec]) -> str:
     search = _first_with_required(tools, "query")
     edges = _first_with_required(tools, "entity_id")
@@ -443,6 +518,7 @@ class PromptedToolsProvider:
     forced_calls: int = FORCED_CALLS
     min_calls: int = MIN_CALLS
     result_limit: int = RESULT_MAX_CHARS
+    look_up_exact_hits: bool = True
     extra_body: dict[str, Any] = field(default_factory=lambda: {"cache_prompt": True})
 
     def __post_init__(self) -> None:
@@ -460,6 +536,12 @@ class PromptedToolsProvider:
         usage = Usage()
         made = turn_calls(messages)
         may_call = bool(tools) and len(made) < self.max_tool_calls
+        lookup = exact_hit_lookup(messages, tools) if may_call and self.look_up_exact_hits else None
+        if lookup is not None:
+            # No model step: the loop itself fetches the relationships of the entity searched for.
+            yield ToolCall(id=_call_id(), name=str(edges_tool(tools)), arguments=lookup)
+            yield Done(usage=usage, finish_reason="tool_calls")
+            return
         if may_call and len(made) < self.forced_calls and ANSWER_CHOICE not in {t.name for t in tools}:
             must_call = len(made) < self.min_calls and not searches_missed(messages)
             repeated: FoundCall | None = None
@@ -604,4 +686,4 @@ class PromptedToolsProvider:
             if aclose is not None:
                 await aclose()
         if holdback.held:
-            yield TextDelta(text=holdback.held)
+            yield TextDelta(text=unwrap_answer(holdback.held))
