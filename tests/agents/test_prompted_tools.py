@@ -684,3 +684,28 @@ async def test_the_answer_step_streams_the_sentence_of_an_answer_written_as_json
     events = await run(provider_for(server, max_tool_calls=2), after_calls(*calls))
 
     assert "".join(e.text for e in events if isinstance(e, TextDelta)) == "Lisbon."
+
+
+async def test_an_answer_that_is_only_the_answer_choice_is_asked_once_more_for_sentences(
+    server: LLMTestServer,
+) -> None:
+    server.enqueue(Stream(text_chunks('{"name": ', '"answer"}')), Stream(text_chunks("Lisbon ", "it is.")))
+    calls = [("hybrid_search", {"query": "a"}), ("hybrid_search", {"query": "b"})]
+
+    events = await run(provider_for(server, max_tool_calls=2), after_calls(*calls))
+
+    assert "".join(e.text for e in events if isinstance(e, TextDelta)) == "Lisbon it is."
+    assert '"answer"' not in "".join(e.text for e in events if isinstance(e, TextDelta))
+    assert isinstance(events[-1], Done) and events[-1].finish_reason == "stop"
+    assert len(server.requests) == 2
+    assert "not as JSON" in server.requests[1]["messages"][-1]["content"]
+
+
+async def test_an_answer_that_stays_the_bare_answer_choice_is_not_shown(server: LLMTestServer) -> None:
+    server.enqueue(Stream(text_chunks('{"name": "answer"}')), Stream(text_chunks('{"name": "answer"}')))
+    calls = [("hybrid_search", {"query": "a"}), ("hybrid_search", {"query": "b"})]
+
+    events = await run(provider_for(server, max_tool_calls=2), after_calls(*calls))
+
+    assert "".join(e.text for e in events if isinstance(e, TextDelta)) == ""
+    assert len(server.requests) == 2

@@ -214,6 +214,24 @@ def unwrap_answer(text: str) -> str:
     return text
 
 
+PLAIN_ANSWER_REMINDER = (
+    "You chose to answer. Write the answer now as one or two plain sentences from the results above, "
+    "not as JSON."
+)
+
+
+def is_bare_answer_choice(text: str) -> bool:
+    """Whether held-back text is only the answer choice of the step schema, with no sentence in it."""
+    stripped = text.strip()
+    if stripped.startswith(FENCE):
+        stripped = stripped.strip("`").removeprefix("json").strip()
+    try:
+        value = json.loads(stripped)
+    except json.JSONDecodeError:
+        return False
+    return isinstance(value, dict) and value.get("name") == ANSWER_CHOICE and unwrap_answer(text) == text
+
+
 class CallHoldback:
     """Stream text at once, but hold back everything from the first ``{`` or code fence on.
 
@@ -580,6 +598,10 @@ class PromptedToolsProvider:
             yield item
             if isinstance(item, ErrorEvent):
                 return
+        if found is not None and found.name == ANSWER_CHOICE:
+            async for event in self._answer(messages, tools, config, usage, remind=True):
+                yield event
+            return
         if found is not None and (found.name, found.arguments) in made:
             # The same call again would only fetch the same result: ask once more for the answer.
             async for event in self._answer(messages, tools, config, usage):
@@ -592,16 +614,34 @@ class PromptedToolsProvider:
         yield Done(usage=usage, finish_reason="stop")
 
     async def _answer(
-        self, messages: list[ChatMessage], tools: list[ToolSpec], config: GenerationConfig, usage: Usage
+        self,
+        messages: list[ChatMessage],
+        tools: list[ToolSpec],
+        config: GenerationConfig,
+        usage: Usage,
+        *,
+        remind: bool = False,
     ) -> AsyncIterator[StreamEvent]:
-        """A free-text step told to answer now; a call written in it stays text."""
+        """A free-text step told to answer now; a call written in it stays text.
+
+        An answer that is only the step schema's answer choice (``{"name": "answer"}``, no sentence)
+        is not shown: the step is asked once more, for plain sentences (measured: the 1.5B wrote it
+        after choosing to answer, and users read the JSON). ``remind``: that already happened once.
+        """
         prompt = prompt_messages(messages, tools, answer_now=True, result_limit=self.result_limit)
-        async for item in self._free(prompt, [], config, usage):
-            if isinstance(item, FoundCall):
-                continue
-            yield item
-            if isinstance(item, ErrorEvent):
-                return
+        reminder = ChatMessage(role="user", content=PLAIN_ANSWER_REMINDER)
+        for attempt in range(1 if remind else 2):
+            bare_choice = False
+            steered = [*prompt, reminder] if remind or attempt else prompt
+            async for item in self._free(steered, [], config, usage):
+                if isinstance(item, FoundCall):
+                    bare_choice = bare_choice or item.name == ANSWER_CHOICE
+                    continue
+                yield item
+                if isinstance(item, ErrorEvent):
+                    return
+            if not bare_choice:
+                break
         yield Done(usage=usage, finish_reason="stop")
 
     async def _forced(
@@ -686,4 +726,7 @@ class PromptedToolsProvider:
             if aclose is not None:
                 await aclose()
         if holdback.held:
-            yield TextDelta(text=unwrap_answer(holdback.held))
+            if is_bare_answer_choice(holdback.held):
+                yield FoundCall(name=ANSWER_CHOICE, arguments={}, start=0, end=len(holdback.held))
+            else:
+                yield TextDelta(text=unwrap_answer(holdback.held))
