@@ -26,12 +26,10 @@ from apps.agents.llm.openai_compat import OpenAICompatProvider
 from apps.agents.llm.prompted_tools import (
     CallHoldback,
     PromptedToolsProvider,
-    exact_hit_lookup,
     find_call,
     layout_result,
     prompt_messages,
     step_schema,
-    unwrap_answer,
 )
 from apps.graph_tools.registry import tool_get
 from tests.llm_server import Json, LLMTestServer, Stream, completion, text_chunks
@@ -179,57 +177,8 @@ def test_layout_of_edges_names_the_other_entity_as_a_link() -> None:
 
     text = layout_result(content)
 
-    assert "- Portugal borders (1): [Spain](entity:country:ES)" in text
+    assert "- type: BORDERS; direction: out; other: [Spain](entity:country:ES)" in text
     assert "3f72649e" not in text and "e1" not in text
-
-
-def edge(type_: str, direction: str, key: str, name: str) -> dict[str, object]:
-    return {
-        "id": f"e-{key}-{direction}",
-        "type": type_,
-        "direction": direction,
-        "other": {"id": "x", "key": key, "type": "T", "name": name},
-    }
-
-
-def test_layout_of_edges_states_each_groups_size_and_writes_a_relation_stored_both_ways_once() -> None:
-    neighbours = [("country:ES", "Spain"), ("country:FR", "France")]
-    edges = [edge("BORDERS", d, k, n) for d in ("out", "in") for k, n in neighbours]
-    content = json.dumps(
-        {"entity": PORTUGAL, "edges": [*edges, edge("CAPITAL_OF", "in", "city:LIS", "Lisbon")]}
-    )
-
-    lines = layout_result(content).splitlines()
-
-    assert "- capital of Portugal (1): [Lisbon](entity:city:LIS)" in lines
-    assert (
-        "- Portugal borders (2, both ways): [Spain](entity:country:ES), [France](entity:country:FR)" in lines
-    )
-    assert sum("borders" in line for line in lines) == 1
-
-
-def test_layout_of_edges_puts_small_groups_first_so_a_long_group_cannot_cut_them_off() -> None:
-    cities = [edge("LOCATED_IN", "in", f"city:{i}", f"City {i}") for i in range(200)]
-    content = json.dumps(
-        {"entity": PORTUGAL, "edges": [*cities, edge("USES_CURRENCY", "out", "cur:EUR", "Euro")]}
-    )
-
-    text = layout_result(content, limit=1500)
-
-    assert "- Portugal uses currency (1): [Euro](entity:cur:EUR)" in text
-    assert "- located in Portugal (200): [City 0](entity:city:0)" in text
-    assert text.index("uses currency") < text.index("located in Portugal")
-    assert "… and 185 more" in text
-
-
-def test_layout_of_many_search_hits_shows_the_first_and_says_how_many_there_were() -> None:
-    hits = [{**PORTUGAL, "key": f"country:{i}", "name": f"Country {i}"} for i in range(12)]
-
-    text = layout_result(json.dumps({"results": hits}))
-
-    assert text.startswith("results (12):\n- [Country 0](entity:country:0)")
-    assert "[Country 7](entity:country:7)" in text and "Country 8" not in text
-    assert text.endswith("(first 8 of 12 shown)")
 
 
 def test_layout_caps_long_results_at_a_line_and_says_so() -> None:
@@ -260,10 +209,8 @@ def server() -> Iterator[LLMTestServer]:
 
 
 def provider_for(server: LLMTestServer, **kwargs: int) -> PromptedToolsProvider:
-    """The loop over the test server; the exact-hit look-up is off unless asked for (``look_up_exact_hits=1``)."""
     inner = OpenAICompatProvider(base_url=server.base_url, model="small", max_retries=0)
-    kwargs.setdefault("look_up_exact_hits", 0)
-    return PromptedToolsProvider(inner=inner, **kwargs)  # type: ignore[arg-type]
+    return PromptedToolsProvider(inner=inner, **kwargs)
 
 
 QUESTION = [
@@ -307,9 +254,7 @@ async def test_a_call_written_after_a_result_is_a_tool_call_and_is_never_streame
     call = '{"name": "get_entity_edges", "arguments": {"entity_id": "country:PT"}}'
     server.enqueue(Stream(text_chunks("Let me look. ", call[:20], call[20:], " thanks")))
 
-    events = await run(
-        provider_for(server, forced_calls=1), after_calls(("hybrid_search", {"query": "Portugal"}))
-    )
+    events = await run(provider_for(server), after_calls(("hybrid_search", {"query": "Portugal"})))
 
     assert [e.text for e in events if isinstance(e, TextDelta)] == ["Let me look. "]
     calls = [e for e in events if isinstance(e, ToolCall)]
@@ -322,9 +267,7 @@ async def test_a_call_written_after_a_result_is_a_tool_call_and_is_never_streame
 async def test_an_answer_after_a_result_streams_as_text(server: LLMTestServer) -> None:
     server.enqueue(Stream(text_chunks("The capital is ", "Lisbon ([Portugal](entity:country:PT)).")))
 
-    events = await run(
-        provider_for(server, forced_calls=1), after_calls(("hybrid_search", {"query": "Portugal"}))
-    )
+    events = await run(provider_for(server), after_calls(("hybrid_search", {"query": "Portugal"})))
 
     assert "".join(e.text for e in events if isinstance(e, TextDelta)) == (
         "The capital is Lisbon ([Portugal](entity:country:PT))."
@@ -338,9 +281,7 @@ async def test_a_repeated_call_gets_one_more_try_that_must_answer(server: LLMTes
         Stream(text_chunks("Lisbon.")),
     )
 
-    events = await run(
-        provider_for(server, forced_calls=1), after_calls(("hybrid_search", {"query": "Portugal"}))
-    )
+    events = await run(provider_for(server), after_calls(("hybrid_search", {"query": "Portugal"})))
 
     assert [e.text for e in events if isinstance(e, TextDelta)] == ["Lisbon."]
     assert "No more tool calls" in server.requests[1]["messages"][-1]["content"]
@@ -356,137 +297,6 @@ async def test_at_the_step_cap_the_model_is_told_to_answer_and_a_call_stays_text
 
     assert not [e for e in events if isinstance(e, ToolCall)]
     assert "No more tool calls" in server.requests[0]["messages"][-1]["content"]
-
-
-async def test_a_step_after_a_result_is_forced_to_a_call_or_the_answer_choice(server: LLMTestServer) -> None:
-    server.enqueue(Json(completion('{"name": "get_entity_edges", "arguments": {"entity_id": "country:PT"}}')))
-
-    events = await run(
-        provider_for(server, min_calls=1), after_calls(("hybrid_search", {"query": "Portugal"}))
-    )
-
-    calls = [e for e in events if isinstance(e, ToolCall)]
-    assert [(c.name, c.arguments) for c in calls] == [("get_entity_edges", {"entity_id": "country:PT"})]
-    sent = server.requests[0]
-    assert sent["response_format"]["json_schema"]["schema"] == step_schema(TOOLS, may_answer=True)
-    assert "Do the results above hold all that the question asks?" in sent["messages"][-1]["content"]
-
-
-async def test_choosing_the_answer_in_a_forced_step_streams_the_answer_in_a_free_step(
-    server: LLMTestServer,
-) -> None:
-    server.enqueue(Json(completion('{"name": "answer"}')), Stream(text_chunks("Lisbon ", "it is.")))
-
-    events = await run(
-        provider_for(server, min_calls=1), after_calls(("hybrid_search", {"query": "Portugal"}))
-    )
-
-    assert "".join(e.text for e in events if isinstance(e, TextDelta)) == "Lisbon it is."
-    assert not [e for e in events if isinstance(e, ToolCall)]
-    assert isinstance(events[-1], Done) and events[-1].finish_reason == "stop"
-    assert "response_format" not in server.requests[1]
-    assert "No more tool calls" in server.requests[1]["messages"][-1]["content"]
-
-
-async def test_a_forced_step_that_repeats_a_call_of_this_turn_answers_instead(server: LLMTestServer) -> None:
-    server.enqueue(
-        Json(completion('{"name": "hybrid_search", "arguments": {"query": "Portugal"}}')),
-        Stream(text_chunks("Lisbon.")),
-    )
-
-    events = await run(
-        provider_for(server, min_calls=1), after_calls(("hybrid_search", {"query": "Portugal"}))
-    )
-
-    assert [e.text for e in events if isinstance(e, TextDelta)] == ["Lisbon."]
-    assert not [e for e in events if isinstance(e, ToolCall)]
-
-
-async def test_a_step_before_the_minimum_calls_must_call_a_tool_and_is_told_what_may_complete_the_results(
-    server: LLMTestServer,
-) -> None:
-    server.enqueue(Json(completion('{"name": "get_entity_edges", "arguments": {"entity_id": "country:PT"}}')))
-
-    events = await run(
-        provider_for(server, min_calls=2), after_calls(("hybrid_search", {"query": "Portugal"}))
-    )
-
-    assert [(e.name, e.arguments) for e in events if isinstance(e, ToolCall)] == [
-        ("get_entity_edges", {"entity_id": "country:PT"})
-    ]
-    sent = server.requests[0]
-    assert sent["response_format"]["json_schema"]["schema"] == step_schema(TOOLS)
-    assert "Make one more call" in sent["messages"][-1]["content"]
-    assert "get_entity_edges with the key" in sent["messages"][-1]["content"]
-
-
-async def test_a_step_that_must_call_and_repeats_a_call_is_told_so_and_tries_once_more(
-    server: LLMTestServer,
-) -> None:
-    repeat = '{"name": "hybrid_search", "arguments": {"query": "Portugal"}}'
-    server.enqueue(
-        Json(completion(repeat)),
-        Json(completion('{"name": "hybrid_search", "arguments": {"query": "Spain"}}')),
-    )
-
-    events = await run(
-        provider_for(server, min_calls=2), after_calls(("hybrid_search", {"query": "Portugal"}))
-    )
-
-    assert [(e.name, e.arguments) for e in events if isinstance(e, ToolCall)] == [
-        ("hybrid_search", {"query": "Spain"})
-    ]
-    assert "You already made the call" not in server.requests[0]["messages"][-1]["content"]
-    assert "You already made the call" in server.requests[1]["messages"][-1]["content"]
-
-
-async def test_a_step_that_must_call_and_repeats_a_call_twice_answers(server: LLMTestServer) -> None:
-    repeat = '{"name": "hybrid_search", "arguments": {"query": "Portugal"}}'
-    server.enqueue(Json(completion(repeat)), Json(completion(repeat)), Stream(text_chunks("Lisbon.")))
-
-    events = await run(
-        provider_for(server, min_calls=2), after_calls(("hybrid_search", {"query": "Portugal"}))
-    )
-
-    assert not [e for e in events if isinstance(e, ToolCall)]
-    assert [e.text for e in events if isinstance(e, TextDelta)] == ["Lisbon."]
-    assert len(server.requests) == 3
-
-
-async def test_after_a_search_that_found_nothing_named_in_its_query_the_step_may_answer(
-    server: LLMTestServer,
-) -> None:
-    server.enqueue(Json(completion('{"name": "answer"}')), Stream(text_chunks("I could not find it.")))
-
-    events = await run(
-        provider_for(server, min_calls=2), after_calls(("hybrid_search", {"query": "Osfinzelund"}))
-    )
-
-    assert [e.text for e in events if isinstance(e, TextDelta)] == ["I could not find it."]
-    assert server.requests[0]["response_format"]["json_schema"]["schema"] == step_schema(
-        TOOLS, may_answer=True
-    )
-
-
-async def test_steps_are_forced_only_until_the_forced_call_count_then_free(server: LLMTestServer) -> None:
-    server.enqueue(Stream(text_chunks("Lisbon.")))
-    calls = [("hybrid_search", {"query": "a"}), ("hybrid_search", {"query": "b"})]
-
-    events = await run(provider_for(server, forced_calls=2), after_calls(*calls))
-
-    assert [e.text for e in events if isinstance(e, TextDelta)] == ["Lisbon."]
-    assert "response_format" not in server.requests[0]
-
-
-def test_step_schema_with_the_answer_choice_accepts_it_and_still_refuses_unknown_names() -> None:
-    schema = step_schema(TOOLS, may_answer=True)
-
-    jsonschema.validate({"name": "answer"}, schema)
-    jsonschema.validate({"name": "hybrid_search", "arguments": {"query": "Portugal"}}, schema)
-    with pytest.raises(jsonschema.ValidationError):
-        jsonschema.validate({"name": "answer"}, step_schema(TOOLS))
-    with pytest.raises(jsonschema.ValidationError):
-        jsonschema.validate({"name": "final"}, schema)
 
 
 def test_the_prompt_lays_out_calls_as_json_and_results_as_lines() -> None:
@@ -548,164 +358,3 @@ def test_a_search_whose_results_name_nothing_the_query_names_says_so(query: str,
     result = prompt_messages(messages, TOOLS)[-1].content
 
     assert result.endswith(f'(No result has a name that appears in "{query}".)') is noted
-
-
-# --- the loop looks up the exact-name hit itself ---
-
-
-@pytest.mark.parametrize(
-    "query", ["Portugal", "portugal", "PORTUGÁL", "Portugal capital", "capital of portugal"]
-)
-async def test_after_a_search_with_a_hit_named_in_the_query_the_loop_fetches_its_edges_without_the_model(
-    server: LLMTestServer, query: str
-) -> None:
-    events = await run(
-        provider_for(server, look_up_exact_hits=1), after_calls(("hybrid_search", {"query": query}))
-    )
-
-    assert [type(e) for e in events] == [ToolCall, Done]
-    assert isinstance(events[0], ToolCall) and isinstance(events[1], Done)
-    assert (events[0].name, events[0].arguments) == ("get_entity_edges", {"entity_id": "country:PT"})
-    assert events[1].finish_reason == "tool_calls"
-    assert server.requests == []
-
-
-@pytest.mark.parametrize("query", ["Portu", "Spain", "Portuguese capital"])
-async def test_a_search_without_a_hit_named_exactly_as_the_query_leaves_the_step_to_the_model(
-    server: LLMTestServer, query: str
-) -> None:
-    server.enqueue(Json(completion('{"name": "answer"}')), Stream(text_chunks("Lisbon.")))
-
-    events = await run(
-        provider_for(server, look_up_exact_hits=1, min_calls=1),
-        after_calls(("hybrid_search", {"query": query})),
-    )
-
-    assert not [e for e in events if isinstance(e, ToolCall)]
-    assert len(server.requests) == 2
-
-
-async def test_the_exact_hit_is_looked_up_once_a_turn_then_the_model_takes_the_next_step(
-    server: LLMTestServer,
-) -> None:
-    server.enqueue(Stream(text_chunks("Lisbon.")))
-    calls = [
-        ("hybrid_search", {"query": "Portugal"}),
-        ("get_entity_edges", {"entity_id": "country:PT"}),
-        ("hybrid_search", {"query": "Portugal"}),
-    ]
-
-    events = await run(provider_for(server, look_up_exact_hits=1, min_calls=1), after_calls(*calls))
-
-    assert not [e for e in events if isinstance(e, ToolCall)]
-    assert [e.text for e in events if isinstance(e, TextDelta)] == ["Lisbon."]
-    assert len(server.requests) == 1
-
-
-async def test_at_the_call_cap_the_exact_hit_is_not_looked_up_and_the_model_answers(
-    server: LLMTestServer,
-) -> None:
-    server.enqueue(Stream(text_chunks("Lisbon.")))
-
-    events = await run(
-        provider_for(server, look_up_exact_hits=1, max_tool_calls=1),
-        after_calls(("hybrid_search", {"query": "Portugal"})),
-    )
-
-    assert not [e for e in events if isinstance(e, ToolCall)]
-    assert "No more tool calls" in server.requests[0]["messages"][-1]["content"]
-
-
-async def test_without_an_edges_tool_offered_the_exact_hit_is_left_to_the_model(
-    server: LLMTestServer,
-) -> None:
-    server.enqueue(Stream(text_chunks("Lisbon.")))
-    config = GenerationConfig(model="small", temperature=0.1)
-    provider = provider_for(server, look_up_exact_hits=1, forced_calls=1)
-
-    events = [
-        e
-        async for e in provider.stream(
-            after_calls(("hybrid_search", {"query": "Portugal"})), [spec("hybrid_search")], config
-        )
-    ]
-
-    assert not [e for e in events if isinstance(e, ToolCall)]
-    assert len(server.requests) == 1
-
-
-def test_the_answer_step_shows_the_link_format_to_cite_with() -> None:
-    prompt = prompt_messages(after_calls(("hybrid_search", {"query": "Portugal"})), TOOLS, answer_now=True)
-
-    assert "[Name](entity:<key>)" in prompt[-1].content
-
-
-def test_of_two_hits_named_in_the_query_the_longest_name_is_looked_up() -> None:
-    guinea = {"key": "country:GN", "type": "Country", "name": "Guinea"}
-    bissau = {"key": "country:GW", "type": "Country", "name": "Guinea-Bissau"}
-    messages = list(QUESTION)
-    messages.append(
-        ChatMessage(
-            role="assistant",
-            tool_calls=[
-                ToolCallRequest(id="c0", name="hybrid_search", arguments={"query": "Guinea-Bissau capital"})
-            ],
-        )
-    )
-    messages.append(
-        ChatMessage(role="tool", tool_call_id="c0", content=json.dumps({"results": [guinea, bissau]}))
-    )
-
-    assert exact_hit_lookup(messages, TOOLS) == {"entity_id": "country:GW"}
-
-
-@pytest.mark.parametrize(
-    "text",
-    [
-        '{"name": "answer", "answer": "The capital is Lisbon."}',
-        '```json\n{"text": "The capital is Lisbon."}\n```',
-    ],
-)
-def test_an_answer_written_as_a_json_object_is_shown_as_its_sentence(text: str) -> None:
-    assert unwrap_answer(text) == "The capital is Lisbon."
-
-
-@pytest.mark.parametrize("text", ['{"a": 1} and more', '{"name": "x"}', "[1, 2]", "{broken"])
-def test_other_held_text_is_shown_as_written(text: str) -> None:
-    assert unwrap_answer(text) == text
-
-
-async def test_the_answer_step_streams_the_sentence_of_an_answer_written_as_json(
-    server: LLMTestServer,
-) -> None:
-    server.enqueue(Stream(text_chunks('{"name": "answer", ', '"answer": "Lisbon."}')))
-    calls = [("hybrid_search", {"query": "a"}), ("hybrid_search", {"query": "b"})]
-
-    events = await run(provider_for(server, max_tool_calls=2), after_calls(*calls))
-
-    assert "".join(e.text for e in events if isinstance(e, TextDelta)) == "Lisbon."
-
-
-async def test_an_answer_that_is_only_the_answer_choice_is_asked_once_more_for_sentences(
-    server: LLMTestServer,
-) -> None:
-    server.enqueue(Stream(text_chunks('{"name": ', '"answer"}')), Stream(text_chunks("Lisbon ", "it is.")))
-    calls = [("hybrid_search", {"query": "a"}), ("hybrid_search", {"query": "b"})]
-
-    events = await run(provider_for(server, max_tool_calls=2), after_calls(*calls))
-
-    assert "".join(e.text for e in events if isinstance(e, TextDelta)) == "Lisbon it is."
-    assert '"answer"' not in "".join(e.text for e in events if isinstance(e, TextDelta))
-    assert isinstance(events[-1], Done) and events[-1].finish_reason == "stop"
-    assert len(server.requests) == 2
-    assert "not as JSON" in server.requests[1]["messages"][-1]["content"]
-
-
-async def test_an_answer_that_stays_the_bare_answer_choice_is_not_shown(server: LLMTestServer) -> None:
-    server.enqueue(Stream(text_chunks('{"name": "answer"}')), Stream(text_chunks('{"name": "answer"}')))
-    calls = [("hybrid_search", {"query": "a"}), ("hybrid_search", {"query": "b"})]
-
-    events = await run(provider_for(server, max_tool_calls=2), after_calls(*calls))
-
-    assert "".join(e.text for e in events if isinstance(e, TextDelta)) == ""
-    assert len(server.requests) == 2

@@ -24,6 +24,7 @@ system prompt and tool list are the same for every step and turn, so the server'
 from __future__ import annotations
 
 import json
+import unicodedata
 import uuid
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
@@ -40,31 +41,16 @@ from apps.agents.llm.base import (
     ToolSpec,
     Usage,
 )
-from apps.agents.llm.prompted.layout import RESULT_MAX_CHARS, clip, entities, layout_result, words
 
 MAX_TOOL_CALLS_PER_TURN = 4
+RESULT_MAX_CHARS = 1500
 HISTORY_MESSAGES = 4
 MESSAGE_MAX_CHARS = 600
 STEP_MAX_TOKENS = 200
 ANSWER_MAX_TOKENS = 512
 FENCE = "```"
-# The forced steps: while fewer than MIN_CALLS calls were made in a turn a step must call a tool;
-# then, while fewer than FORCED_CALLS, it must call a tool or choose ANSWER_CHOICE; later steps are
-# free text. Measured on the demo set: offered the answer after one search, the model took it every
-# time, also for two-hop and count questions whose answer the search did not hold.
-MIN_CALLS = 2
-FORCED_CALLS = 3
-ANSWER_CHOICE = "answer"
-ANSWER_NOW = (
-    "\n\nNo more tool calls: write the answer now in plain sentences (no JSON), from the results above. "
-    "Write every entity you "
-    "name as its link copied from the results, [Name](entity:<key>), for example "
-    "[Portugal](entity:country:PT)."
-)
-NEXT_STEP = (
-    "\n\nDo the results above hold all that the question asks? If something is still missing, call "
-    f'a tool for it; if not, reply {{"name": "{ANSWER_CHOICE}"}}.'
-)
+# Keys of tool results a model does not need: ids are long and the key refers to the same entity.
+SKIPPED_KEYS = frozenset({"id", "score", "rank", "embedding", "vector", "distance"})
 
 
 class ExtraBodyProvider(Protocol):
@@ -131,31 +117,19 @@ def arguments_schema(parameters: dict[str, Any]) -> dict[str, Any]:
     return {**resolved, "type": "object", "properties": properties, "additionalProperties": False}
 
 
-def step_schema(tools: Sequence[ToolSpec], *, may_answer: bool = False) -> dict[str, Any]:
-    """The JSON Schema of a forced step: a call of exactly one of ``tools`` with valid arguments.
-
-    With ``may_answer`` the step may instead choose ``{"name": "answer"}`` (``ANSWER_CHOICE``):
-    the answer itself is then written in a free-text step of its own, streamed.
-    """
-    branches: list[dict[str, Any]] = [
-        {
-            "type": "object",
-            "properties": {"name": {"const": t.name}, "arguments": arguments_schema(t.parameters)},
-            "required": ["name", "arguments"],
-            "additionalProperties": False,
-        }
-        for t in tools
-    ]
-    if may_answer:
-        branches.append(
+def step_schema(tools: Sequence[ToolSpec]) -> dict[str, Any]:
+    """The JSON Schema of a forced step: a call of exactly one of ``tools`` with valid arguments."""
+    return {
+        "oneOf": [
             {
                 "type": "object",
-                "properties": {"name": {"const": ANSWER_CHOICE}},
-                "required": ["name"],
+                "properties": {"name": {"const": t.name}, "arguments": arguments_schema(t.parameters)},
+                "required": ["name", "arguments"],
                 "additionalProperties": False,
             }
-        )
-    return {"oneOf": branches}
+            for t in tools
+        ]
+    }
 
 
 # --- finding a call in free text ---
@@ -188,48 +162,6 @@ def find_call(text: str, names: Sequence[str]) -> FoundCall | None:
                 return FoundCall(name=str(value["name"]), arguments=arguments, start=start, end=end)
         start = text.find("{", start + 1)
     return None
-
-
-ANSWER_FIELDS = ("answer", "text", "content", "response")
-
-
-def unwrap_answer(text: str) -> str:
-    """Held-back text that is one JSON object carrying the answer as a string field: that string.
-
-    Measured: told to answer after steps written as JSON calls, the 1.5B wrote its answer as
-    ``{"name": "answer", "answer": "The capital of Togo is Lome."}``; the user should read the sentence.
-    Any other text is returned as it is.
-    """
-    stripped = text.strip()
-    if stripped.startswith(FENCE):
-        stripped = stripped.strip("`").removeprefix("json").strip()
-    try:
-        value = json.loads(stripped)
-    except json.JSONDecodeError:
-        return text
-    if isinstance(value, dict):
-        for key in ANSWER_FIELDS:
-            if isinstance(value.get(key), str) and value[key].strip():
-                return str(value[key])
-    return text
-
-
-PLAIN_ANSWER_REMINDER = (
-    "You chose to answer. Write the answer now as one or two plain sentences from the results above, "
-    "not as JSON."
-)
-
-
-def is_bare_answer_choice(text: str) -> bool:
-    """Whether held-back text is only the answer choice of the step schema, with no sentence in it."""
-    stripped = text.strip()
-    if stripped.startswith(FENCE):
-        stripped = stripped.strip("`").removeprefix("json").strip()
-    try:
-        value = json.loads(stripped)
-    except json.JSONDecodeError:
-        return False
-    return isinstance(value, dict) and value.get("name") == ANSWER_CHOICE and unwrap_answer(text) == text
 
 
 class CallHoldback:
@@ -269,6 +201,78 @@ class CallHoldback:
 # --- what the model reads ---
 
 
+def _clip(text: str, limit: int) -> str:
+    text = text.strip()
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+
+
+def _is_entity(value: Any) -> bool:
+    return isinstance(value, dict) and all(isinstance(value.get(k), str) for k in ("key", "name"))
+
+
+def _plain(value: Any) -> str:
+    if _is_entity(value):
+        return f"[{value['name']}](entity:{value['key']})"
+    if isinstance(value, dict | list):
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    return str(value)
+
+
+def _line(item: dict[str, Any]) -> str:
+    """One result on one line; an entity reads "[Name](entity:key) Type: description; k: v"."""
+    rest = {k: v for k, v in item.items() if k not in SKIPPED_KEYS and v not in (None, "", [], {})}
+    head: list[str] = []
+    if _is_entity(rest):
+        head.append(f"[{rest.pop('name')}](entity:{rest.pop('key')})")
+        if "type" in rest:
+            head.append(str(rest.pop("type")))
+        if "description" in rest:
+            head[-1] += ":"
+            head.append(str(rest.pop("description")))
+    fields = []
+    for key, value in rest.items():
+        if isinstance(value, dict) and not _is_entity(value):
+            value = {k: v for k, v in value.items() if k not in SKIPPED_KEYS}
+        fields.append(f"{key}: {_plain(value)}")
+    return "; ".join([" ".join(head), *fields] if head else fields)
+
+
+def _lines(value: Any) -> list[str]:
+    if isinstance(value, dict):
+        lines: list[str] = []
+        for key, item in value.items():
+            if key in SKIPPED_KEYS or item in (None, "", [], {}):
+                continue
+            if isinstance(item, list):
+                lines.append(f"{key}:")
+                lines.extend(f"- {_line(x) if isinstance(x, dict) else _plain(x)}" for x in item)
+            elif isinstance(item, dict):
+                lines.append(f"{key}: {_line(item)}")
+            else:
+                lines.append(f"{key}: {item}")
+        return lines
+    if isinstance(value, list):
+        return [f"- {_line(x) if isinstance(x, dict) else _plain(x)}" for x in value]
+    return [str(value)]
+
+
+def layout_result(content: str, limit: int = RESULT_MAX_CHARS) -> str:
+    """A tool result as the model reads it: short lines, entities as citable links, ``limit`` chars."""
+    try:
+        data = json.loads(content)
+    except (json.JSONDecodeError, TypeError):
+        return _clip(content, limit)
+    if isinstance(data, dict) and "error" in data and len(data) <= 2:
+        return f"error: {data['error']}"
+    if data in ({}, [], None) or (isinstance(data, dict) and all(v in ([], {}, None) for v in data.values())):
+        return "(no results)"
+    text = "\n".join(_lines(data))
+    if len(text) <= limit:
+        return text
+    cut = text.rfind("\n", 0, limit)
+    return text[: cut if cut > 0 else limit] + "\n… (more results cut)"
+
+
 def _signature(tool: ToolSpec) -> str:
     properties = tool.parameters.get("properties") or {}
     required = set(tool.parameters.get("required") or [])
@@ -296,20 +300,15 @@ def _strategy(tools: Sequence[ToolSpec]) -> str:
     lines = []
     if search:
         lines.append(
-            f"- Start with {search} on the name of the entity the question is about: only that name "
-            '(for example "Lisbon"), never the whole question.'
+            f"Start with {search} on the name the question is about (only the name, not the whole question)."
         )
     if edges:
         lines.append(
-            "- When the answer is a fact of another entity that a result names (the X of the Y in which "
-            "Z lies: the country a city lies in, then that country's capital), look that entity up too "
-            f"({search or edges} with its name, or {edges} with its key) before answering."
+            "When the answer needs facts of another entity that a result mentions (the country a city "
+            f"lies in, the members of a group), look that entity up too ({search or edges} with its name, "
+            f"or {edges} with its key) before answering."
         )
-        lines.append(
-            f"- For a list or a count, call {edges} with the entity's key: it gives each kind of "
-            "relationship as one line with the number of entities in parentheses."
-        )
-    return "\nHow to look things up:\n" + "\n".join(lines) if lines else ""
+    return "\n" + "\n".join(lines) if lines else ""
 
 
 def system_prompt(instructions: str, tools: Sequence[ToolSpec]) -> str:
@@ -323,9 +322,8 @@ def system_prompt(instructions: str, tools: Sequence[ToolSpec]) -> str:
             'To call a tool, reply with only a JSON object: {"name": "<tool>", "arguments": {...}}. '
             "Refer to an entity by the key in its link, for example country:PT in "
             "[Portugal](entity:country:PT).\n"
-            "After a tool result, either call another tool the same way, or reply "
-            f'{{"name": "{ANSWER_CHOICE}"}} when the results hold all that the question asks, and then '
-            "write the answer." + _strategy(tools)
+            "After a tool result, either call another tool the same way or write the answer."
+            + _strategy(tools)
         )
     # Plain chat offers no tools and puts the retrieved facts into the instructions instead.
     if tools:
@@ -336,10 +334,15 @@ def system_prompt(instructions: str, tools: Sequence[ToolSpec]) -> str:
         f"Rules for the answer: use only {use}, never your own knowledge. "
         f"Cite every entity you mention with {cite}, exactly as written. "
         f"If {found} do not contain what was asked, say that you could not find it in the "
-        "knowledge graph, and nothing more. Answer briefly: a how-many question with the number "
-        "first, a which-question with every entity that fits."
+        "knowledge graph, and nothing more. Answer briefly."
     )
     return "\n\n".join(parts)
+
+
+def _words(text: str) -> str:
+    folded = unicodedata.normalize("NFKD", text.casefold())
+    plain = "".join(ch if ch.isalnum() else " " for ch in folded if not unicodedata.combining(ch))
+    return f" {' '.join(plain.split())} "
 
 
 def _names_in(content: str, query: str) -> bool | None:
@@ -353,11 +356,21 @@ def _names_in(content: str, query: str) -> bool | None:
         data = json.loads(content)
     except (json.JSONDecodeError, TypeError):
         return None
-    names = [str(e["name"]) for e in entities(data)]
+    names = [str(e["name"]) for e in _entities(data)]
     if not names:
         return None
-    query_words = words(query)
-    return any(words(name) in query_words for name in names if words(name).strip())
+    words = _words(query)
+    return any(_words(name) in words for name in names if _words(name).strip())
+
+
+def _entities(value: Any) -> list[dict[str, Any]]:
+    if _is_entity(value):
+        return [value]
+    if isinstance(value, dict):
+        return [e for v in value.values() for e in _entities(v)]
+    if isinstance(value, list):
+        return [e for v in value for e in _entities(v)]
+    return []
 
 
 def _this_turn_start(messages: Sequence[ChatMessage]) -> int:
@@ -375,116 +388,19 @@ def turn_calls(messages: Sequence[ChatMessage]) -> list[tuple[str, dict[str, Any
     ]
 
 
-def searches_missed(messages: Sequence[ChatMessage]) -> bool:
-    """Whether this turn's calls were all searches and none found a result named in its query.
-
-    Then a second look-up is not forced: measured on the demo set, asked about an invented country
-    and made to search again, the model answered with the nearest result ("Oslo").
-    """
-    start = _this_turn_start(messages)
-    queries = {
-        c.id: c.arguments.get("query")
-        for m in messages[start + 1 :]
-        if m.role == "assistant"
-        for c in m.tool_calls
-    }
-    results = [m for m in messages[start + 1 :] if m.role == "tool"]
-    if not results:
-        return False
-    for result in results:
-        query = queries.get(result.tool_call_id or "")
-        if not isinstance(query, str):
-            return False
-        try:
-            empty = not entities(json.loads(result.content))
-        except (json.JSONDecodeError, TypeError):
-            return False
-        if not empty and _names_in(result.content, query) is not False:
-            return False
-    return True
-
-
-def edges_tool(tools: Sequence[ToolSpec]) -> str | None:
-    """The offered tool that lists one entity's relationships: it needs only ``entity_id`` and takes a direction."""
-    for tool in tools:
-        required = set(tool.parameters.get("required") or [])
-        if required == {"entity_id"} and "direction" in (tool.parameters.get("properties") or {}):
-            return tool.name
-    return None
-
-
-def exact_hit_lookup(messages: Sequence[ChatMessage], tools: Sequence[ToolSpec]) -> dict[str, Any] | None:
-    """The arguments of the relationships call for the exact-name hit of this turn's last search, if due.
-
-    When the last tool result of the turn answers a call with a ``query`` and one of its entities is
-    named exactly the query (case and accents aside), or else named by whole words in it, the loop looks up that entity's relationships
-    itself instead of asking the model for the next step: measured, the small model mostly copied
-    its first search when made to call again. Not when the entity's relationships were already
-    fetched this turn (at most once per entity), nor when no edges tool is offered.
-    """
-    tool = edges_tool(tools)
-    start = _this_turn_start(messages)
-    if tool is None or start >= len(messages) or messages[-1].role != "tool":
-        return None
-    last = messages[-1]
-    calls = {c.id: c for m in messages[start + 1 :] if m.role == "assistant" for c in m.tool_calls}
-    call = calls.get(last.tool_call_id or "")
-    query = call.arguments.get("query") if call is not None else None
-    if not isinstance(query, str) or not words(query).strip():
-        return None
-    try:
-        hits = entities(json.loads(last.content))
-    except (json.JSONDecodeError, TypeError):
-        return None
-    hit = next((e for e in hits if words(str(e["name"])) == words(query)), None)
-    if hit is None:
-        # Measured: the 1.5B searched "Togo capital" despite the prompt; the hit named in the query
-        # (the longest such name, the first of equals) is the entity it is about.
-        named = [e for e in hits if words(str(e["name"])).strip() and words(str(e["name"])) in words(query)]
-        hit = max(named, key=lambda e: len(words(str(e["name"]))), default=None)
-    if hit is None:
-        return None
-    looked_up = {c.arguments.get("entity_id") for c in calls.values() if c.name == tool}
-    if hit["key"] in looked_up:
-        return None
-    return {"entity_id": hit["key"]}
-
-
-def _one_more_call(tools: Sequence[ToolSpec]) -> str:
-    search = _first_with_required(tools, "query")
-    edges = _first_with_required(tools, "entity_id")
-    ways = []
-    if search:
-        ways.append(f"{search} with the name of an entity a result mentions that the question is about")
-    if edges:
-        ways.append(f"{edges} with the key of the entity found, for its relationships and their counts")
-    return (
-        "\n\nMake one more call for what the answer still needs: " + ", or ".join(ways) + "." if ways else ""
-    )
-
-
 def prompt_messages(
     messages: Sequence[ChatMessage],
     tools: Sequence[ToolSpec],
     *,
     answer_now: bool = False,
-    forced: bool = False,
-    must_call: bool = False,
-    repeated: tuple[str, dict[str, Any]] | None = None,
     result_limit: int = RESULT_MAX_CHARS,
 ) -> list[ChatMessage]:
-    """The conversation as the small model reads it: plain roles, calls as JSON, results laid out.
-
-    ``answer_now`` tells it to answer; ``forced`` (a step under the step schema after a result)
-    asks whether the results hold the answer or what is still missing; ``must_call`` (a forced
-    step that must call a tool) says which call may complete the results, and that ``repeated``
-    was made already.
-    """
+    """The conversation as the small model reads it: plain roles, calls as JSON, results laid out."""
     instructions = "\n".join(m.content for m in messages if m.role == "system")
     out = [ChatMessage(role="system", content=system_prompt(instructions, tools))]
     start = _this_turn_start(messages)
     earlier = [
-        ChatMessage(role=m.role, content=clip(m.content, MESSAGE_MAX_CHARS))
+        ChatMessage(role=m.role, content=_clip(m.content, MESSAGE_MAX_CHARS))
         for m in messages[:start]
         if m.role in {"user", "assistant"} and m.content.strip()
     ]
@@ -507,15 +423,9 @@ def prompt_messages(
                 text += f'\n(No result has a name that appears in "{query}".)'
             out.append(ChatMessage(role="user", content=text))
     if answer_now and out[-1].role == "user":
-        out[-1] = ChatMessage(role="user", content=out[-1].content + ANSWER_NOW)
-    elif forced and out[-1].role == "user" and len(out) > 1 and out[-2].role == "assistant":
-        out[-1] = ChatMessage(role="user", content=out[-1].content + NEXT_STEP)
-    elif must_call and out[-1].role == "user" and len(out) > 1 and out[-2].role == "assistant":
-        again = ""
-        if repeated is not None:
-            call = json.dumps({"name": repeated[0], "arguments": repeated[1]})
-            again = f"\n\nYou already made the call {call}; its result is above. Make a different call."
-        out[-1] = ChatMessage(role="user", content=out[-1].content + again + _one_more_call(tools))
+        out[-1] = ChatMessage(
+            role="user", content=out[-1].content + "\n\nNo more tool calls: write the answer now."
+        )
     return out
 
 
@@ -533,10 +443,7 @@ class PromptedToolsProvider:
     inner: ExtraBodyProvider
     name: str = ""
     max_tool_calls: int = MAX_TOOL_CALLS_PER_TURN
-    forced_calls: int = FORCED_CALLS
-    min_calls: int = MIN_CALLS
     result_limit: int = RESULT_MAX_CHARS
-    look_up_exact_hits: bool = True
     extra_body: dict[str, Any] = field(default_factory=lambda: {"cache_prompt": True})
 
     def __post_init__(self) -> None:
@@ -553,40 +460,11 @@ class PromptedToolsProvider:
     ) -> AsyncIterator[StreamEvent]:
         usage = Usage()
         made = turn_calls(messages)
-        may_call = bool(tools) and len(made) < self.max_tool_calls
-        lookup = exact_hit_lookup(messages, tools) if may_call and self.look_up_exact_hits else None
-        if lookup is not None:
-            # No model step: the loop itself fetches the relationships of the entity searched for.
-            yield ToolCall(id=_call_id(), name=str(edges_tool(tools)), arguments=lookup)
-            yield Done(usage=usage, finish_reason="tool_calls")
-            return
-        if may_call and len(made) < self.forced_calls and ANSWER_CHOICE not in {t.name for t in tools}:
-            must_call = len(made) < self.min_calls and not searches_missed(messages)
-            repeated: FoundCall | None = None
-            # A step that must call and repeats a call gets one more try, told so (measured: the 1.5B
-            # often copies its first search); otherwise a repeat or the answer choice answers.
-            for _attempt in range(2 if must_call else 1):
-                chosen: FoundCall | None = None
-                async for item in self._forced(
-                    messages, tools, config, usage, may_answer=not must_call, repeated=repeated
-                ):
-                    if isinstance(item, FoundCall):
-                        chosen = item
-                        continue
-                    yield item
-                    if isinstance(item, ErrorEvent):
-                        return
-                if chosen is None or chosen.name == ANSWER_CHOICE:
-                    break
-                if (chosen.name, chosen.arguments) not in made:
-                    yield ToolCall(id=_call_id(), name=chosen.name, arguments=chosen.arguments)
-                    yield Done(usage=usage, finish_reason="tool_calls")
-                    return
-                repeated = chosen
-            # The model chose to answer, or to repeat a call (the same result again): answer now.
-            async for event in self._answer(messages, tools, config, usage):
+        if tools and not made:
+            async for event in self._forced(messages, tools, config, usage):
                 yield event
             return
+        may_call = bool(tools) and len(made) < self.max_tool_calls
         prompt = prompt_messages(
             messages, tools, answer_now=bool(tools) and not may_call, result_limit=self.result_limit
         )
@@ -598,80 +476,31 @@ class PromptedToolsProvider:
             yield item
             if isinstance(item, ErrorEvent):
                 return
-        if found is not None and found.name == ANSWER_CHOICE:
-            async for event in self._answer(messages, tools, config, usage, remind=True):
-                yield event
-            return
         if found is not None and (found.name, found.arguments) in made:
             # The same call again would only fetch the same result: ask once more for the answer.
-            async for event in self._answer(messages, tools, config, usage):
-                yield event
-            return
+            prompt = prompt_messages(messages, tools, answer_now=True, result_limit=self.result_limit)
+            found = None
+            async for item in self._free(prompt, [], config, usage):
+                if isinstance(item, FoundCall):
+                    continue
+                yield item
+                if isinstance(item, ErrorEvent):
+                    return
         if found is not None:
             yield ToolCall(id=_call_id(), name=found.name, arguments=found.arguments)
             yield Done(usage=usage, finish_reason="tool_calls")
             return
         yield Done(usage=usage, finish_reason="stop")
 
-    async def _answer(
-        self,
-        messages: list[ChatMessage],
-        tools: list[ToolSpec],
-        config: GenerationConfig,
-        usage: Usage,
-        *,
-        remind: bool = False,
-    ) -> AsyncIterator[StreamEvent]:
-        """A free-text step told to answer now; a call written in it stays text.
-
-        An answer that is only the step schema's answer choice (``{"name": "answer"}``, no sentence)
-        is not shown: the step is asked once more, for plain sentences (measured: the 1.5B wrote it
-        after choosing to answer, and users read the JSON). ``remind``: that already happened once.
-        """
-        prompt = prompt_messages(messages, tools, answer_now=True, result_limit=self.result_limit)
-        reminder = ChatMessage(role="user", content=PLAIN_ANSWER_REMINDER)
-        for attempt in range(1 if remind else 2):
-            bare_choice = False
-            steered = [*prompt, reminder] if remind or attempt else prompt
-            async for item in self._free(steered, [], config, usage):
-                if isinstance(item, FoundCall):
-                    bare_choice = bare_choice or item.name == ANSWER_CHOICE
-                    continue
-                yield item
-                if isinstance(item, ErrorEvent):
-                    return
-            if not bare_choice:
-                break
-        yield Done(usage=usage, finish_reason="stop")
-
     async def _forced(
-        self,
-        messages: list[ChatMessage],
-        tools: list[ToolSpec],
-        config: GenerationConfig,
-        usage: Usage,
-        *,
-        may_answer: bool,
-        repeated: FoundCall | None = None,
-    ) -> AsyncIterator[StreamEvent | FoundCall]:
-        """One step under the step schema: a ``FoundCall`` (of a tool, or of ``ANSWER_CHOICE``)."""
-        prompt = prompt_messages(
-            messages,
-            tools,
-            result_limit=self.result_limit,
-            forced=may_answer,
-            must_call=not may_answer,
-            repeated=(repeated.name, repeated.arguments) if repeated else None,
-        )
+        self, messages: list[ChatMessage], tools: list[ToolSpec], config: GenerationConfig, usage: Usage
+    ) -> AsyncIterator[StreamEvent]:
+        prompt = prompt_messages(messages, tools, result_limit=self.result_limit)
         body = {
             **self.extra_body,
             "response_format": {
                 "type": "json_schema",
-                "json_schema": {
-                    "name": "tool_call",
-                    "strict": True,
-                    "schema": step_schema(tools, may_answer=may_answer),
-                },
+                "json_schema": {"name": "tool_call", "strict": True, "schema": step_schema(tools)},
             },
         }
         forced = config.model_copy(
@@ -688,14 +517,14 @@ class PromptedToolsProvider:
                 yield event
                 return
         text = "".join(parts)
-        names = [t.name for t in tools] + ([ANSWER_CHOICE] if may_answer else [])
-        found = find_call(text, names)
+        found = find_call(text, [t.name for t in tools])
         if found is None:
             yield ErrorEvent(
                 error=f"the model {self.name} wrote no valid tool call under the step schema: {text[:200]!r}"
             )
             return
-        yield found
+        yield ToolCall(id=_call_id(), name=found.name, arguments=found.arguments)
+        yield Done(usage=usage, finish_reason="tool_calls")
 
     async def _free(
         self, prompt: list[ChatMessage], tools: list[ToolSpec], config: GenerationConfig, usage: Usage
@@ -726,7 +555,4 @@ class PromptedToolsProvider:
             if aclose is not None:
                 await aclose()
         if holdback.held:
-            if is_bare_answer_choice(holdback.held):
-                yield FoundCall(name=ANSWER_CHOICE, arguments={}, start=0, end=len(holdback.held))
-            else:
-                yield TextDelta(text=unwrap_answer(holdback.held))
+            yield TextDelta(text=holdback.held)
