@@ -39,6 +39,8 @@ def entity_edges(
     """The entity and its relationships; ``direction`` "out" (it is the source), "in" or "both".
 
     A self-loop appears once, as "out". Ordered by type, direction, then the other entity's name.
+    ``other`` carries the other entity's properties too (a city's population for "which cities of X
+    have more than N inhabitants", without a call per city).
     """
     entity = entity_resolve(project_id=project_id, ref=entity_id)
     params: dict[str, Any] = {"id": uuid.UUID(entity["id"]), "type": relationship_type, "limit": limit}
@@ -46,14 +48,14 @@ def entity_edges(
     parts = []
     if direction in ("out", "both"):
         parts.append(
-            f"""SELECT r.id, r.type, 'out' AS direction, r.properties, {ENTITY_COLUMNS}
+            f"""SELECT r.id, r.type, 'out' AS direction, r.properties, {ENTITY_COLUMNS}, o.properties
                 FROM kb.graph_relationships r JOIN kb.graph_objects o ON o.id = r.dst_id
                 WHERE r.src_id = %(id)s {type_filter}"""
         )
     if direction in ("in", "both"):
         self_loop = " AND r.src_id <> r.dst_id" if direction == "both" else ""
         parts.append(
-            f"""SELECT r.id, r.type, 'in' AS direction, r.properties, {ENTITY_COLUMNS}
+            f"""SELECT r.id, r.type, 'in' AS direction, r.properties, {ENTITY_COLUMNS}, o.properties
                 FROM kb.graph_relationships r JOIN kb.graph_objects o ON o.id = r.src_id
                 WHERE r.dst_id = %(id)s {type_filter}{self_loop}"""
         )
@@ -63,7 +65,7 @@ def entity_edges(
             "id": str(r[0]),
             "type": r[1],
             "direction": r[2],
-            "other": _compact(entity_row(r[4:9])),
+            "other": {**_compact(entity_row(r[4:9])), "properties": json_value(r[9]) or {}},
             "properties": json_value(r[3]),
         }
         for r in _fetch(sql, params)

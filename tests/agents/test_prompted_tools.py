@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from typing import Any
 
 import jsonschema
 import pytest
@@ -208,7 +209,7 @@ def server() -> Iterator[LLMTestServer]:
         yield s
 
 
-def provider_for(server: LLMTestServer, **kwargs: int) -> PromptedToolsProvider:
+def provider_for(server: LLMTestServer, **kwargs: Any) -> PromptedToolsProvider:
     inner = OpenAICompatProvider(base_url=server.base_url, model="small", max_retries=0)
     return PromptedToolsProvider(inner=inner, **kwargs)
 
@@ -254,7 +255,9 @@ async def test_a_call_written_after_a_result_is_a_tool_call_and_is_never_streame
     call = '{"name": "get_entity_edges", "arguments": {"entity_id": "country:PT"}}'
     server.enqueue(Stream(text_chunks("Let me look. ", call[:20], call[20:], " thanks")))
 
-    events = await run(provider_for(server), after_calls(("hybrid_search", {"query": "Portugal"})))
+    events = await run(
+        provider_for(server, look_up=False), after_calls(("hybrid_search", {"query": "Portugal"}))
+    )
 
     assert [e.text for e in events if isinstance(e, TextDelta)] == ["Let me look. "]
     calls = [e for e in events if isinstance(e, ToolCall)]
@@ -267,7 +270,9 @@ async def test_a_call_written_after_a_result_is_a_tool_call_and_is_never_streame
 async def test_an_answer_after_a_result_streams_as_text(server: LLMTestServer) -> None:
     server.enqueue(Stream(text_chunks("The capital is ", "Lisbon ([Portugal](entity:country:PT)).")))
 
-    events = await run(provider_for(server), after_calls(("hybrid_search", {"query": "Portugal"})))
+    events = await run(
+        provider_for(server, look_up=False), after_calls(("hybrid_search", {"query": "Portugal"}))
+    )
 
     assert "".join(e.text for e in events if isinstance(e, TextDelta)) == (
         "The capital is Lisbon ([Portugal](entity:country:PT))."
@@ -281,7 +286,9 @@ async def test_a_repeated_call_gets_one_more_try_that_must_answer(server: LLMTes
         Stream(text_chunks("Lisbon.")),
     )
 
-    events = await run(provider_for(server), after_calls(("hybrid_search", {"query": "Portugal"})))
+    events = await run(
+        provider_for(server, look_up=False), after_calls(("hybrid_search", {"query": "Portugal"}))
+    )
 
     assert [e.text for e in events if isinstance(e, TextDelta)] == ["Lisbon."]
     assert "No more tool calls" in server.requests[1]["messages"][-1]["content"]

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import pytest
 
 from apps.agents.definitions import default_agents_install
-from apps.agents.models import AgentDefinition
+from apps.agents.models import AgentDefinition, AgentRun, AgentRunToolCall
 from apps.chat.models import Message
 from tests.chat.conftest import sse_turn, tokens
 from tests.llm_server import Json, LLMTestServer, Stream, completion, text_chunks
@@ -55,9 +55,32 @@ async def test_small_model_turn_is_forced_to_a_tool_then_answers_citing_only_wha
     assert stored is not None
     assert stored.content == f"[Paris](entity:{world['paris'].id}) is the capital of  France."
     assert tokens(frames) == stored.content
-    assert [f["status"] for f in frames if f["type"] == "mcp_tool"] == ["started", "completed"]
     assert frames[0]["model"] == "local/qwen2.5-1.5b"
     forced, answer = small_model.requests
     assert forced["response_format"]["type"] == "json_schema"
     assert "response_format" not in answer and answer["stream"] is True
-    assert "Result of search_entities:" in answer["messages"][-1]["content"]
+    # The search found Paris by name: the loop looked up its relationships, then France's, itself
+    # (no model step), and the answer step read them as facts.
+    shown = answer["messages"][-1]["content"]
+    assert "Result of search_entities: [Paris](entity:paris)" in shown
+    assert "- Paris capital of: [France](entity:france)" in shown
+    tool_frames = [(f["tool"], f["status"]) for f in frames if f["type"] == "mcp_tool"]
+    assert tool_frames == [
+        ("search_entities", "started"),
+        ("search_entities", "completed"),
+        ("get_entity_edges", "started"),
+        ("get_entity_edges", "completed"),
+        ("get_entity_edges", "started"),
+        ("get_entity_edges", "completed"),
+    ]
+    run = await AgentRun.objects.filter(conversation_id=frames[0]["conversationId"]).alast()
+    assert run is not None
+    recorded = [
+        (c.tool_name, c.input.get("entity_id"))
+        async for c in AgentRunToolCall.objects.filter(run=run).order_by("created_at")
+    ]
+    assert recorded == [
+        ("search_entities", None),
+        ("get_entity_edges", "paris"),
+        ("get_entity_edges", "france"),
+    ]

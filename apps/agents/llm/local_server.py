@@ -40,7 +40,9 @@ def build_params(args: argparse.Namespace) -> Any:
     # cores: 0.2 tokens/s with two threads; see the README for one).
     threads = args.threads or max(1, (os.cpu_count() or 2) // 2)
     params.cpuparams.n_threads = threads
-    params.cpuparams_batch.n_threads = threads
+    # Reading a prompt is arithmetic that every core speeds up (measured on 2 idle cores: 35 prompt
+    # tokens/s with one thread, 56 with two); generating is bound by memory and gains little.
+    params.cpuparams_batch.n_threads = args.batch_threads or max(threads, os.cpu_count() or 1)
     params.ui = False
     params.verbosity = 1
     return params
@@ -54,6 +56,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ctx", type=int, default=8192, help="context window in tokens")
     parser.add_argument("--max-tokens", type=int, default=1024, help="longest answer in tokens")
     parser.add_argument("--threads", type=int, default=0, help="CPU threads (0: half the cores)")
+    parser.add_argument(
+        "--batch-threads", type=int, default=0, help="CPU threads reading prompts (0: all the cores)"
+    )
     args = parser.parse_args(argv)
     if not os.path.isfile(args.model):
         print(f"local_server: no model file at {args.model}", file=sys.stderr)

@@ -24,7 +24,6 @@ system prompt and tool list are the same for every step and turn, so the server'
 from __future__ import annotations
 
 import json
-import unicodedata
 import uuid
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
@@ -41,12 +40,29 @@ from apps.agents.llm.base import (
     ToolSpec,
     Usage,
 )
+from apps.agents.llm.graph_lookup import (
+    TurnLookups,
+    edges_tool,
+    entities,
+    entity_card,
+    is_entity,
+    link,
+    named_hits,
+    next_lookup,
+    question_number,
+    turn_lookups,
+)
 
 MAX_TOOL_CALLS_PER_TURN = 4
 RESULT_MAX_CHARS = 1500
 HISTORY_MESSAGES = 4
 MESSAGE_MAX_CHARS = 600
 STEP_MAX_TOKENS = 200
+# Other hits of a search whose named hits the loop looked up: how many, and their descriptions' length.
+OTHER_HITS = 4
+# The ids of the loop's own calls (the model never wrote them, so it is not shown them as its own).
+LOOKUP_ID_PREFIX = "lookup_"
+OTHER_HIT_DESCRIPTION = 160
 ANSWER_MAX_TOKENS = 512
 FENCE = "```"
 # Keys of tool results a model does not need: ids are long and the key refers to the same entity.
@@ -206,12 +222,8 @@ def _clip(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
 
 
-def _is_entity(value: Any) -> bool:
-    return isinstance(value, dict) and all(isinstance(value.get(k), str) for k in ("key", "name"))
-
-
 def _plain(value: Any) -> str:
-    if _is_entity(value):
+    if is_entity(value):
         return f"[{value['name']}](entity:{value['key']})"
     if isinstance(value, dict | list):
         return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
@@ -222,7 +234,7 @@ def _line(item: dict[str, Any]) -> str:
     """One result on one line; an entity reads "[Name](entity:key) Type: description; k: v"."""
     rest = {k: v for k, v in item.items() if k not in SKIPPED_KEYS and v not in (None, "", [], {})}
     head: list[str] = []
-    if _is_entity(rest):
+    if is_entity(rest):
         head.append(f"[{rest.pop('name')}](entity:{rest.pop('key')})")
         if "type" in rest:
             head.append(str(rest.pop("type")))
@@ -231,7 +243,7 @@ def _line(item: dict[str, Any]) -> str:
             head.append(str(rest.pop("description")))
     fields = []
     for key, value in rest.items():
-        if isinstance(value, dict) and not _is_entity(value):
+        if isinstance(value, dict) and not is_entity(value):
             value = {k: v for k, v in value.items() if k not in SKIPPED_KEYS}
         fields.append(f"{key}: {_plain(value)}")
     return "; ".join([" ".join(head), *fields] if head else fields)
@@ -339,12 +351,6 @@ def system_prompt(instructions: str, tools: Sequence[ToolSpec]) -> str:
     return "\n\n".join(parts)
 
 
-def _words(text: str) -> str:
-    folded = unicodedata.normalize("NFKD", text.casefold())
-    plain = "".join(ch if ch.isalnum() else " " for ch in folded if not unicodedata.combining(ch))
-    return f" {' '.join(plain.split())} "
-
-
 def _names_in(content: str, query: str) -> bool | None:
     """Whether a search result names an entity that the query names (``None``: no entities in it).
 
@@ -356,21 +362,10 @@ def _names_in(content: str, query: str) -> bool | None:
         data = json.loads(content)
     except (json.JSONDecodeError, TypeError):
         return None
-    names = [str(e["name"]) for e in _entities(data)]
-    if not names:
+    hits = entities(data)
+    if not hits:
         return None
-    words = _words(query)
-    return any(_words(name) in words for name in names if _words(name).strip())
-
-
-def _entities(value: Any) -> list[dict[str, Any]]:
-    if _is_entity(value):
-        return [value]
-    if isinstance(value, dict):
-        return [e for v in value.values() for e in _entities(v)]
-    if isinstance(value, list):
-        return [e for v in value for e in _entities(v)]
-    return []
+    return bool(named_hits(hits, query))
 
 
 def _this_turn_start(messages: Sequence[ChatMessage]) -> int:
@@ -386,6 +381,33 @@ def turn_calls(messages: Sequence[ChatMessage]) -> list[tuple[str, dict[str, Any
     return [
         (c.name, c.arguments) for m in messages[start + 1 :] if m.role == "assistant" for c in m.tool_calls
     ]
+
+
+def _result_text(name: str, content: str, query: Any, lookups: TurnLookups, limit: int) -> str:
+    """One tool result as the model reads it: an entity card, a search, or laid-out lines."""
+    try:
+        data = json.loads(content)
+    except (json.JSONDecodeError, TypeError):
+        data = None
+    if isinstance(data, dict) and is_entity(data.get("entity")) and isinstance(data.get("edges"), list):
+        card = entity_card(
+            data, via=lookups.neighbour_of(str(data["entity"]["key"])), threshold=lookups.threshold
+        )
+        return f"Result of {name}:\n{_clip(card, limit)}"
+    if isinstance(query, str) and data is not None:
+        named = [hit for hit in named_hits(entities(data), query) if hit["key"] in lookups.cards]
+        if named:
+            # Measured: the other, nearer-by-words hits cost ~200 prompt tokens (~6 s on 2 cores) and
+            # lured the model into listing them; the named entities' cards follow.
+            found = ", ".join(link(hit) for hit in named)
+            return (
+                f"Result of {name}: {found} (and {len(entities(data)) - len(named)} other, unrelated matches)"
+            )
+        text = f"Result of {name}:\n{layout_result(content, limit)}"
+        if _names_in(content, query) is False and not lookups.named:
+            text += f'\n(No result has a name that appears in "{query}".)'
+        return text
+    return f"Result of {name}:\n{layout_result(content, limit)}"
 
 
 def prompt_messages(
@@ -409,18 +431,32 @@ def prompt_messages(
         out.append(ChatMessage(role="user", content=messages[start].content))
     names = {c.id: c.name for m in messages for c in m.tool_calls}
     queries = {c.id: c.arguments.get("query") for m in messages for c in m.tool_calls}
+    lookups = turn_lookups(messages[start + 1 :], edges_tool(tools))
+    if start < len(messages):
+        lookups.threshold = question_number(messages[start].content)
     for message in messages[start + 1 :]:
         if message.role == "assistant":
-            calls = [json.dumps({"name": c.name, "arguments": c.arguments}) for c in message.tool_calls]
+            calls = [
+                json.dumps({"name": c.name, "arguments": c.arguments})
+                for c in message.tool_calls
+                if not c.id.startswith(LOOKUP_ID_PREFIX)
+            ]
             text = "\n".join([message.content.strip(), *calls]).strip()
             if text:
                 out.append(ChatMessage(role="assistant", content=text))
         elif message.role == "tool":
-            name = names.get(message.tool_call_id or "", message.name or "tool")
-            text = f"Result of {name}:\n{layout_result(message.content, result_limit)}"
-            query = queries.get(message.tool_call_id or "")
-            if isinstance(query, str) and _names_in(message.content, query) is False:
-                text += f'\n(No result has a name that appears in "{query}".)'
+            call_id = message.tool_call_id or ""
+            name = names.get(call_id, message.name or "tool")
+            text = _result_text(name, message.content, queries.get(call_id), lookups, result_limit)
+            if call_id.startswith(LOOKUP_ID_PREFIX):
+                # The loop's own look-up: shown as found facts, not as a call the model made.
+                _, _, card = text.partition("\n")
+                if not card.strip():
+                    continue
+                text = f"Looked up in the graph:\n{card}"
+                if out[-1].role == "user":
+                    out[-1] = ChatMessage(role="user", content=f"{out[-1].content}\n\n{text}")
+                    continue
             out.append(ChatMessage(role="user", content=text))
     if answer_now and out[-1].role == "user":
         out[-1] = ChatMessage(
@@ -444,6 +480,8 @@ class PromptedToolsProvider:
     name: str = ""
     max_tool_calls: int = MAX_TOOL_CALLS_PER_TURN
     result_limit: int = RESULT_MAX_CHARS
+    # The loop's own look-ups of the entities a search named (``graph_lookup``).
+    look_up: bool = True
     extra_body: dict[str, Any] = field(default_factory=lambda: {"cache_prompt": True})
 
     def __post_init__(self) -> None:
@@ -464,7 +502,16 @@ class PromptedToolsProvider:
             async for event in self._forced(messages, tools, config, usage):
                 yield event
             return
-        may_call = bool(tools) and len(made) < self.max_tool_calls
+        turn = messages[_this_turn_start(messages) + 1 :]
+        if tools and self.look_up and (lookup := next_lookup(turn, tools)) is not None:
+            # No model step: the loop fetches the named entity's (or its neighbour's) relationships.
+            yield ToolCall(
+                id=LOOKUP_ID_PREFIX + uuid.uuid4().hex[:12], name=str(edges_tool(tools)), arguments=lookup
+            )
+            yield Done(usage=usage, finish_reason="tool_calls")
+            return
+        looked_up = bool(turn_lookups(turn, edges_tool(tools)).cards) if tools and self.look_up else False
+        may_call = bool(tools) and len(made) < self.max_tool_calls and not looked_up
         prompt = prompt_messages(
             messages, tools, answer_now=bool(tools) and not may_call, result_limit=self.result_limit
         )

@@ -1,0 +1,322 @@
+"""The small-model loop's own look-ups: the entity a search found by name, and the entities it points to.
+
+Measured with ``make eval`` on Qwen2.5-Coder-1.5B: the model picks a good first search under a JSON
+schema, but never chains a second call itself (two-hop questions were answered with the city's
+country, never its capital), and made to call again it copied its first search. So after a search,
+the loop (not the model) looks up, with the agent's own edges tool and without a model step:
+
+1. the **named hits**: the results whose name the search query contains as whole words (the
+   longest first, at most ``MAX_NAMED``). A search always returns its nearest matches; a hit that is
+   not named in the query is not what the user asked about;
+2. the **functional neighbours** of each named hit: the targets of its outgoing relationship types
+   that have exactly one target (a city's country, a country's currency), at most
+   ``MAX_NEIGHBOURS`` a turn — the second hop of "the capital of the country in which C lies".
+
+Each look-up is an ordinary tool call, run by ADK and stored in ``kb.agent_run_tool_calls`` like
+the model's; the answer step then reads them as **entity cards** (``entity_card``): the entity, then
+one line per relationship type and direction with the number of entities and their links.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import unicodedata
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from apps.agents.llm.base import ChatMessage, ToolSpec
+
+MAX_NAMED = 2
+MAX_NEIGHBOURS = 3
+EDGES_LIMIT = 500
+# Members listed per relationship line; the rest are counted ("and 35 more").
+GROUP_SHOWN = 12
+# A neighbour's card leaves out relationship types with more entities than this (a country's cities).
+NEIGHBOUR_GROUP_MAX = 10
+DESCRIPTION_MAX = 240
+
+
+def words(text: str) -> str:
+    """``text`` folded for whole-word comparison: case and accents dropped, punctuation as spaces."""
+    folded = unicodedata.normalize("NFKD", text.casefold())
+    plain = "".join(ch if ch.isalnum() else " " for ch in folded if not unicodedata.combining(ch))
+    return f" {' '.join(plain.split())} "
+
+
+def is_entity(value: Any) -> bool:
+    return isinstance(value, dict) and all(isinstance(value.get(k), str) for k in ("key", "name"))
+
+
+def entities(value: Any) -> list[dict[str, Any]]:
+    """Every entity object (``key`` and ``name``) in a tool result, in order."""
+    if is_entity(value):
+        return [value]
+    if isinstance(value, dict):
+        return [e for v in value.values() for e in entities(v)]
+    if isinstance(value, list):
+        return [e for v in value for e in entities(v)]
+    return []
+
+
+def link(entity: dict[str, Any]) -> str:
+    return f"[{entity['name']}](entity:{entity['key']})"
+
+
+def named_hits(hits: Sequence[dict[str, Any]], query: str) -> list[dict[str, Any]]:
+    """The hits whose whole name stands in ``query`` as whole words, longest name first.
+
+    A name inside a longer chosen one ("Sudan" in "South Sudan") is left out, and so are repeats.
+    """
+    query_words = words(query)
+    named = [e for e in hits if words(str(e["name"])).strip() and words(str(e["name"])) in query_words]
+    named.sort(key=lambda e: -len(words(str(e["name"]))))
+    chosen: list[dict[str, Any]] = []
+    for hit in named:
+        name = words(str(hit["name"]))
+        if any(name in words(str(c["name"])) for c in chosen) or hit["key"] in {c["key"] for c in chosen}:
+            continue
+        chosen.append(hit)
+    return chosen[:MAX_NAMED]
+
+
+def edges_tool(tools: Sequence[ToolSpec]) -> str | None:
+    """The offered tool that lists one entity's relationships: it needs only ``entity_id`` and takes a direction."""
+    for tool in tools:
+        required = set(tool.parameters.get("required") or [])
+        if required == {"entity_id"} and "direction" in (tool.parameters.get("properties") or {}):
+            return tool.name
+    return None
+
+
+def _json(content: str) -> Any:
+    try:
+        return json.loads(content)
+    except (json.JSONDecodeError, TypeError):
+        return None
+
+
+def _is_card(data: Any) -> bool:
+    return isinstance(data, dict) and is_entity(data.get("entity")) and isinstance(data.get("edges"), list)
+
+
+@dataclass
+class TurnLookups:
+    """What this turn's tool calls found: the searches' named hits and the cards fetched so far."""
+
+    named: list[dict[str, Any]]
+    cards: dict[str, dict[str, Any]]  # entity key -> the edges tool's result
+    looked_up: set[str]  # entity refs the edges tool was called for
+    searched: bool
+    threshold: int | None = None  # the number the question compares with (``question_number``)
+
+    def neighbour_of(self, key: str) -> tuple[dict[str, Any], str] | None:
+        """The named hit whose functional neighbour ``key`` is, and the relationship type, if any."""
+        if key in {hit["key"] for hit in self.named}:
+            return None
+        for hit in self.named:
+            card = self.cards.get(hit["key"])
+            for rel, other in functional_neighbours(card) if card is not None else []:
+                if other["key"] == key:
+                    return hit, rel
+        return None
+
+
+def turn_lookups(turn: Sequence[ChatMessage], edges: str | None) -> TurnLookups:
+    """Read this turn's calls and results (the messages after the user's)."""
+    calls = {c.id: c for m in turn if m.role == "assistant" for c in m.tool_calls}
+    found = TurnLookups(named=[], cards={}, looked_up=set(), searched=False)
+    for request in calls.values():
+        if request.name == edges and isinstance(request.arguments.get("entity_id"), str):
+            found.looked_up.add(request.arguments["entity_id"])
+    for message in turn:
+        call = calls.get(message.tool_call_id or "") if message.role == "tool" else None
+        data = _json(message.content) if call is not None else None
+        if call is None or data is None:
+            continue
+        query = call.arguments.get("query")
+        if isinstance(query, str):
+            found.searched = True
+            for hit in named_hits(entities(data), query):
+                if hit["key"] not in {n["key"] for n in found.named}:
+                    found.named.append(hit)
+        elif _is_card(data):
+            found.cards[data["entity"]["key"]] = data
+    found.named = found.named[:MAX_NAMED]
+    return found
+
+
+def functional_neighbours(card: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """(type, target) of the entity's outgoing relationship types that have exactly one target."""
+    targets: dict[str, list[dict[str, Any]]] = {}
+    for edge in card["edges"]:
+        if edge.get("direction") == "out" and is_entity(edge.get("other")):
+            targets.setdefault(str(edge.get("type")), []).append(edge["other"])
+    return [(rel, others[0]) for rel, others in sorted(targets.items()) if len(others) == 1]
+
+
+def next_lookup(turn: Sequence[ChatMessage], tools: Sequence[ToolSpec]) -> dict[str, Any] | None:
+    """The arguments of the edges call the loop makes next this turn, or ``None`` when it is done."""
+    edges = edges_tool(tools)
+    if edges is None:
+        return None
+    found = turn_lookups(turn, edges)
+    for hit in found.named:
+        if hit["key"] not in found.looked_up:
+            return {"entity_id": hit["key"], "limit": EDGES_LIMIT}
+    neighbours = [
+        n
+        for hit in found.named
+        if (card := found.cards.get(hit["key"])) is not None
+        for _, n in functional_neighbours(card)
+    ]
+    named_keys = {hit["key"] for hit in found.named}
+    wanted = [n for n in neighbours if n["key"] not in named_keys][:MAX_NEIGHBOURS]
+    for neighbour in wanted:
+        if neighbour["key"] not in found.looked_up:
+            return {"entity_id": neighbour["key"], "limit": EDGES_LIMIT}
+    return None
+
+
+# --- the card the model reads ---
+
+
+def _phrase(relationship_type: str) -> str:
+    return relationship_type.replace("_", " ").strip().lower()
+
+
+def _noun(type_name: str, count: int) -> str:
+    """ "Country" -> "country" / "countries", "TimeZone" -> "time zones": how a group is counted."""
+    spaced = "".join(
+        f" {c}" if c.isupper() and i and not type_name[i - 1].isupper() else c
+        for i, c in enumerate(type_name)
+    )
+    noun = " ".join(spaced.replace("_", " ").split()).lower() or "entity"
+    if count == 1:
+        return noun
+    if noun.endswith("y") and noun[-2:-1] not in set("aeiou"):
+        return noun[:-1] + "ies"
+    if noun.endswith(("s", "x", "ch", "sh")):
+        return noun + "es"
+    return noun + "s"
+
+
+def _quantity(others: list[dict[str, Any]]) -> str | None:
+    """The whole-number property every member has, not an id (a city's population), the largest if several."""
+    shared: set[str] | None = None
+    for other in others:
+        props = other.get("properties")
+        if not isinstance(props, dict):
+            return None
+        numbers = {
+            k for k, v in props.items() if type(v) is int and v > 0 and not k.casefold().endswith("id")
+        }
+        shared = numbers if shared is None else shared & numbers
+    if not shared:
+        return None
+    return max(sorted(shared), key=lambda k: sum(o["properties"][k] for o in others))
+
+
+def question_number(question: str) -> int | None:
+    """The one number of 10 or more in the question ("more than 700,000 inhabitants"), if it has one."""
+    found = {
+        int(m.replace(",", ""))
+        for m in re.findall(r"(?<![\w.])\d{1,3}(?:,\d{3})+(?![\w,])|\b\d+\b", question)
+    }
+    found = {n for n in found if n >= 10}
+    return found.pop() if len(found) == 1 else None
+
+
+def _compared(value: int, threshold: int | None) -> str:
+    if threshold is None or value == threshold:
+        return f"{value:,}"
+    return f"{value:,}, {'more' if value > threshold else 'less'} than {threshold:,}"
+
+
+def _members(others: list[dict[str, Any]], shown: int = GROUP_SHOWN, threshold: int | None = None) -> str:
+    """Links to the members; with a shared quantity, largest first with its value.
+
+    With ``threshold`` (the number the question names) each value says whether it is more or less:
+    measured, the 1.5B model read "Finlokaburg (population 1,354,128)" and answered that no city
+    has more than 700,000 inhabitants.
+    """
+    quantity = _quantity(others) if len(others) > 1 else None
+    if quantity is not None:
+        others = sorted(others, key=lambda o: -o["properties"][quantity])
+        listed = ", ".join(
+            f"{link(o)} ({quantity.replace('_', ' ')} {_compared(o['properties'][quantity], threshold)})"
+            for o in others[:shown]
+        )
+    else:
+        listed = ", ".join(link(o) for o in others[:shown])
+    more = len(others) - shown
+    return f"{listed} and {more} more" if more > 0 else listed
+
+
+def _clip(text: str, limit: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+
+
+def _group_line(
+    name: str, rel: str, direction: str, others: list[dict[str, Any]], threshold: int | None = None
+) -> str:
+    """ "Vietnam borders 3 countries: …", "Vietnam uses currency: …", "2 cities located in X: …"."""
+    types = {str(o.get("type") or "") for o in others}
+    counted = f"{len(others)} {_noun(types.pop(), len(others))}" if len(types) == 1 else f"{len(others)}"
+    members = _members(others, threshold=threshold)
+    if direction == "out":
+        return (
+            f"- {name} {_phrase(rel)}: {members}"
+            if len(others) == 1
+            else f"- {name} {_phrase(rel)} {counted}: {members}"
+        )
+    if len(others) == 1:
+        return f"- {_phrase(rel)} {name}: {members}"
+    return f"- {counted} {_phrase(rel)} {name}: {members}"
+
+
+def entity_card(
+    data: dict[str, Any], *, via: tuple[dict[str, Any], str] | None = None, threshold: int | None = None
+) -> str:
+    """An edges result as lines: the entity, then each relationship type and direction with its number.
+
+    "Vietnam borders 3 countries: [China](…), …" for outgoing, "capital of Vietnam: [Hanoi](…)" for
+    incoming, outgoing types first, smaller groups first; a type whose two directions hold the same
+    entities (borders) is written once. With ``via`` (the named entity this one is the neighbour of,
+    and the relationship) the card starts with that relationship ("Ba Dinh located in: [Vietnam](…)
+    Country") and leaves out large groups and the way back; a neighbour card with nothing more to
+    say is empty.
+    """
+    entity = data["entity"]
+    name = str(entity["name"])
+    head = link(entity) + (f" {entity['type']}" if entity.get("type") else "")
+    if via is not None:
+        head = f"{via[0]['name']} {_phrase(via[1])}: {head}"
+    description = entity.get("description")
+    if isinstance(description, str) and description.strip() and via is None:
+        head += ": " + _clip(description, DESCRIPTION_MAX)
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for edge in data["edges"]:
+        other = edge.get("other")
+        if is_entity(other):
+            groups.setdefault((str(edge.get("type")), str(edge.get("direction"))), []).append(other)
+    lines = []
+    for (rel, direction), others in sorted(groups.items(), key=lambda g: (g[0][1] != "out", len(g[1]), g[0])):
+        if direction == "in" and {o["key"] for o in groups.get((rel, "out"), [])} == {
+            o["key"] for o in others
+        }:
+            continue
+        if via is not None and (
+            len(others) > NEIGHBOUR_GROUP_MAX or via[0]["key"] in {o["key"] for o in others}
+        ):
+            continue
+        lines.append(_group_line(name, rel, direction, others, threshold))
+    if via is not None and not lines:
+        return ""
+    return "\n".join([head, *lines])
+
+
+def is_card(content: str) -> bool:
+    return _is_card(_json(content))

@@ -1,0 +1,212 @@
+"""The small-model loop's own look-ups (named hits, functional neighbours) and the entity cards it reads.
+
+Findings from ``make eval`` that these prove stay fixed: the 1.5B model never chained a second call
+(two-hop questions answered with the city's country), miscounted borders it had to count itself,
+and could not tell 1,354,128 from 700,000.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from apps.agents.llm.base import ChatMessage, Done, GenerationConfig, ToolCall, ToolCallRequest, ToolSpec
+from apps.agents.llm.graph_lookup import entity_card, named_hits, next_lookup, question_number
+from apps.agents.llm.openai_compat import OpenAICompatProvider
+from apps.agents.llm.prompted_tools import LOOKUP_ID_PREFIX, PromptedToolsProvider, prompt_messages
+from apps.graph_tools.registry import tool_get
+from tests.llm_server import LLMTestServer, Stream, text_chunks
+
+
+def spec(name: str) -> ToolSpec:
+    tool = tool_get(name)
+    return ToolSpec(
+        name=tool.name, description=tool.description, parameters=tool.args_model.model_json_schema()
+    )
+
+
+TOOLS = [spec(n) for n in ("hybrid_search", "get_entity_edges", "list_entity_types")]
+
+
+def entity(key: str, name: str, type_: str, **properties: Any) -> dict[str, Any]:
+    return {"id": f"id-{key}", "key": key, "type": type_, "name": name, "properties": properties}
+
+
+KUMASI = entity("city:kumasi", "Kumasi", "City", population=2_069_350)
+GHANA = entity("country:gh", "Ghana", "Country")
+ACCRA = entity("city:accra", "Accra", "City", population=1_963_264)
+TAMALE = entity("city:tamale", "Tamale", "City", population=360_579)
+TOGO = entity("country:tg", "Togo", "Country")
+CEDI = entity("currency:ghs", "Cedi", "Currency")
+AFRICA = entity("continent:af", "Africa", "Continent")
+
+
+def edge(type_: str, direction: str, other: dict[str, Any]) -> dict[str, Any]:
+    return {"id": f"e-{type_}-{other['key']}", "type": type_, "direction": direction, "other": other}
+
+
+def card(of: dict[str, Any], *edges: dict[str, Any]) -> dict[str, Any]:
+    return {"entity": {**of, "description": f"{of['name']} is a place."}, "edges": list(edges)}
+
+
+KUMASI_CARD = card(KUMASI, edge("LOCATED_IN", "out", GHANA))
+GHANA_CARD = card(
+    GHANA,
+    edge("BORDERS", "out", TOGO),
+    edge("BORDERS", "in", TOGO),
+    edge("CAPITAL_OF", "in", ACCRA),
+    edge("LOCATED_IN", "in", ACCRA),
+    edge("LOCATED_IN", "in", KUMASI),
+    edge("LOCATED_IN", "in", TAMALE),
+    edge("LOCATED_IN", "out", AFRICA),
+    edge("USES_CURRENCY", "out", CEDI),
+)
+
+
+class Turn:
+    """A turn's messages as ADK hands them to the provider: the question, then calls and results."""
+
+    def __init__(self, question: str) -> None:
+        self.messages = [
+            ChatMessage(role="system", content="Be helpful."),
+            ChatMessage(role="user", content=question),
+        ]
+
+    def call(self, name: str, arguments: dict[str, Any], result: Any, *, by_loop: bool = False) -> Turn:
+        call_id = f"{LOOKUP_ID_PREFIX if by_loop else 'call_'}{len(self.messages)}"
+        self.messages.append(
+            ChatMessage(
+                role="assistant", tool_calls=[ToolCallRequest(id=call_id, name=name, arguments=arguments)]
+            )
+        )
+        self.messages.append(ChatMessage(role="tool", tool_call_id=call_id, content=json.dumps(result)))
+        return self
+
+    @property
+    def turn(self) -> list[ChatMessage]:
+        return self.messages[2:]
+
+
+def searched(question: str, query: str, *hits: dict[str, Any]) -> Turn:
+    return Turn(question).call("hybrid_search", {"query": query}, {"results": list(hits)})
+
+
+# --- which entities the loop looks up ---
+
+
+def test_a_search_hit_named_in_the_query_is_looked_up_by_the_loop_with_the_edges_tool() -> None:
+    turn = searched("Capital of the country where Kumasi lies?", "Kumasi country capital", TAMALE, KUMASI)
+
+    assert next_lookup(turn.turn, TOOLS) == {"entity_id": "city:kumasi", "limit": 500}
+
+
+def test_after_the_named_entity_its_single_outgoing_neighbour_is_looked_up_for_the_second_hop() -> None:
+    turn = searched("Capital of the country where Kumasi lies?", "Kumasi", KUMASI)
+    turn.call("get_entity_edges", {"entity_id": "city:kumasi", "limit": 500}, KUMASI_CARD, by_loop=True)
+
+    assert next_lookup(turn.turn, TOOLS) == {"entity_id": "country:gh", "limit": 500}
+
+    turn.call("get_entity_edges", {"entity_id": "country:gh", "limit": 500}, GHANA_CARD, by_loop=True)
+    assert next_lookup(turn.turn, TOOLS) is None
+
+
+def test_a_search_that_names_nothing_it_found_is_not_looked_up() -> None:
+    turn = searched("Capital of Osfinzelund?", "Osfinzelund capital", GHANA, TOGO)
+
+    assert next_lookup(turn.turn, TOOLS) is None
+
+
+def test_no_look_up_without_an_edges_tool_among_the_agents_tools() -> None:
+    turn = searched("Capital of Ghana?", "Ghana", GHANA)
+
+    assert next_lookup(turn.turn, [spec("hybrid_search")]) is None
+
+
+def test_the_longest_name_in_the_query_wins_and_a_name_inside_it_is_not_taken_too() -> None:
+    sudan = entity("country:sd", "Sudan", "Country")
+    south = entity("country:ss", "South Sudan", "Country")
+    port = entity("city:ps", "Port Sudan", "City")
+
+    assert [h["key"] for h in named_hits([sudan, port, south], "South Sudan borders")] == ["country:ss"]
+    assert [h["key"] for h in named_hits([sudan, south], "SUDAN")] == ["country:sd"]
+
+
+# --- the card the model reads ---
+
+
+def test_a_card_counts_each_relationship_and_writes_a_two_way_one_once() -> None:
+    text = entity_card(GHANA_CARD)
+
+    assert text.splitlines()[0] == "[Ghana](entity:country:gh) Country: Ghana is a place."
+    assert "- Ghana borders: [Togo](entity:country:tg)" in text
+    assert "borders Ghana" not in text
+    assert "- Ghana uses currency: [Cedi](entity:currency:ghs)" in text
+    assert "- capital of Ghana: [Accra](entity:city:accra)" in text
+    assert "- 3 cities located in Ghana: [Kumasi](entity:city:kumasi) (population 2,069,350), " in text
+
+
+def test_a_neighbour_card_says_how_it_is_reached_and_leaves_out_the_way_back() -> None:
+    text = entity_card(GHANA_CARD, via=(KUMASI, "LOCATED_IN"))
+
+    assert text.startswith("Kumasi located in: [Ghana](entity:country:gh) Country\n")
+    assert "capital of Ghana: [Accra](entity:city:accra)" in text
+    assert "cities located in Ghana" not in text  # the group holds Kumasi: the way back
+
+
+def test_members_are_compared_with_the_number_the_question_names() -> None:
+    text = entity_card(GHANA_CARD, threshold=1_000_000)
+
+    assert "[Kumasi](entity:city:kumasi) (population 2,069,350, more than 1,000,000)" in text
+    assert "[Tamale](entity:city:tamale) (population 360,579, less than 1,000,000)" in text
+
+
+def test_the_question_number_is_read_with_thousands_separators_and_only_when_alone() -> None:
+    assert question_number("Which cities in X have more than 700,000 inhabitants?") == 700_000
+    assert question_number("How many countries border X?") is None
+    assert question_number("Cities over 50000 founded before 1900?") is None
+
+
+# --- what the model is shown, and what the provider does ---
+
+
+def test_the_answer_prompt_shows_the_cards_as_found_facts_not_as_calls_the_model_made() -> None:
+    turn = searched("Capital of the country where Kumasi lies?", "Kumasi", KUMASI, TAMALE)
+    turn.call("get_entity_edges", {"entity_id": "city:kumasi", "limit": 500}, KUMASI_CARD, by_loop=True)
+    turn.call("get_entity_edges", {"entity_id": "country:gh", "limit": 500}, GHANA_CARD, by_loop=True)
+
+    prompt = prompt_messages(turn.messages, TOOLS, answer_now=True)
+
+    assert [m.role for m in prompt] == ["system", "user", "assistant", "user"]
+    assert "get_entity_edges" not in prompt[2].content
+    shown = prompt[3].content
+    assert shown.startswith(
+        "Result of hybrid_search: [Kumasi](entity:city:kumasi) (and 1 other, unrelated matches)"
+    )
+    assert "Tamale" not in shown.split("\n")[0]
+    assert "Looked up in the graph:\n[Kumasi](entity:city:kumasi) City" in shown
+    assert "\nKumasi located in: [Ghana](entity:country:gh) Country\n" in shown
+    assert "\n- capital of Ghana: [Accra](entity:city:accra)\n" in shown
+    assert shown.endswith("No more tool calls: write the answer now.")
+
+
+async def test_the_provider_makes_the_look_ups_without_asking_the_model_then_asks_for_the_answer() -> None:
+    with LLMTestServer() as server:
+        server.enqueue(Stream(text_chunks("Accra.")))
+        inner = OpenAICompatProvider(base_url=server.base_url, model="small", max_retries=0)
+        provider = PromptedToolsProvider(inner=inner)
+        turn = searched("Capital of the country where Kumasi lies?", "Kumasi", KUMASI)
+        config = GenerationConfig(model="small")
+
+        first = [e async for e in provider.stream(turn.messages, TOOLS, config)]
+        turn.call("get_entity_edges", {"entity_id": "city:kumasi", "limit": 500}, KUMASI_CARD, by_loop=True)
+        second = [e async for e in provider.stream(turn.messages, TOOLS, config)]
+        turn.call("get_entity_edges", {"entity_id": "country:gh", "limit": 500}, GHANA_CARD, by_loop=True)
+        answer = [e async for e in provider.stream(turn.messages, TOOLS, config)]
+
+    for events, key in ((first, "city:kumasi"), (second, "country:gh")):
+        assert [type(e) for e in events] == [ToolCall, Done]
+        assert isinstance(events[0], ToolCall) and events[0].id.startswith(LOOKUP_ID_PREFIX)
+        assert (events[0].name, events[0].arguments) == ("get_entity_edges", {"entity_id": key, "limit": 500})
+    assert [getattr(e, "text", None) for e in answer if not isinstance(e, Done)] == ["Accra."]
+    assert len(server.requests) == 1  # the look-ups asked the model nothing
+    assert "No more tool calls" in server.requests[0]["messages"][-1]["content"]
