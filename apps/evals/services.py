@@ -194,6 +194,8 @@ class QuestionResult:
     valid_citations: int = 0
     citation_precision: float | None = None
     tool_calls: int = 0
+    # The turn's tool calls in order, ``{"tool", "arguments"}``: what the model (or its loop) looked up.
+    calls: list[dict[str, Any]] = field(default_factory=list)
     steps: int = 0
     input_tokens: int = 0
     output_tokens: int = 0
@@ -210,7 +212,7 @@ class QuestionResult:
 @sync_to_async
 def _read_turn(project: Project, message_id: str | None, run_id: uuid.UUID | None) -> dict[str, Any]:
     """What the turn stored: the answer, the run's figures, what its tools returned."""
-    out: dict[str, Any] = {"answer": "", "returned": set(), "tool_calls": 0, "run": None}
+    out: dict[str, Any] = {"answer": "", "returned": set(), "tool_calls": 0, "calls": [], "run": None}
     if message_id:
         message = Message.objects.filter(id=message_id).first()
         if message is not None:
@@ -219,9 +221,11 @@ def _read_turn(project: Project, message_id: str | None, run_id: uuid.UUID | Non
                 out["returned"] |= {e["id"], e["key"]}
     if run_id:
         out["run"] = AgentRun.objects.filter(id=run_id).first()
-        calls = list(AgentRunToolCall.objects.filter(run_id=run_id).values_list("output", flat=True))
+        rows = AgentRunToolCall.objects.filter(run_id=run_id).order_by("step_number", "created_at")
+        calls = list(rows.values_list("tool_name", "input", "output"))
         out["tool_calls"] = len(calls)
-        for output in calls:
+        out["calls"] = [{"tool": name, "arguments": arguments} for name, arguments, _ in calls]
+        for _, _, output in calls:
             for e in iter_entities(output):
                 out["returned"] |= {e["id"], e["key"]}
     return out
@@ -311,6 +315,7 @@ async def eval_question_run(
         result.steps = provider.calls
         result.input_tokens, result.output_tokens = provider.usage.input_tokens, provider.usage.output_tokens
     result.tool_calls = stored["tool_calls"]
+    result.calls = stored["calls"]
     existing = await _existing(project, cited_refs(raw))
     check = citation_check(raw_answer=raw, existing=existing, returned=stored["returned"])
     result.cited, result.valid_citations, result.citation_precision = (

@@ -142,7 +142,10 @@ def test_a_card_counts_each_relationship_and_writes_a_two_way_one_once() -> None
     assert "borders Ghana" not in text
     assert "- Ghana uses currency: [Cedi](entity:currency:ghs)" in text
     assert "- capital of Ghana: [Accra](entity:city:accra)" in text
-    assert "- 3 cities located in Ghana: [Kumasi](entity:city:kumasi) (population 2,069,350), " in text
+    assert (
+        "- 3 cities located in Ghana: [Kumasi](entity:city:kumasi), [Accra](entity:city:accra), [Tamale]"
+        in text
+    )
 
 
 def test_a_neighbour_card_says_how_it_is_reached_and_leaves_out_the_way_back() -> None:
@@ -210,3 +213,14 @@ async def test_the_provider_makes_the_look_ups_without_asking_the_model_then_ask
     assert [getattr(e, "text", None) for e in answer if not isinstance(e, Done)] == ["Accra."]
     assert len(server.requests) == 1  # the look-ups asked the model nothing
     assert "No more tool calls" in server.requests[0]["messages"][-1]["content"]
+
+
+def test_a_search_that_names_nothing_is_shown_short_with_the_note_that_nothing_is_named() -> None:
+    hits = [{**entity(f"city:{i}", f"Town {i}", "City"), "description": "x" * 400} for i in range(10)]
+    turn = searched("Capital of Osfinzelund?", "Osfinzelund capital", *hits)
+
+    shown = prompt_messages(turn.messages, TOOLS)[-1].content
+
+    assert shown.count("\n- [Town") == 6
+    assert max(len(line) for line in shown.splitlines()) < 260
+    assert shown.endswith('(No result has a name that appears in "Osfinzelund capital".)')

@@ -51,6 +51,8 @@ async def test_perfect_planner_answers_every_fictional_question_from_the_tools(f
     assert all(r.mode == "agent" and r.run_id and r.error is None for r in results)
     stored_calls = await AgentRunToolCall.objects.filter(run_id__in=[r.run_id for r in results]).acount()
     assert sum(r.tool_calls for r in results) == stored_calls > 0
+    assert all(len(r.calls) == r.tool_calls for r in results)
+    assert results[0].calls[0]["tool"] == "search_entities" and "query" in results[0].calls[0]["arguments"]
     cited = [r for r in results if r.kind != "absent"]
     assert all(r.cited > 0 and r.citation_precision == 1.0 for r in cited)
     assert all(r.steps >= 2 and r.input_tokens > 0 and r.done_s is not None for r in results)

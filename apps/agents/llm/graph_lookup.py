@@ -235,15 +235,17 @@ def _compared(value: int, threshold: int | None) -> str:
 
 
 def _members(others: list[dict[str, Any]], shown: int = GROUP_SHOWN, threshold: int | None = None) -> str:
-    """Links to the members; with a shared quantity, largest first with its value.
+    """Links to the members; with a shared quantity, largest first.
 
-    With ``threshold`` (the number the question names) each value says whether it is more or less:
-    measured, the 1.5B model read "Finlokaburg (population 1,354,128)" and answered that no city
+    With ``threshold`` (the number the question names) each member's value is shown too, and whether
+    it is more or less (without one, the values are left out: ~10 prompt tokens a member). Measured:
+    the 1.5B model read "Finlokaburg (population 1,354,128)" and answered that no city
     has more than 700,000 inhabitants.
     """
     quantity = _quantity(others) if len(others) > 1 else None
     if quantity is not None:
         others = sorted(others, key=lambda o: -o["properties"][quantity])
+    if quantity is not None and threshold is not None:
         listed = ", ".join(
             f"{link(o)} ({quantity.replace('_', ' ')} {_compared(o['properties'][quantity], threshold)})"
             for o in others[:shown]
