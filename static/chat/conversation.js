@@ -101,9 +101,16 @@ function decided() {
   state.resuming = true;
 }
 
+/* A decision here or elsewhere (another tab, another member): update the card; when a turn
+ * continues the conversation on screen, the socket follows it, so its meta must not be ignored. */
+function onApprovalDecided(frame) {
+  approvalDecided(frame);
+  if (frame.continued && frame.conversationId === state.conversationId) state.resuming = true;
+}
+
 export function onFrame(frame) {
   if (frame.type === "meta") return onMeta(frame);
-  if (frame.type === "approval_decided") return approvalDecided(frame);
+  if (frame.type === "approval_decided") return onApprovalDecided(frame);
   if (frame.type === "error" && typeof frame.seq !== "number") {
     if (state.resuming && !state.pending) {
       state.resuming = false;

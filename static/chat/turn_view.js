@@ -205,7 +205,7 @@ export class TurnView {
   /* A proposed graph change waiting for a decision, drawn as a card after the text so far. */
   showApproval(approval, onDecide) {
     this.clearTyping();
-    this.body.appendChild(approvalCard(approval, onDecide));
+    this.body.appendChild(approvalCard(approval, onDecide, this.chips.get(approval.callId)));
   }
 
   /* "Graph changed since this answer": what changed, and a button asking the question again. */
