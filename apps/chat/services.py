@@ -343,16 +343,20 @@ def approvals_settle(*, conversation_id: uuid.UUID) -> list[ApprovalDecidedFrame
 
 def approval_event(approval: WriteApproval, *, continued: bool = False) -> ApprovalDecidedFrame:
     """The ``approval_decided`` event of a decided or expired approval (reads who decided)."""
-    decided_by = approval.decided_by.get_username() if approval.decided_by_id and approval.decided_by else None
+    decided_by = (
+        approval.decided_by.get_username() if approval.decided_by_id and approval.decided_by else None
+    )
     result = approval_result(approval) if approval.status == ApprovalStatus.EXPIRED else approval.result
-    return ApprovalDecidedFrame(
-        approvalId=str(approval.id),
-        conversationId=str(approval.conversation_id) if approval.conversation_id else None,
-        status=approval.status,
-        decidedBy=decided_by,
-        reason=approval.reason,
-        result=result,
-        continued=continued,
+    return ApprovalDecidedFrame.model_validate(
+        {
+            "approvalId": str(approval.id),
+            "conversationId": str(approval.conversation_id) if approval.conversation_id else None,
+            "status": approval.status,
+            "decidedBy": decided_by,
+            "reason": approval.reason,
+            "result": result,
+            "continued": continued,
+        }
     )
 
 

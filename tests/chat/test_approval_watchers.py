@@ -89,9 +89,7 @@ async def test_approval_in_one_tab_updates_the_other_tab_and_it_follows_the_cont
     await decider.disconnect()
 
 
-async def test_editor_rejecting_over_rest_updates_the_owners_tab_with_who_and_why(
-    world, curator, scripted
-):
+async def test_editor_rejecting_over_rest_updates_the_owners_tab_with_who_and_why(world, curator, scripted):
     viewer = await adb(make_user)("vera")
     await adb(add_member)(world["project"], viewer, "viewer")
     client = AsyncClient()
@@ -161,3 +159,29 @@ async def test_decision_reaches_a_tab_of_another_process_through_redis(world, cu
         True,
     )
     assert turn[0] == "meta" and turn[-1] == "done"
+
+
+async def test_approval_closed_as_expired_by_a_new_message_is_announced_to_the_other_tab(
+    world, curator, scripted
+):
+    paused = await paused_turn(world, curator, scripted, text("On to the next question."))
+    conversation_id, approval_id = paused[0]["conversationId"], paused[3]["approvalId"]
+    await WriteApproval.objects.filter(id=approval_id).aupdate(
+        expires_at=timezone.now() - timedelta(seconds=1)
+    )
+    watcher = await watching_tab(world["user"], conversation_id)
+    sender = await ws_connect(world["user"])
+
+    sent = await ws_turn(
+        sender, {"type": "chat.message", "conversationId": conversation_id, "message": "Next?"}
+    )
+    event = await watcher.receive_json_from(timeout=10)
+
+    assert tokens(sent) == "On to the next question."
+    assert (event["type"], event["approvalId"], event["status"]) == (
+        "approval_decided",
+        approval_id,
+        "expired",
+    )
+    await watcher.disconnect()
+    await sender.disconnect()

@@ -191,7 +191,13 @@ def test_admin_cannot_edit_a_relationship_in_place(admin_client, graph):
 
     response = admin_client.post(
         f"/admin/graph_tools/graphrelationship/{rel.id}/change/",
-        {"project": graph["project"].id, "src": rel.dst_id, "type": "X", "dst": rel.src_id, "properties": "{}"},
+        {
+            "project": graph["project"].id,
+            "src": rel.dst_id,
+            "type": "X",
+            "dst": rel.src_id,
+            "properties": "{}",
+        },
     )
 
     assert response.status_code == 403

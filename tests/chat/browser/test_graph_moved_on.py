@@ -32,7 +32,10 @@ def ask(page: Page, question: str) -> None:
 
 def answer_about_paris(page: Page, live_server_url: str, llm_server: LLMTestServer) -> None:
     llm_server.enqueue(
-        Stream(tool_call_chunks("get_entity_edges", {"entity_id": "paris"}, call_id="r1"), finish_reason="tool_calls"),
+        Stream(
+            tool_call_chunks("get_entity_edges", {"entity_id": "paris"}, call_id="r1"),
+            finish_reason="tool_calls",
+        ),
         Stream(text_chunks("Paris is the capital of France.")),
     )
     log_in(page, live_server_url, "ada")
@@ -154,4 +157,3 @@ def test_rejecting_in_one_tab_shows_who_and_why_in_the_other_and_the_chip_is_dec
         chip = tab.locator(".tool-chip[data-call-id='w1']").first
         expect(chip).to_have_attribute("data-status", "declined")
         expect(chip).to_contain_text("declined")
-
