@@ -116,6 +116,7 @@ class ApprovalDecidedFrame(BaseModel):
     type: Literal["approval_decided"] = "approval_decided"
     approvalId: str
     conversationId: str | None
+    callId: str = ""
     status: Literal["approved", "rejected", "expired"]
     decidedBy: str | None
     reason: str

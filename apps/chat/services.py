@@ -351,6 +351,7 @@ def approval_event(approval: WriteApproval, *, continued: bool = False) -> Appro
         {
             "approvalId": str(approval.id),
             "conversationId": str(approval.conversation_id) if approval.conversation_id else None,
+            "callId": approval.call_id,
             "status": approval.status,
             "decidedBy": decided_by,
             "reason": approval.reason,

@@ -105,6 +105,7 @@ function decided() {
  * continues the conversation on screen, the socket follows it, so its meta must not be ignored. */
 function onApprovalDecided(frame) {
   approvalDecided(frame);
+  if (frame.callId) state.decidedCalls.set(frame.callId, frame);
   if (frame.continued && frame.conversationId === state.conversationId) state.resuming = true;
 }
 
@@ -137,6 +138,9 @@ export function onFrame(frame) {
     case "mcp_tool": {
       const stick = nearBottom();
       turn.toolFrame(frame);
+      // The decided call, ending in the turn that continues: declined or expired, not failed.
+      const decision = frame.status === "error" && state.decidedCalls.get(frame.callId);
+      if (decision && turn.chips.get(frame.callId)) turn.chips.get(frame.callId).decided(decision.status, decision.result);
       if (stick) scrollToBottom(true);
       break;
     }

@@ -75,6 +75,7 @@ async def test_approval_in_one_tab_updates_the_other_tab_and_it_follows_the_cont
         "type": "approval_decided",
         "approvalId": approval_id,
         "conversationId": conversation_id,
+        "callId": "call-w",
         "status": "approved",
         "decidedBy": "carol",
         "reason": "",
