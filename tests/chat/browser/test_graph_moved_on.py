@@ -154,7 +154,9 @@ def test_rejecting_in_one_tab_shows_who_and_why_in_the_other_and_the_chip_is_dec
     expect(theirs).to_have_attribute("data-status", "rejected")
     expect(theirs.locator(".approval-status")).to_have_text("Rejected by ada: keep the short name")
     for tab in (page, other):
-        expect(tab.locator("article.message-assistant").last.locator(".md")).to_have_text("Understood, I left it.")
+        expect(tab.locator("article.message-assistant").last.locator(".md")).to_have_text(
+            "Understood, I left it."
+        )
         # The paused answer's chip and the continuation's chip of the same call.
         chips = tab.locator(".tool-chip[data-call-id='w1']")
         expect(chips).to_have_count(2)
