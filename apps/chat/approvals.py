@@ -1,7 +1,8 @@
 """Deciding a graph change an agent proposed in a chat, for every transport (REST, websocket).
 
 The decision itself (who may, what is written, the audit) is ``graph_tools.services.approval_decide``;
-here it is followed by the turn that continues the paused conversation (``services.turn_resume``).
+here it is followed by the turn that continues the paused conversation (``services.turn_resume``)
+and announced to every socket watching the conversation (``approval_decided``).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from asgiref.sync import sync_to_async
 from apps.agents.llm.base import Provider
 from apps.chat import services
 from apps.chat.admission import InvalidMessage
+from apps.chat.frames import ApprovalDecidedFrame
 from apps.chat.turn import TurnHandle
 from apps.graph_tools import services as graph_services
 from apps.graph_tools.errors import ApprovalNotPending
@@ -30,19 +32,27 @@ class Decided:
 
     approval: WriteApproval
     turn: TurnHandle | None
+    event: ApprovalDecidedFrame
 
 
 def _decide(*, principal: Principal, approval_id: object, approve: bool, reason: str) -> WriteApproval:
     try:
-        return graph_services.approval_decide(
+        approval = graph_services.approval_decide(
             principal=principal, approval_id=approval_id, approve=approve, reason=reason
         )
-    except ApprovalNotPending:
-        # Too late (expired) or decided already: the paused turn's waiting call is closed once.
+        approval.decided_by = principal.user
+        return approval
+    finally:
+        release_connections()
+
+
+def _settle_refused(*, principal: Principal, approval_id: object) -> list[ApprovalDecidedFrame]:
+    """Too late (expired) or decided already: the paused turn's waiting call is closed once."""
+    try:
         approval = approval_get(principal=principal, approval_id=approval_id)
-        if approval.conversation_id is not None:
-            services.approvals_settle(conversation_id=approval.conversation_id)
-        raise
+        if approval.conversation_id is None:
+            return []
+        return services.approvals_settle(conversation_id=approval.conversation_id)
     finally:
         release_connections()
 
@@ -69,10 +79,21 @@ async def approval_decide(
         reason = ""
     if not isinstance(reason, str):
         raise InvalidMessage("reason must be a string")
-    approval = await sync_to_async(_decide)(
-        principal=principal, approval_id=approval_id, approve=DECISIONS[decision], reason=reason
-    )
+    try:
+        approval = await sync_to_async(_decide)(
+            principal=principal, approval_id=approval_id, approve=DECISIONS[decision], reason=reason
+        )
+    except ApprovalNotPending:
+        await services.approvals_announce(
+            await sync_to_async(_settle_refused)(principal=principal, approval_id=approval_id)
+        )
+        raise
     handle = None
-    if approval.conversation_id is not None and approval.call_id:
-        handle = await services.turn_resume(approval=approval, provider=provider)
-    return Decided(approval=approval, turn=handle)
+    try:
+        if approval.conversation_id is not None and approval.call_id:
+            handle = await services.turn_resume(approval=approval, provider=provider)
+    finally:
+        # Announced after the continuing turn is open on the bus, so a watcher can follow it.
+        event = services.approval_event(approval, continued=handle is not None)
+        await services.approvals_announce([event])
+    return Decided(approval=approval, turn=handle, event=event)

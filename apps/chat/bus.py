@@ -4,6 +4,10 @@ A turn runs as its own task, detached from the socket or HTTP request that start
 frames are kept until the turn is over (and a little after), so a second tab or a reconnecting
 client replays them from any ``seq`` and then follows live. ``cancel`` reaches the running turn.
 
+Besides turns, a conversation has watchers: every socket showing it. ``announce`` tells them
+all of an event that is not part of a turn (an approval decided or found expired), whether or
+not a turn runs; ``watch`` is registered when it returns, so nothing announced after is missed.
+
 ``InProcessFrameBus`` serves one server process. Several processes share turns through
 ``RedisFrameBus`` (see ``apps.chat.redis_bus``), chosen when ``REDIS_URL`` is set.
 """
@@ -16,7 +20,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
-from apps.chat.frames import RETENTION_SECONDS, AnyFrame
+from apps.chat.frames import RETENTION_SECONDS, AnyFrame, ConversationEvent
 
 T = TypeVar("T")
 
@@ -42,6 +46,48 @@ class FrameBus(Protocol):
     def cancel_signal(self, conversation_id: str) -> asyncio.Event:
         """The event the running turn (in this process) watches for cancellation."""
 
+    async def announce(self, conversation_id: str, event: ConversationEvent) -> None:
+        """Tell every watcher of ``conversation_id`` (in every process) about ``event``."""
+
+    async def watch(self, conversation_id: str) -> Watch:
+        """Start watching ``conversation_id``: the events announced from now on, until closed."""
+
+
+class Watch(Protocol):
+    def __aiter__(self) -> AsyncIterator[ConversationEvent]: ...
+
+    async def __anext__(self) -> ConversationEvent: ...
+
+    async def aclose(self) -> None:
+        """Stop watching (always call it: the watch is registered until then)."""
+
+
+class _LocalWatch:
+    def __init__(self, registry: dict[str, set[_LocalWatch]], conversation_id: str) -> None:
+        self._registry = registry
+        self._key = conversation_id
+        self._loop = asyncio.get_running_loop()
+        self._queue: asyncio.Queue[ConversationEvent] = asyncio.Queue()
+        registry.setdefault(conversation_id, set()).add(self)
+
+    def put(self, event: ConversationEvent) -> None:
+        if not self._loop.is_closed():
+            self._loop.call_soon_threadsafe(self._queue.put_nowait, event)
+
+    def __aiter__(self) -> _LocalWatch:
+        return self
+
+    async def __anext__(self) -> ConversationEvent:
+        return await self._queue.get()
+
+    async def aclose(self) -> None:
+        watchers = self._registry.get(self._key)
+        if watchers is None:
+            return
+        watchers.discard(self)
+        if not watchers:
+            del self._registry[self._key]
+
 
 @dataclass
 class _TurnLog:
@@ -63,6 +109,7 @@ class InProcessFrameBus:
     def __init__(self, retention_seconds: float = RETENTION_SECONDS) -> None:
         self._logs: dict[str, _TurnLog] = {}
         self._retention = retention_seconds
+        self._watchers: dict[str, set[_LocalWatch]] = {}
 
     async def begin(self, conversation_id: str, turn_id: str) -> None:
         old = self._logs.get(conversation_id)
@@ -138,6 +185,13 @@ class InProcessFrameBus:
         if log is None:
             raise KeyError(conversation_id)
         return log.cancel
+
+    async def announce(self, conversation_id: str, event: ConversationEvent) -> None:
+        for watcher in list(self._watchers.get(conversation_id, ())):
+            watcher.put(event)
+
+    async def watch(self, conversation_id: str) -> Watch:
+        return _LocalWatch(self._watchers, conversation_id)
 
 
 _bus: FrameBus | None = None

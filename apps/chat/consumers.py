@@ -1,4 +1,9 @@
-"""The chat websocket (PROTOCOL §4): a thin consumer over the turn service and the frame bus."""
+"""The chat websocket (PROTOCOL §4): a thin consumer over the turn service and the frame bus.
+
+A socket follows the turns it starts or subscribes to, and watches every conversation it
+subscribed to or sent to: the bus's conversation events (``approval_decided``) reach it whoever
+decided, in whichever process; a decision that continues the conversation is then followed.
+"""
 
 from __future__ import annotations
 
@@ -11,7 +16,7 @@ from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from apps.chat import approvals, selectors, services
-from apps.chat.bus import get_bus
+from apps.chat.bus import Watch, get_bus
 from apps.chat.frames import ChatMessageIn, ErrorFrame
 from apps.projects.db import DatabaseBusy, is_database_busy
 from apps.projects.errors import ServiceError
@@ -21,6 +26,8 @@ from apps.projects.selectors import Principal, principal_from_user
 log = logging.getLogger("kgchat.ws")
 
 CLOSE_UNAUTHENTICATED = 4401
+# A page shows one conversation; a socket that went through many watches only the latest ones.
+MAX_WATCHES = 20
 
 
 class ConversationIn(BaseModel):
@@ -44,14 +51,18 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
     async def connect(self) -> None:
         self.principal = principal_from_user(self.scope.get("user"))
         self.follows: dict[str, asyncio.Task[None]] = {}
+        self.watches: dict[str, asyncio.Task[None]] = {}
+        # Approvals this socket decided: their announcement would repeat its own answer.
+        self.decided: set[str] = set()
         await self.accept()
         if self.principal is None:
             await self.close(code=CLOSE_UNAUTHENTICATED)
 
     async def disconnect(self, code: int) -> None:
-        for task in self.follows.values():
+        for task in [*self.follows.values(), *self.watches.values()]:
             task.cancel()
         self.follows.clear()
+        self.watches.clear()
 
     async def receive(
         self, text_data: str | None = None, bytes_data: bytes | None = None, **kwargs: Any
@@ -113,6 +124,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
             conversation_id=request.conversationId,
             agent_definition_id=request.agentDefinitionId,
         )
+        await self.watch(handle.conversation_id)
         self.follow(handle.conversation_id, after_seq=0, include_finished=True)
 
     async def on_cancel(self, content: dict[str, Any]) -> None:
@@ -127,29 +139,49 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         conversation = await selectors.aconversation_get(
             principal=self.principal, conversation_id=request.conversationId
         )
+        await self.watch(str(conversation.id))
         self.follow(str(conversation.id), after_seq=request.afterSeq, include_finished=request.afterSeq > 0)
 
     async def on_approval(self, content: dict[str, Any]) -> None:
         request = ApprovalIn.model_validate(content)
         assert self.principal is not None
+        self.decided.add(request.approvalId)
         decided = await approvals.approval_decide(
             principal=self.principal,
             approval_id=request.approvalId,
             decision=request.decision,
             reason=request.reason,
         )
-        approval = decided.approval
-        await self.send_json(
-            {
-                "type": "approval_decided",
-                "approvalId": str(approval.id),
-                "conversationId": str(approval.conversation_id) if approval.conversation_id else None,
-                "status": approval.status,
-                "result": approval.result,
-            }
-        )
+        await self.send_json(decided.event.wire())
         if decided.turn is not None:
             self.follow(decided.turn.conversation_id, after_seq=0, include_finished=True)
+
+    async def watch(self, conversation_id: str) -> None:
+        """Watch the conversation's events from now on (registered before this returns)."""
+        if conversation_id in self.watches:
+            return
+        while len(self.watches) >= MAX_WATCHES:
+            oldest = next(iter(self.watches))
+            self.watches.pop(oldest).cancel()
+        events = await get_bus().watch(conversation_id)
+        self.watches[conversation_id] = asyncio.create_task(self._watch(conversation_id, events))
+
+    async def _watch(self, conversation_id: str, events: Watch) -> None:
+        try:
+            async for event in events:
+                if event.status != "expired" and event.approvalId in self.decided:
+                    continue
+                await self.send_json(event.wire())
+                if event.continued:
+                    self.follow(conversation_id, after_seq=0, include_finished=True)
+        except asyncio.CancelledError:
+            pass
+        except Exception:
+            log.exception("watching conversation %s failed", conversation_id)
+        finally:
+            await events.aclose()
+            if self.watches.get(conversation_id) is asyncio.current_task():
+                del self.watches[conversation_id]
 
     def follow(self, conversation_id: str, *, after_seq: int, include_finished: bool) -> None:
         previous = self.follows.pop(conversation_id, None)

@@ -108,6 +108,36 @@ RETENTION_SECONDS = 120.0
 AnyFrame = MetaFrame | TokenFrame | McpToolFrame | ErrorFrame | ApprovalRequiredFrame | DoneFrame
 
 
+class ApprovalDecidedFrame(BaseModel):
+    """A conversation's approval was decided or found expired: told to every socket watching the
+    conversation (not part of a turn, so no ``seq``). ``continued``: a new turn continues the
+    conversation (followed like any turn)."""
+
+    type: Literal["approval_decided"] = "approval_decided"
+    approvalId: str
+    conversationId: str | None
+    callId: str = ""
+    status: Literal["approved", "rejected", "expired"]
+    decidedBy: str | None
+    reason: str
+    result: Any = None
+    continued: bool = False
+
+    def wire(self) -> dict[str, Any]:
+        """The event as sent on the wire (camelCase keys, no ``seq``)."""
+        data: dict[str, Any] = storable(self.model_dump(mode="json"))
+        return data
+
+
+# What the frame bus tells every watcher of a conversation, between and during turns.
+ConversationEvent = ApprovalDecidedFrame
+
+
+def event_from_wire(data: dict[str, Any]) -> ConversationEvent:
+    """Rebuild a conversation event from its wire form (events cross processes through Redis)."""
+    return ApprovalDecidedFrame.model_validate(data)
+
+
 def frame_from_wire(data: dict[str, Any]) -> AnyFrame:
     """Rebuild a frame from its wire form (frames cross process boundaries through Redis)."""
     kinds: dict[str, type[AnyFrame]] = {

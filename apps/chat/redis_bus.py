@@ -5,7 +5,8 @@ appended with ``XADD`` and read with blocking ``XREAD`` by any process, so a cli
 process A follows a turn running on process B, in order, from any ``seq``. The end of a turn is
 an entry ``{"end": "1"}``; the stream then expires. ``cancel`` publishes on
 ``kgchat:cancel:<conversation>``; the process running the turn listens there and sets the
-turn's local cancel event.
+turn's local cancel event. Conversation events (``announce``) are published on
+``kgchat:conversation:<conversation>``; each watcher holds its own subscription there.
 """
 
 from __future__ import annotations
@@ -19,7 +20,13 @@ from typing import Any
 
 import redis.asyncio as redis
 
-from apps.chat.frames import RETENTION_SECONDS, AnyFrame, frame_from_wire
+from apps.chat.frames import (
+    RETENTION_SECONDS,
+    AnyFrame,
+    ConversationEvent,
+    event_from_wire,
+    frame_from_wire,
+)
 
 log = logging.getLogger("kgchat.bus")
 
@@ -39,6 +46,28 @@ def _state(conversation_id: str) -> str:
 
 def _cancel_channel(conversation_id: str) -> str:
     return f"kgchat:cancel:{conversation_id}"
+
+
+def _events_channel(conversation_id: str) -> str:
+    return f"kgchat:conversation:{conversation_id}"
+
+
+class _RedisWatch:
+    def __init__(self, pubsub: Any) -> None:
+        self._pubsub = pubsub
+
+    def __aiter__(self) -> _RedisWatch:
+        return self
+
+    async def __anext__(self) -> ConversationEvent:
+        while True:
+            message = await self._pubsub.get_message(ignore_subscribe_messages=True, timeout=BLOCK_MS / 1000)
+            if message is not None and message.get("type") == "message":
+                return event_from_wire(json.loads(message["data"]))
+
+    async def aclose(self) -> None:
+        with contextlib.suppress(Exception):
+            await self._pubsub.aclose()
 
 
 class RedisFrameBus:
@@ -153,3 +182,17 @@ class RedisFrameBus:
 
     def cancel_signal(self, conversation_id: str) -> asyncio.Event:
         return self._cancels[conversation_id]
+
+    async def announce(self, conversation_id: str, event: ConversationEvent) -> None:
+        data = json.dumps(event.wire(), ensure_ascii=False)
+        await self._client().publish(_events_channel(conversation_id), data)
+
+    async def watch(self, conversation_id: str) -> _RedisWatch:
+        pubsub = self._client().pubsub()
+        await pubsub.subscribe(_events_channel(conversation_id))
+        # Registered only once Redis confirms: an event announced after ``watch`` returns is seen.
+        confirmed = await pubsub.get_message(timeout=SOCKET_TIMEOUT)
+        if confirmed is None or confirmed.get("type") != "subscribe":
+            await pubsub.aclose()
+            raise ConnectionError(f"redis did not confirm the subscription to {conversation_id}")
+        return _RedisWatch(pubsub)

@@ -36,7 +36,7 @@ from apps.agents.services import (
 from apps.chat import admission, selectors
 from apps.chat.agent_turn import run_agent_turn
 from apps.chat.bus import get_bus
-from apps.chat.frames import DoneFrame, ErrorFrame, MetaFrame
+from apps.chat.frames import ApprovalDecidedFrame, DoneFrame, ErrorFrame, MetaFrame
 from apps.chat.models import Conversation, Message, MessageRole
 from apps.chat.plain_turn import run_plain_turn
 from apps.chat.turn import Answer, ConversationDeleted, Turn, TurnHandle, emit
@@ -175,8 +175,9 @@ def _prepare(
     project_id: object,
     conversation_id: object,
     agent_definition_id: object,
-) -> Turn:
-    """Admit the message and claim its conversation in one transaction; the ``Turn`` to run."""
+) -> tuple[Turn, list[ApprovalDecidedFrame]]:
+    """Admit the message and claim its conversation in one transaction; the ``Turn`` to run and
+    the events of the approvals this closed as expired (to announce once committed)."""
     try:
         turn_id = uuid.uuid4()
         admission.rate_check(principal)
@@ -192,17 +193,18 @@ def _prepare(
                 raise TurnInProgress(
                     "a turn is already running in this conversation; wait for it or cancel it"
                 )
-            _approvals_settle(conversation.id)
+            expired = _approvals_settle(conversation.id)
             user_message = Message.objects.create(
                 conversation=conversation, role=MessageRole.USER, content=message
             )
-        return admission.turn_build(
+        turn = admission.turn_build(
             turn_id=turn_id,
             conversation=conversation,
             project=project,
             definition=definition,
             user_message=user_message,
         )
+        return turn, [approval_event(approval) for approval in expired]
     except DatabaseError as exc:
         raise_if_busy(exc)
         raise
@@ -239,13 +241,14 @@ async def turn_start(
         raise
     if conversation_id and not parse_uuid(conversation_id):
         raise selectors.ConversationNotFound()
-    turn = await _prepare(
+    turn, expired = await _prepare(
         principal=principal,
         message=text,
         project_id=project_id,
         conversation_id=conversation_id,
         agent_definition_id=agent_definition_id,
     )
+    await approvals_announce(expired)
     return await _launch(turn, provider)
 
 
@@ -273,14 +276,16 @@ class ApprovalWaiting(ServiceError):
     code = "approval_pending"
 
 
-def _approvals_settle(conversation_id: uuid.UUID) -> None:
-    """Close the waiting calls of this conversation's expired approvals (once each), and refuse a
-    new turn while one is still pending: ``ApprovalWaiting``. Call it inside the admission transaction.
+def _approvals_settle(conversation_id: uuid.UUID) -> list[WriteApproval]:
+    """Close the waiting calls of this conversation's expired approvals (once each) and return
+    them, and refuse a new turn while one is still pending: ``ApprovalWaiting``. Call it inside
+    the admission transaction.
 
     An expired call gets its tool row (the model will read that nothing was written) and an empty
     assistant message with the stop reason ``approval_expired``, which ends the paused turn.
     """
     approvals_expire()
+    closed: list[WriteApproval] = []
     for approval in approvals_of_conversation(conversation_id=conversation_id):
         if approval.status == ApprovalStatus.PENDING:
             raise ApprovalWaiting(
@@ -319,16 +324,48 @@ def _approvals_settle(conversation_id: uuid.UUID) -> None:
             },
             created_at=now + timedelta(microseconds=1),
         )
+        closed.append(approval)
+    return closed
 
 
-def approvals_settle(*, conversation_id: uuid.UUID) -> None:
-    """``_approvals_settle`` in its own transaction (after a decision came too late)."""
+def approvals_settle(*, conversation_id: uuid.UUID) -> list[ApprovalDecidedFrame]:
+    """``_approvals_settle`` in its own transaction (after a decision came too late); the events
+    of the approvals it closed as expired, to announce."""
+    closed: list[WriteApproval] = []
     with transaction.atomic():
         Conversation.objects.select_for_update().filter(id=conversation_id).first()
         try:
-            _approvals_settle(conversation_id)
+            closed = _approvals_settle(conversation_id)
         except ApprovalWaiting:
             pass
+    return [approval_event(approval) for approval in closed]
+
+
+def approval_event(approval: WriteApproval, *, continued: bool = False) -> ApprovalDecidedFrame:
+    """The ``approval_decided`` event of a decided or expired approval (reads who decided)."""
+    decided_by = (
+        approval.decided_by.get_username() if approval.decided_by_id and approval.decided_by else None
+    )
+    result = approval_result(approval) if approval.status == ApprovalStatus.EXPIRED else approval.result
+    return ApprovalDecidedFrame.model_validate(
+        {
+            "approvalId": str(approval.id),
+            "conversationId": str(approval.conversation_id) if approval.conversation_id else None,
+            "callId": approval.call_id,
+            "status": approval.status,
+            "decidedBy": decided_by,
+            "reason": approval.reason,
+            "result": result,
+            "continued": continued,
+        }
+    )
+
+
+async def approvals_announce(events: list[ApprovalDecidedFrame]) -> None:
+    """Tell every watcher of each event's conversation (every tab, every process) about it."""
+    for event in events:
+        if event.conversationId is not None:
+            await get_bus().announce(event.conversationId, event)
 
 
 @sync_to_async

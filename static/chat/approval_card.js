@@ -2,7 +2,9 @@
  * A graph change the agent proposed (the `approval_required` frame, or a pending Approval from
  * REST after a reload): the tool, the diff, and Approve / Reject with an optional reason. A member
  * who may not decide (a viewer) sees the card without the buttons, with a note. The decision goes
- * over the websocket (`chat.approval`); its `approval_decided` answer updates the card.
+ * over the websocket (`chat.approval`); the `approval_decided` event (the answer to the decider,
+ * and what every other tab watching the conversation gets) replaces the buttons with who decided,
+ * and settles the tool chip of the waiting call.
  */
 
 import { el } from "./dom.js";
@@ -31,8 +33,9 @@ function diffTable(diff) {
   return table;
 }
 
-/* approval: {approvalId, tool, arguments, diff, expiresAt, canDecide}; onDecide(decision) is told. */
-export function approvalCard(approval, onDecide) {
+/* approval: {approvalId, tool, arguments, diff, expiresAt, canDecide}; onDecide(decision) is told;
+ * chip: the ToolChip of the waiting call, if drawn. */
+export function approvalCard(approval, onDecide, chip) {
   const card = el("section", "approval-card");
   card.dataset.approvalId = approval.approvalId;
   card.dataset.status = "pending";
@@ -69,20 +72,28 @@ export function approvalCard(approval, onDecide) {
   } else {
     card.appendChild(el("p", "approval-note", "Only an editor or owner of this project can approve this change."));
   }
-  cards.set(approval.approvalId, { card, status });
+  if (chip) chip.awaitApproval();
+  cards.set(approval.approvalId, { card, status, chip });
   return card;
 }
 
-const WORDS = { approved: "Approved", rejected: "Rejected", expired: "Expired: nothing was written" };
+function outcome(frame) {
+  const by = frame.decidedBy ? " by " + frame.decidedBy : "";
+  const result = frame.result || {};
+  if (frame.status === "approved") return "Approved" + by + (result.error ? " — it could not run: " + result.error : ".");
+  if (frame.status === "rejected") return "Rejected" + by + (frame.reason ? ": " + frame.reason : ".");
+  if (frame.status === "expired") return "Expired: nobody decided in time; nothing was written.";
+  return frame.status;
+}
 
-/* The `approval_decided` answer, or a refusal of the decision (an error frame). */
+/* The `approval_decided` event (answer or announcement; a repeat changes nothing). */
 export function approvalDecided(frame) {
   const entry = cards.get(frame.approvalId);
-  if (!entry) return;
+  if (!entry || entry.card.dataset.status === frame.status) return;
   entry.card.dataset.status = frame.status;
-  entry.card.querySelectorAll("button, input").forEach((b) => b.remove());
-  const result = frame.result || {};
-  entry.status.textContent = (WORDS[frame.status] || frame.status) + (result.error ? " — " + result.error : ".");
+  entry.card.querySelectorAll("button, input, .approval-note").forEach((b) => b.remove());
+  entry.status.textContent = outcome(frame);
+  if (entry.chip) entry.chip.decided(frame.status, frame.result);
 }
 
 export function approvalRefused(frame) {

@@ -101,9 +101,17 @@ function decided() {
   state.resuming = true;
 }
 
+/* A decision here or elsewhere (another tab, another member): update the card; when a turn
+ * continues the conversation on screen, the socket follows it, so its meta must not be ignored. */
+function onApprovalDecided(frame) {
+  approvalDecided(frame);
+  if (frame.callId) state.decidedCalls.set(frame.callId, frame);
+  if (frame.continued && frame.conversationId === state.conversationId) state.resuming = true;
+}
+
 export function onFrame(frame) {
   if (frame.type === "meta") return onMeta(frame);
-  if (frame.type === "approval_decided") return approvalDecided(frame);
+  if (frame.type === "approval_decided") return onApprovalDecided(frame);
   if (frame.type === "error" && typeof frame.seq !== "number") {
     if (state.resuming && !state.pending) {
       state.resuming = false;
@@ -130,6 +138,9 @@ export function onFrame(frame) {
     case "mcp_tool": {
       const stick = nearBottom();
       turn.toolFrame(frame);
+      // The decided call, ending in the turn that continues: declined or expired, not failed.
+      const decision = frame.status === "error" && state.decidedCalls.get(frame.callId);
+      if (decision && turn.chips.get(frame.callId)) turn.chips.get(frame.callId).decided(decision.status, decision.result);
       if (stick) scrollToBottom(true);
       break;
     }

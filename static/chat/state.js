@@ -43,6 +43,7 @@ export const state = {
   conversation: null,
   historyLoaded: !config.conversationId,
   answered: new Set(), // user message ids whose answer is already drawn
+  decidedCalls: new Map(), // tool call id → its approval_decided event (the chip of its outcome)
   pausedTurns: new Map(), // approval id → the turn view that waits for it (drawn from history)
   resuming: false, // a decision was sent: its continuation turn answers an answered message
   userMessages: new Map(), // user message id → text

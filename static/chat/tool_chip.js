@@ -1,9 +1,20 @@
 /*
  * A tool call of an answer, drawn as a <details class="tool-chip"> with data-call-id, data-tool and
  * data-status (started → completed | error); opening it shows the input and the result or error.
+ * A write call that waits for a member's decision is `awaiting` (no spinner), then `completed`
+ * (approved and written), `error` (approved but it could not run), `declined` or `expired`.
  */
 
 import { el, formatDuration, jsonBlock } from "./dom.js";
+
+const CHIP_WORDS = {
+  started: " running",
+  completed: " done",
+  error: " failed",
+  awaiting: " awaiting approval",
+  declined: " declined",
+  expired: " expired",
+};
 
 export class ToolChip {
   constructor(call, live) {
@@ -35,7 +46,8 @@ export class ToolChip {
   setStatus(status, durationMs) {
     this.status = status;
     this.el.dataset.status = status;
-    this.statusText.textContent = { started: " running", completed: " done", error: " failed" }[status] || "";
+    this.statusText.textContent = CHIP_WORDS[status] || "";
+    this.el.title = status === "awaiting" ? "Awaiting approval" : "";
     if (durationMs !== undefined && durationMs !== null) this.durationEl.textContent = formatDuration(durationMs);
   }
 
@@ -53,6 +65,24 @@ export class ToolChip {
     this.renderDetail();
   }
 
+  /* A write call paused for approval: it waits, it does not run. */
+  awaitApproval() {
+    this.setStatus("awaiting");
+    this.renderDetail();
+  }
+
+  /* The decision on the approval this chip waited for (the approval_decided event). */
+  decided(status, result) {
+    const error = result && result.error ? result.error : null;
+    if (status === "approved" && !error) this.complete(result, null);
+    else if (status === "approved") this.fail(error, null);
+    else {
+      this.error = error || status;
+      this.setStatus(status === "rejected" ? "declined" : "expired");
+      this.renderDetail();
+    }
+  }
+
   renderDetail() {
     this.detail.replaceChildren();
     this.detail.appendChild(jsonBlock(this.input === undefined ? {} : this.input, "Input"));
@@ -64,7 +94,8 @@ export class ToolChip {
     } else if (this.result !== undefined) {
       this.detail.appendChild(jsonBlock(this.result, "Result"));
     } else {
-      this.detail.appendChild(el("p", "muted small", "Waiting for the result…"));
+      const waiting = this.status === "awaiting" ? "Awaiting approval: nothing is written until a member approves." : "Waiting for the result…";
+      this.detail.appendChild(el("p", "muted small", waiting));
     }
   }
 }

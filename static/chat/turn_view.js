@@ -12,6 +12,9 @@ import { ui } from "./state.js";
 import { ToolChip } from "./tool_chip.js";
 import { approvalCard } from "./approval_card.js";
 
+/* A write call's stored result that says it never ran because of the approval's outcome. */
+const DECISION_CODES = { approval_rejected: "rejected", approval_expired: "expired" };
+
 export function userBubble(text, id) {
   const article = el("article", "message message-user");
   article.setAttribute("aria-label", "You");
@@ -194,7 +197,10 @@ export class TurnView {
   fillHistoryTool(chip, call) {
     const duration = call.durationMs !== undefined ? call.durationMs : undefined;
     if (call.input !== undefined && call.input !== null) chip.input = call.input;
-    if (call.error) chip.fail(call.error, duration);
+    const output = parseMaybeJson(call.output);
+    const refused = output && typeof output === "object" ? DECISION_CODES[output.code] : undefined;
+    if (refused) chip.decided(refused, output);
+    else if (call.error) chip.fail(call.error, duration);
     else if (call.output !== undefined && call.output !== null) {
       chip.complete(parseMaybeJson(call.output), duration);
       this.results.push(chip.result);
@@ -205,7 +211,7 @@ export class TurnView {
   /* A proposed graph change waiting for a decision, drawn as a card after the text so far. */
   showApproval(approval, onDecide) {
     this.clearTyping();
-    this.body.appendChild(approvalCard(approval, onDecide));
+    this.body.appendChild(approvalCard(approval, onDecide, this.chips.get(approval.callId)));
   }
 
   /* "Graph changed since this answer": what changed, and a button asking the question again. */

@@ -5,7 +5,7 @@ import asyncio
 import pytest
 
 from apps.chat.bus import InProcessFrameBus
-from apps.chat.frames import DoneFrame, MetaFrame, TokenFrame
+from apps.chat.frames import ApprovalDecidedFrame, DoneFrame, MetaFrame, TokenFrame
 from apps.chat.redis_bus import RedisFrameBus
 from tests.support.redis_server import redis_server
 
@@ -90,3 +90,38 @@ async def test_subscribing_to_a_conversation_without_a_turn_ends_at_once(redis_u
     frames = await asyncio.wait_for(collect(bus, "never-ran"), 2)
 
     assert frames == []
+
+
+def decided(approval_id: str) -> ApprovalDecidedFrame:
+    return ApprovalDecidedFrame(
+        approvalId=approval_id, conversationId="c", status="approved", decidedBy="ada", reason=""
+    )
+
+
+@pytest.mark.parametrize("kind", ["memory", "redis"])
+async def test_an_announcement_reaches_every_watcher_of_its_conversation_in_every_process(kind, request):
+    if kind == "memory":
+        announcer = first = second = InProcessFrameBus()
+    else:
+        url = request.getfixturevalue("redis_url")
+        announcer, first, second = RedisFrameBus(url), RedisFrameBus(url), RedisFrameBus(url)
+    watches = [await first.watch("c"), await second.watch("c"), await first.watch("elsewhere")]
+
+    await announcer.announce("c", decided("a1"))
+    await announcer.announce("elsewhere", decided("a2"))
+    got = [await asyncio.wait_for(anext(w), timeout=10) for w in watches]
+    for watch in watches:
+        await watch.aclose()
+
+    assert [e.approvalId for e in got] == ["a1", "a1", "a2"]
+    assert got[0].wire() == decided("a1").wire() and "seq" not in got[0].wire()
+
+
+async def test_a_closed_watch_leaves_no_watcher_behind():
+    bus = InProcessFrameBus()
+    watch = await bus.watch("c")
+
+    await watch.aclose()
+    await bus.announce("c", decided("a1"))
+
+    assert bus._watchers == {}
