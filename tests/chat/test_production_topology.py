@@ -1,0 +1,338 @@
+"""The production topology run for real (issue #16 item 5), from Debian packages instead of Docker.
+
+``docker-compose.yml`` puts Caddy (``deploy/Caddyfile``) in front of two daphne processes on
+``config.settings.production``, Redis and PostgreSQL. Here the same Caddyfile, given loopback
+addresses through its environment placeholders, runs Debian's ``caddy`` in the documented
+plain-HTTP trial mode (``http://`` site address, ``DJANGO_SECURE_SSL_REDIRECT=false``) in front
+of two daphne processes started as the Dockerfile starts them (``--proxy-headers``), a real
+redis-server and the test database; the static files are collected into a temporary directory
+that only Caddy serves. The model ``openai/test`` (``tests.llm_server``) is the one stand-in.
+
+Caddy's ``least_conn`` policy sends a request to the process with fewer requests in flight, so
+while a turn streams from one process the next connection reaches the other.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+from django.contrib.auth.hashers import PBKDF2PasswordHasher
+from websockets.asyncio.client import connect
+
+from apps.agents.models import AgentRun
+from apps.chat.models import Message
+from bench.support import ServerProcess, free_port, start_daphne, start_process, wait_ready
+from tests.chat.conftest import adb, agent_request
+from tests.chat.test_multiprocess import WAIT, _database_url, slow_answer, sse_frames, tokens, until_done
+from tests.factories import make_token
+from tests.llm_server import Stream, text_chunks
+from tests.support.redis_server import redis_server
+
+CADDY = shutil.which("caddy")
+PASSWORD = "pw-for-tests-1"  # tests.factories.make_user's
+ROOT = Path(__file__).resolve().parents[2]
+
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.skipif(
+        CADDY is None,
+        reason="Debian's caddy is not installed (scripts/system_deps.sh installs it when run as root or with sudo)",
+    ),
+]
+
+
+def start_app(name: str, env: dict[str, str], logdir: Path, port: int | None = None) -> ServerProcess:
+    """Start app process ``name`` as the Dockerfile does (on its old port to restart it); wait until it answers."""
+    log = logdir / f"{name}-{time.monotonic_ns()}.log"
+    server = start_daphne(name, env=env, log=log, port=port, options=["--proxy-headers"])
+    wait_ready(server, path="/accounts/login/", timeout=90)
+    return server
+
+
+@dataclass
+class Topology:
+    """Caddy in front of app processes A and B."""
+
+    caddy: ServerProcess
+    apps: dict[str, ServerProcess]
+    env: dict[str, str]
+    logdir: Path
+
+    @property
+    def http(self) -> str:
+        return self.caddy.http
+
+    @property
+    def ws(self) -> str:
+        return self.caddy.ws
+
+    def restart(self, server: ServerProcess) -> ServerProcess:
+        """Start ``server`` again on its port, as compose's restart policy does."""
+        self.apps[server.name] = start_app(server.name, self.env, self.logdir, server.port)
+        return self.apps[server.name]
+
+    def ran(self, run: AgentRun) -> ServerProcess:
+        """The app process that ran ``run``."""
+        (server,) = [s for s in self.apps.values() if s.worker == run.worker]
+        return server
+
+
+@pytest.fixture(scope="module")
+def topology(django_db_setup, django_db_blocker, llm) -> Iterator[Topology]:
+    with django_db_blocker.unblock():
+        database_url = _database_url()
+    with redis_server() as redis_url, tempfile.TemporaryDirectory() as tmp:
+        workdir = Path(tmp)
+        env = {
+            **os.environ,
+            "DJANGO_SETTINGS_MODULE": "config.settings.production",
+            "DJANGO_SECRET_KEY": secrets.token_urlsafe(50),
+            "DJANGO_ALLOWED_HOSTS": "127.0.0.1",
+            "DJANGO_SECURE_SSL_REDIRECT": "false",
+            "DJANGO_SECURE_COOKIES": "false",
+            "DJANGO_STATIC_ROOT": str(workdir / "static"),
+            "DATABASE_URL": database_url,
+            "REDIS_URL": redis_url,
+            "KGCHAT_MODEL": "openai/test",
+            "OPENAI_BASE_URL": llm.base_url,
+            "OPENAI_API_KEY": "test-key",
+            "KGCHAT_DB_POOL_MAX": "5",
+            "PYTHONUNBUFFERED": "1",
+        }
+        collect = [sys.executable, "manage.py", "collectstatic", "--noinput"]
+        subprocess.run(collect, cwd=ROOT, env=env, check=True, capture_output=True)
+        started: list[ServerProcess] = []
+        try:
+            for name in ("A", "B"):
+                started.append(start_app(name, env, workdir))
+            port = free_port()
+            caddy_env = {
+                **os.environ,
+                "HOME": str(workdir),
+                "XDG_DATA_HOME": str(workdir / "caddy-data"),
+                "XDG_CONFIG_HOME": str(workdir / "caddy-config"),
+                "KGCHAT_SITE_ADDRESS": f"http://:{port}",
+                "KGCHAT_CADDY_BIND": "127.0.0.1",
+                "KGCHAT_CADDY_ADMIN": "off",
+                "KGCHAT_STATIC_ROOT": env["DJANGO_STATIC_ROOT"],
+                "KGCHAT_APP1": f"127.0.0.1:{started[0].port}",
+                "KGCHAT_APP2": f"127.0.0.1:{started[1].port}",
+            }
+            argv = [
+                str(CADDY),
+                "run",
+                "--config",
+                str(ROOT / "deploy" / "Caddyfile"),
+                "--adapter",
+                "caddyfile",
+            ]
+            caddy = start_process("caddy", argv, port=port, env=caddy_env, log=workdir / "caddy.log")
+            started.append(caddy)
+            wait_ready(caddy, path="/accounts/login/", timeout=30)
+            topology = Topology(caddy=caddy, apps={s.name: s for s in started[:2]}, env=env, logdir=workdir)
+            yield topology
+            started = [*topology.apps.values(), caddy]
+        finally:
+            for server in started:
+                server.stop(15)
+
+
+@pytest.fixture(autouse=True)
+def server_logs(request):
+    """Show the servers' output when a test fails (pytest prints what a failed test wrote)."""
+    yield
+    if "topology" in request.fixturenames:
+        topology = request.getfixturevalue("topology")
+        for server in [topology.caddy, *topology.apps.values()]:
+            print(f"--- {server.name} (pid {server.process.pid}) ---")
+            print(server.output()[-5000:])
+
+
+@pytest.fixture
+def model(llm):
+    yield llm
+    with llm._lock:
+        llm.plans.clear()
+        llm.requests.clear()
+
+
+@pytest.fixture
+def session(topology, world):
+    """The session id of ``world``'s user, logged in through Caddy with the login form."""
+    # Production checks passwords with its own hasher, not the test settings' fast one.
+    user, hasher = world["user"], PBKDF2PasswordHasher()
+    user.password = hasher.encode(PASSWORD, hasher.salt())
+    user.save(update_fields=["password"])
+    with httpx.Client(base_url=topology.http) as browser:
+        form = browser.get("/accounts/login/")
+        csrf = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', form.text).group(1)  # type: ignore[union-attr]
+        login = browser.post(
+            "/accounts/login/",
+            data={"username": user.username, "password": PASSWORD, "csrfmiddlewaretoken": csrf},
+        )
+    assert login.status_code == 302 and login.headers["location"] == "/chat/"
+    return login.cookies["sessionid"]
+
+
+def open_ws(topology: Topology, session: str):
+    return connect(topology.ws, origin=topology.http, additional_headers={"Cookie": f"sessionid={session}"})
+
+
+def websocket_connects(server: ServerProcess) -> int:
+    """How many websockets daphne's access log says ``server`` accepted."""
+    return server.output().count('"WSCONNECT /ws/chat/"')
+
+
+def test_caddy_serves_the_collected_static_files_and_the_app_processes_do_not(topology):
+    source = (ROOT / "static" / "chat" / "chat.js").read_bytes()
+
+    through_caddy = httpx.get(f"{topology.http}/static/chat/chat.js")
+    from_app = httpx.get(f"{topology.apps['A'].http}/static/chat/chat.js")
+    login = httpx.get(f"{topology.http}/accounts/login/")
+
+    assert through_caddy.status_code == 200 and through_caddy.content == source
+    assert through_caddy.headers["server"] == "Caddy"
+    assert from_app.status_code == 404
+    assert login.status_code == 200 and "/static/" in login.text
+
+
+async def test_a_websocket_turn_streams_to_done_through_caddy(topology, world, agent, model, session):
+    model.enqueue(Stream(text_chunks("Paris ", "is ", "the ", "capital.")))
+
+    async with open_ws(topology, session) as ws:
+        await ws.send(json.dumps({"type": "chat.message", **agent_request(world, agent)}))
+        frames = await until_done(ws)
+
+    assert frames[0]["type"] == "meta" and frames[0]["model"] == "openai/test"
+    assert [f["seq"] for f in frames] == list(range(1, len(frames) + 1))
+    assert tokens(frames) == "Paris is the capital."
+    answer = await Message.objects.aget(id=frames[-1]["messageId"])
+    assert answer.content == "Paris is the capital."
+
+
+async def test_an_sse_turn_streams_to_done_through_caddy(topology, world, agent, model):
+    token = await adb(make_token)(world["user"])
+    model.enqueue(Stream(text_chunks("Paris ", "is ", "in ", "France.")))
+
+    async with httpx.AsyncClient(timeout=WAIT) as http:
+        async with http.stream(
+            "POST",
+            f"{topology.http}/api/chat/stream",
+            json=agent_request(world, agent),
+            headers={"Authorization": f"Bearer {token}"},
+        ) as response:
+            frames = [frame async for frame in sse_frames(response)]
+
+    assert response.status_code == 200
+    assert response.headers["content-type"].startswith("text/event-stream")
+    assert (frames[0]["type"], frames[-1]["type"]) == ("meta", "done")
+    assert tokens(frames) == "Paris is in France."
+    answer = await Message.objects.aget(id=frames[-1]["messageId"])
+    assert answer.content == "Paris is in France."
+
+
+async def test_a_turn_started_through_a_is_followed_and_cancelled_through_b(
+    topology, world, agent, model, session
+):
+    # Without Caddy flushing every frame (flush_interval -1) the first token would only arrive
+    # with the end of this 100-second answer, after WAIT: the stream is read frame by frame.
+    token = await adb(make_token)(world["user"])
+    model.enqueue(slow_answer(2000, 0.05))
+
+    async with httpx.AsyncClient(timeout=WAIT) as http:
+        async with http.stream(
+            "POST",
+            f"{topology.http}/api/chat/stream",
+            json=agent_request(world, agent),
+            headers={"Authorization": f"Bearer {token}"},
+        ) as response:
+            stream = sse_frames(response)
+            on_a = [await anext(stream), await anext(stream)]  # meta, first token
+            a = topology.ran(await AgentRun.objects.aget(id=on_a[0]["runId"]))
+            (b,) = [s for s in topology.apps.values() if s is not a]
+            before = {s.name: websocket_connects(s) for s in (a, b)}
+            async with open_ws(topology, session) as on_b:
+                await on_b.send(
+                    json.dumps(
+                        {"type": "chat.subscribe", "conversationId": on_a[0]["conversationId"], "afterSeq": 2}
+                    )
+                )
+                await on_b.send(
+                    json.dumps({"type": "chat.cancel", "conversationId": on_a[0]["conversationId"]})
+                )
+                seen_on_b = await until_done(on_b)
+            on_a += [frame async for frame in stream]
+
+    assert (websocket_connects(a), websocket_connects(b)) == (before[a.name], before[b.name] + 1)
+    assert [f["type"] for f in on_a[-2:]] == ["error", "done"] and on_a[-2]["code"] == "cancelled"
+    assert seen_on_b == on_a[2:]
+    assert [f["seq"] for f in on_a] == list(range(1, len(on_a) + 1))
+    assert "w1999" not in tokens(on_a)
+    run = await AgentRun.objects.aget(id=on_a[0]["runId"])
+    assert (run.status, run.stop_reason, run.worker) == ("cancelled", "cancelled", a.worker)
+    answer = await Message.objects.aget(id=on_a[-1]["messageId"])
+    assert answer.content == tokens(on_a)
+
+
+async def test_an_app_process_killed_mid_turn_leaves_the_other_serving_and_its_turn_is_recovered(
+    topology, world, agent, model, session
+):
+    token = await adb(make_token)(world["user"])
+    model.enqueue(slow_answer(2000, 0.05))
+
+    async with httpx.AsyncClient(timeout=WAIT, headers={"Authorization": f"Bearer {token}"}) as http:
+        request = http.build_request(
+            "POST", f"{topology.http}/api/chat/stream", json=agent_request(world, agent)
+        )
+        response = await http.send(request, stream=True)
+        stream = sse_frames(response)
+        head = [await anext(stream), await anext(stream)]
+        run_id, killed_conversation = head[0]["runId"], head[0]["conversationId"]
+        # The turn goes on until it has saved some of its text (about once a second).
+        deadline = time.monotonic() + WAIT
+        while not await AgentRun.objects.filter(id=run_id).exclude(final_text="").aexists():
+            assert time.monotonic() < deadline, "the turn never saved its partial text"
+            await asyncio.sleep(0.1)
+        killed = topology.ran(await AgentRun.objects.aget(id=run_id))
+        (survivor,) = [s for s in topology.apps.values() if s is not killed]
+        os.kill(killed.process.pid, signal.SIGKILL)
+        killed.process.wait(10)
+        await response.aclose()
+
+        model.enqueue(Stream(text_chunks("Still ", "here.")))
+        async with open_ws(topology, session) as ws:
+            await ws.send(
+                json.dumps({"type": "chat.message", **agent_request(world, agent, "Are you there?")})
+            )
+            after_kill = await until_done(ws)
+        listed_after_kill = await http.get(f"{topology.http}/api/chat/conversations")
+
+        # The killed process starts again (compose: restart policy) and recovers before it serves.
+        restarted = await asyncio.to_thread(topology.restart, killed)
+        recovered = (await http.get(f"{topology.http}/api/chat/conversations/{killed_conversation}")).json()
+        run = (await http.get(f"{topology.http}/api/agent-runs/{run_id}")).json()
+
+    assert tokens(after_kill) == "Still here."
+    new_run = await AgentRun.objects.aget(id=after_kill[0]["runId"])
+    assert (new_run.status, new_run.worker) == ("success", survivor.worker)
+    assert listed_after_kill.status_code == 200
+    assert restarted.process.poll() is None
+    answers = [m for m in recovered["messages"] if m["role"] == "assistant"]
+    assert len(answers) == 1 and answers[0]["retrievalContext"]["stop_reason"] == "interrupted"
+    assert answers[0]["content"] and "".join(f"w{i} " for i in range(2000)).startswith(answers[0]["content"])
+    assert (run["status"], run["stopReason"]) == ("interrupted", "interrupted")
