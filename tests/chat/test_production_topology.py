@@ -1,12 +1,10 @@
 """The production topology run for real (issue #16 item 5), from Debian packages instead of Docker.
 
 ``docker-compose.yml`` puts Caddy (``deploy/Caddyfile``) in front of two daphne processes on
-``config.settings.production``, Redis and PostgreSQL. Here the same Caddyfile, given loopback
-addresses through its environment placeholders, runs Debian's ``caddy`` in the documented
-plain-HTTP trial mode (``http://`` site address, ``DJANGO_SECURE_SSL_REDIRECT=false``) in front
-of two daphne processes started as the Dockerfile starts them (``--proxy-headers``), a real
-redis-server and the test database; the static files are collected into a temporary directory
-that only Caddy serves. The model ``openai/test`` (``tests.llm_server``) is the one stand-in.
+``config.settings.production``, Redis and PostgreSQL; ``tests.support.production_topology`` runs
+the same Caddyfile with Debian's ``caddy`` in the documented plain-HTTP trial mode in front of
+two daphne processes, a real redis-server and the test database. The model ``openai/test``
+(``tests.llm_server``) is the one stand-in; every request goes through Caddy unless a test says.
 
 Caddy's ``least_conn`` policy sends a request to the process with fewer requests in flight, so
 while a turn streams from one process the next connection reaches the other.
@@ -18,138 +16,46 @@ import asyncio
 import json
 import os
 import re
-import secrets
-import shutil
 import signal
-import subprocess
-import sys
-import tempfile
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
-from pathlib import Path
 
 import httpx
 import pytest
-from django.contrib.auth.hashers import PBKDF2PasswordHasher
 from websockets.asyncio.client import connect
 
 from apps.agents.models import AgentRun
 from apps.chat.models import Message
-from bench.support import ServerProcess, free_port, start_daphne, start_process, wait_ready
+from bench.support import ServerProcess
 from tests.chat.conftest import adb, agent_request
 from tests.chat.test_multiprocess import WAIT, _database_url, slow_answer, sse_frames, tokens, until_done
 from tests.factories import make_token
 from tests.llm_server import Stream, text_chunks
-from tests.support.redis_server import redis_server
+from tests.support.production_topology import (
+    CADDY,
+    CADDY_MISSING,
+    ROOT,
+    Topology,
+    production_topology,
+    set_production_password,
+)
 
-CADDY = shutil.which("caddy")
 PASSWORD = "pw-for-tests-1"  # tests.factories.make_user's
-ROOT = Path(__file__).resolve().parents[2]
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
-    pytest.mark.skipif(
-        CADDY is None,
-        reason="Debian's caddy is not installed (scripts/system_deps.sh installs it when run as root or with sudo)",
-    ),
+    pytest.mark.skipif(CADDY is None, reason=CADDY_MISSING),
 ]
-
-
-def start_app(name: str, env: dict[str, str], logdir: Path, port: int | None = None) -> ServerProcess:
-    """Start app process ``name`` as the Dockerfile does (on its old port to restart it); wait until it answers."""
-    log = logdir / f"{name}-{time.monotonic_ns()}.log"
-    server = start_daphne(name, env=env, log=log, port=port, options=["--proxy-headers"])
-    wait_ready(server, path="/accounts/login/", timeout=90)
-    return server
-
-
-@dataclass
-class Topology:
-    """Caddy in front of app processes A and B."""
-
-    caddy: ServerProcess
-    apps: dict[str, ServerProcess]
-    env: dict[str, str]
-    logdir: Path
-
-    @property
-    def http(self) -> str:
-        return self.caddy.http
-
-    @property
-    def ws(self) -> str:
-        return self.caddy.ws
-
-    def restart(self, server: ServerProcess) -> ServerProcess:
-        """Start ``server`` again on its port, as compose's restart policy does."""
-        self.apps[server.name] = start_app(server.name, self.env, self.logdir, server.port)
-        return self.apps[server.name]
-
-    def ran(self, run: AgentRun) -> ServerProcess:
-        """The app process that ran ``run``."""
-        (server,) = [s for s in self.apps.values() if s.worker == run.worker]
-        return server
 
 
 @pytest.fixture(scope="module")
 def topology(django_db_setup, django_db_blocker, llm) -> Iterator[Topology]:
     with django_db_blocker.unblock():
         database_url = _database_url()
-    with redis_server() as redis_url, tempfile.TemporaryDirectory() as tmp:
-        workdir = Path(tmp)
-        env = {
-            **os.environ,
-            "DJANGO_SETTINGS_MODULE": "config.settings.production",
-            "DJANGO_SECRET_KEY": secrets.token_urlsafe(50),
-            "DJANGO_ALLOWED_HOSTS": "127.0.0.1",
-            "DJANGO_SECURE_SSL_REDIRECT": "false",
-            "DJANGO_SECURE_COOKIES": "false",
-            "DJANGO_STATIC_ROOT": str(workdir / "static"),
-            "DATABASE_URL": database_url,
-            "REDIS_URL": redis_url,
-            "KGCHAT_MODEL": "openai/test",
-            "OPENAI_BASE_URL": llm.base_url,
-            "OPENAI_API_KEY": "test-key",
-            "KGCHAT_DB_POOL_MAX": "5",
-            "PYTHONUNBUFFERED": "1",
-        }
-        collect = [sys.executable, "manage.py", "collectstatic", "--noinput"]
-        subprocess.run(collect, cwd=ROOT, env=env, check=True, capture_output=True)
-        started: list[ServerProcess] = []
-        try:
-            for name in ("A", "B"):
-                started.append(start_app(name, env, workdir))
-            port = free_port()
-            caddy_env = {
-                **os.environ,
-                "HOME": str(workdir),
-                "XDG_DATA_HOME": str(workdir / "caddy-data"),
-                "XDG_CONFIG_HOME": str(workdir / "caddy-config"),
-                "KGCHAT_SITE_ADDRESS": f"http://:{port}",
-                "KGCHAT_CADDY_BIND": "127.0.0.1",
-                "KGCHAT_CADDY_ADMIN": "off",
-                "KGCHAT_STATIC_ROOT": env["DJANGO_STATIC_ROOT"],
-                "KGCHAT_APP1": f"127.0.0.1:{started[0].port}",
-                "KGCHAT_APP2": f"127.0.0.1:{started[1].port}",
-            }
-            argv = [
-                str(CADDY),
-                "run",
-                "--config",
-                str(ROOT / "deploy" / "Caddyfile"),
-                "--adapter",
-                "caddyfile",
-            ]
-            caddy = start_process("caddy", argv, port=port, env=caddy_env, log=workdir / "caddy.log")
-            started.append(caddy)
-            wait_ready(caddy, path="/accounts/login/", timeout=30)
-            topology = Topology(caddy=caddy, apps={s.name: s for s in started[:2]}, env=env, logdir=workdir)
-            yield topology
-            started = [*topology.apps.values(), caddy]
-        finally:
-            for server in started:
-                server.stop(15)
+    with production_topology(
+        database_url=database_url, model="openai/test", llm_base_url=llm.base_url
+    ) as topology:
+        yield topology
 
 
 @pytest.fixture(autouse=True)
@@ -157,10 +63,7 @@ def server_logs(request):
     """Show the servers' output when a test fails (pytest prints what a failed test wrote)."""
     yield
     if "topology" in request.fixturenames:
-        topology = request.getfixturevalue("topology")
-        for server in [topology.caddy, *topology.apps.values()]:
-            print(f"--- {server.name} (pid {server.process.pid}) ---")
-            print(server.output()[-5000:])
+        print(request.getfixturevalue("topology").logs())
 
 
 @pytest.fixture
@@ -174,10 +77,8 @@ def model(llm):
 @pytest.fixture
 def session(topology, world):
     """The session id of ``world``'s user, logged in through Caddy with the login form."""
-    # Production checks passwords with its own hasher, not the test settings' fast one.
-    user, hasher = world["user"], PBKDF2PasswordHasher()
-    user.password = hasher.encode(PASSWORD, hasher.salt())
-    user.save(update_fields=["password"])
+    user = world["user"]
+    set_production_password(user, PASSWORD)
     with httpx.Client(base_url=topology.http) as browser:
         form = browser.get("/accounts/login/")
         csrf = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', form.text).group(1)  # type: ignore[union-attr]
@@ -263,7 +164,7 @@ async def test_a_turn_started_through_a_is_followed_and_cancelled_through_b(
         ) as response:
             stream = sse_frames(response)
             on_a = [await anext(stream), await anext(stream)]  # meta, first token
-            a = topology.ran(await AgentRun.objects.aget(id=on_a[0]["runId"]))
+            a = topology.worker((await AgentRun.objects.aget(id=on_a[0]["runId"])).worker)
             (b,) = [s for s in topology.apps.values() if s is not a]
             before = {s.name: websocket_connects(s) for s in (a, b)}
             async with open_ws(topology, session) as on_b:
@@ -308,7 +209,7 @@ async def test_an_app_process_killed_mid_turn_leaves_the_other_serving_and_its_t
         while not await AgentRun.objects.filter(id=run_id).exclude(final_text="").aexists():
             assert time.monotonic() < deadline, "the turn never saved its partial text"
             await asyncio.sleep(0.1)
-        killed = topology.ran(await AgentRun.objects.aget(id=run_id))
+        killed = topology.worker((await AgentRun.objects.aget(id=run_id)).worker)
         (survivor,) = [s for s in topology.apps.values() if s is not killed]
         os.kill(killed.process.pid, signal.SIGKILL)
         killed.process.wait(10)
