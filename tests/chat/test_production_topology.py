@@ -112,6 +112,26 @@ def test_caddy_serves_the_collected_static_files_and_the_app_processes_do_not(to
     assert login.status_code == 200 and "/static/" in login.text
 
 
+def test_the_plain_http_trial_logs_in_with_cookies_a_browser_keeps_over_http(topology, world):
+    set_production_password(world["user"], PASSWORD)
+
+    with httpx.Client(base_url=topology.http) as browser:
+        form = browser.get("/accounts/login/")
+        csrf = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', form.text).group(1)  # type: ignore[union-attr]
+        login = browser.post(
+            "/accounts/login/",
+            data={"username": world["user"].username, "password": PASSWORD, "csrfmiddlewaretoken": csrf},
+        )
+        chat = browser.get("/chat/")
+
+    cookies = form.headers.get_list("set-cookie") + login.headers.get_list("set-cookie")
+    assert login.status_code == 302 and login.headers["location"] == "/chat/"
+    assert {c.split("=", 1)[0] for c in cookies} == {"csrftoken", "sessionid"}
+    # DJANGO_SECURE_COOKIES=false: a browser drops Secure cookies set by an http:// site.
+    assert not [c for c in cookies if "secure" in c.lower()]
+    assert chat.status_code == 200
+
+
 async def test_a_websocket_turn_streams_to_done_through_caddy(topology, world, agent, model, session):
     model.enqueue(Stream(text_chunks("Paris ", "is ", "the ", "capital.")))
 
