@@ -26,7 +26,7 @@ $(STAMP): pyproject.toml constraints.txt Makefile
 install: $(STAMP)
 
 # Debian packages later parts need (redis-server for several processes, chromium for the page tests,
-# binutils' objdump and qemu-user for the portability checks).
+# caddy in front of two app processes, binutils' objdump and qemu-user for the portability checks).
 system-deps:
 	@bash scripts/system_deps.sh
 

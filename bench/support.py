@@ -14,7 +14,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -87,10 +87,15 @@ def start_daphne(
     application: str = "config.asgi:application",
     port: int | None = None,
     quiet: bool = False,
+    options: Sequence[str] = (),
 ) -> ServerProcess:
-    """Start daphne serving ``application`` on loopback (a free port unless given); ``quiet`` is ``-v 0``."""
+    """Start daphne serving ``application`` on loopback (a free port unless given); ``quiet`` is ``-v 0``.
+
+    ``options`` are more daphne options, e.g. ``--proxy-headers`` behind a reverse proxy.
+    """
     port = free_port() if port is None else port
-    argv = [str(DAPHNE), *(["-v", "0"] if quiet else []), "-b", LOOPBACK, "-p", str(port), application]
+    verbosity = ["-v", "0"] if quiet else []
+    argv = [str(DAPHNE), *verbosity, *options, "-b", LOOPBACK, "-p", str(port), application]
     return start_process(name, argv, port=port, env=env, log=log)
 
 

@@ -78,6 +78,7 @@ def test_the_front_proxies_every_app_process_and_serves_the_collected_static_fil
         assert f"{name}:8000" in caddyfile
     assert "./deploy/Caddyfile:/etc/caddy/Caddyfile:ro" in caddy["volumes"]
     assert "static:/srv/static:ro" in caddy["volumes"]
+    assert "root * {$KGCHAT_STATIC_ROOT:/srv/static}" in caddyfile
     assert "static:/app/.data/staticfiles" in services["migrate"]["volumes"]
 
 
