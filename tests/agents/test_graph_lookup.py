@@ -183,9 +183,11 @@ def test_the_answer_prompt_shows_the_cards_as_found_facts_not_as_calls_the_model
     assert "get_entity_edges" not in prompt[2].content
     shown = prompt[3].content
     assert shown.startswith(
-        "Result of hybrid_search: [Kumasi](entity:city:kumasi) (and 1 other, unrelated matches)"
+        "Result of hybrid_search: [Kumasi](entity:city:kumasi) (the other matches are about something else)"
     )
     assert "Tamale" not in shown.split("\n")[0]
+    # No number of other matches: "(and 9 other matches)" was read as "10 countries border it".
+    assert not any(ch.isdigit() for ch in shown.split("\n")[0])
     assert "Looked up in the graph:\n[Kumasi](entity:city:kumasi) City" in shown
     assert "\nKumasi located in: [Ghana](entity:country:gh) Country\n" in shown
     assert "\n- capital of Ghana: [Accra](entity:city:accra)\n" in shown
