@@ -13,7 +13,13 @@ from typing import Any
 from apps.agents.llm.base import ChatMessage, Done, GenerationConfig, ToolCall, ToolCallRequest, ToolSpec
 from apps.agents.llm.graph_lookup import entity_card, named_hits, next_lookup, question_number
 from apps.agents.llm.openai_compat import OpenAICompatProvider
-from apps.agents.llm.prompted_tools import LOOKUP_ID_PREFIX, PromptedToolsProvider, prompt_messages
+from apps.agents.llm.prompted_tools import (
+    LOOKUP_ID_PREFIX,
+    PromptedToolsProvider,
+    first_step_tools,
+    prompt_messages,
+    step_schema,
+)
 from apps.graph_tools.registry import tool_get
 from tests.llm_server import LLMTestServer, Stream, text_chunks
 
@@ -226,3 +232,21 @@ def test_a_search_that_names_nothing_is_shown_short_with_the_note_that_nothing_i
     assert shown.count("\n- [Town") == 6
     assert max(len(line) for line in shown.splitlines()) < 260
     assert shown.endswith('(No result has a name that appears in "Osfinzelund capital".)')
+
+
+def test_a_description_is_cut_at_a_sentence_end_never_inside_a_list() -> None:
+    long = "Zambia is a country in Africa. " + "It borders Zimbabwe, Tanzania, Mozambique, " * 8
+    data = {"entity": {**entity("country:zm", "Zambia", "Country"), "description": long}, "edges": []}
+
+    head = entity_card(data).splitlines()[0]
+
+    assert head.endswith("Zambia is a country in Africa.")
+
+
+def test_the_forced_first_step_never_offers_a_tool_it_could_only_call_blind() -> None:
+    tools = [spec(n) for n in ("hybrid_search", "query_entities", "list_entity_types")]
+
+    offered = [b["properties"]["name"]["const"] for b in step_schema(first_step_tools(tools))["oneOf"]]
+
+    assert offered == ["hybrid_search", "list_entity_types"]
+    assert first_step_tools([spec("query_entities")]) == [spec("query_entities")]

@@ -257,8 +257,16 @@ def _members(others: list[dict[str, Any]], shown: int = GROUP_SHOWN, threshold: 
 
 
 def _clip(text: str, limit: int) -> str:
+    """``text`` cut to ``limit`` characters at the end of a sentence where there is one.
+
+    Measured: a description cut inside a list ("It borders Zimbabwe, Tanzania, Moza…") was copied
+    into the answer as the whole list, though the card's own lines listed all seven.
+    """
     text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+    if len(text) <= limit:
+        return text
+    end = text.rfind(". ", 0, limit)
+    return text[: end + 1] if end > 0 else text[: limit - 1].rstrip() + "…"
 
 
 def _group_line(
