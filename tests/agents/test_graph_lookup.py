@@ -11,7 +11,15 @@ import json
 from typing import Any
 
 from apps.agents.llm.base import ChatMessage, Done, GenerationConfig, ToolCall, ToolCallRequest, ToolSpec
-from apps.agents.llm.graph_lookup import entity_card, named_hits, next_lookup, question_number
+from apps.agents.llm.graph_lookup import (
+    AnswerLinker,
+    TurnLookups,
+    card_entities,
+    entity_card,
+    named_hits,
+    next_lookup,
+    question_number,
+)
 from apps.agents.llm.openai_compat import OpenAICompatProvider
 from apps.agents.llm.prompted_tools import (
     LOOKUP_ID_PREFIX,
@@ -218,7 +226,10 @@ async def test_the_provider_makes_the_look_ups_without_asking_the_model_then_ask
         assert [type(e) for e in events] == [ToolCall, Done]
         assert isinstance(events[0], ToolCall) and events[0].id.startswith(LOOKUP_ID_PREFIX)
         assert (events[0].name, events[0].arguments) == ("get_entity_edges", {"entity_id": key, "limit": 500})
-    assert [getattr(e, "text", None) for e in answer if not isinstance(e, Done)] == ["Accra."]
+    # The answer names Accra, which Ghana's card showed: the loop links it.
+    assert [getattr(e, "text", None) for e in answer if not isinstance(e, Done)] == [
+        "[Accra](entity:city:accra)."
+    ]
     assert len(server.requests) == 1  # the look-ups asked the model nothing
     assert "No more tool calls" in server.requests[0]["messages"][-1]["content"]
 
@@ -250,3 +261,40 @@ def test_the_forced_first_step_never_offers_a_tool_it_could_only_call_blind() ->
 
     assert offered == ["hybrid_search", "list_entity_types"]
     assert first_step_tools([spec("query_entities")]) == [spec("query_entities")]
+
+
+# --- links for what the answer names ---
+
+
+def linked(deltas: list[str], cards: list[dict[str, Any]]) -> str:
+    lookups = TurnLookups(
+        named=[], cards={c["entity"]["key"]: c for c in cards}, looked_up=set(), searched=True
+    )
+    linker = AnswerLinker(card_entities(lookups))
+    return "".join(linker.feed(d) for d in deltas) + linker.flush()
+
+
+def test_the_first_mention_of_each_card_entity_becomes_its_link_even_across_deltas() -> None:
+    text = linked(["The capital of Gh", "ana is Ac", "cra; Accra lies in Ghana."], [GHANA_CARD])
+
+    assert (
+        text
+        == "The capital of [Ghana](entity:country:gh) is [Accra](entity:city:accra); Accra lies in Ghana."
+    )
+
+
+def test_a_name_inside_a_longer_word_is_not_linked() -> None:
+    assert linked(["Ghanaian food; To", "golese"], [GHANA_CARD]) == "Ghanaian food; Togolese"
+
+
+def test_an_answer_that_writes_its_own_links_is_left_as_written() -> None:
+    written = "[Accra](entity:city:accra) is in Ghana."
+
+    assert linked([written[:9], written[9:]], [GHANA_CARD]) == written
+
+
+def test_a_name_two_card_entities_share_is_not_linked() -> None:
+    other_accra = entity("city:accra-2", "Accra", "City")
+    cards = [GHANA_CARD, card(TOGO, edge("LOCATED_IN", "in", other_accra))]
+
+    assert linked(["Accra and Togo."], cards) == "Accra and [Togo](entity:country:tg)."

@@ -330,3 +330,80 @@ def entity_card(
 
 def is_card(content: str) -> bool:
     return _is_card(_json(content))
+
+
+# --- links for the entities an answer names ---
+
+
+def card_entities(lookups: TurnLookups) -> dict[str, dict[str, Any]]:
+    """The entities the turn's cards showed, by name (a name two entities share is left out)."""
+    by_name: dict[str, dict[str, Any]] = {}
+    shared: set[str] = set()
+    for data in lookups.cards.values():
+        others = [edge.get("other") for edge in data["edges"]]
+        for item in [data["entity"], *others]:
+            if not is_entity(item) or len(str(item["name"]).strip()) < 3:
+                continue
+            name = str(item["name"])
+            if name in by_name and by_name[name]["key"] != item["key"]:
+                shared.add(name)
+            by_name.setdefault(name, item)
+    return {name: item for name, item in by_name.items() if name not in shared}
+
+
+class AnswerLinker:
+    """Stream an answer, turning the first mention of each entity the cards showed into its link.
+
+    Measured in ``make eval``: the 1.5B model cited in 1 answer of 50 however it was asked; the
+    entities it names are the cards' own, so the loop links them (``[Ghana](entity:country:gh)``),
+    and the chat layer's citation filter checks them like any other citation. A name must stand as
+    whole words; text is held back only while it could still be the start of a name. An answer
+    that writes entity links itself is left as it is.
+    """
+
+    def __init__(self, entities_by_name: dict[str, dict[str, Any]]) -> None:
+        self._names = sorted(entities_by_name, key=len, reverse=True)
+        self._entities = entities_by_name
+        self._linked: set[str] = set()
+        self._pattern = (
+            re.compile(r"(?<![\w\[])(" + "|".join(re.escape(n) for n in self._names) + r")(?![\w\]])")
+            if self._names
+            else None
+        )
+        self._longest = max((len(n) for n in self._names), default=0)
+        self._pending = ""
+        self._writes_links = False
+
+    def feed(self, delta: str) -> str:
+        self._pending += delta
+        if "](entity:" in self._pending or "(entity:" in self._pending:
+            self._writes_links = True
+        if self._pattern is None or self._writes_links:
+            out, self._pending = self._pending, ""
+            return out
+        cut = max(0, len(self._pending) - self._longest)
+        # Never cut inside a match: move the cut back to the start of any match that crosses it.
+        for match in self._pattern.finditer(self._pending):
+            if match.start() < cut < match.end() + 1:
+                cut = match.start()
+        out = self._link(self._pending[:cut])
+        self._pending = self._pending[cut:]
+        return out
+
+    def flush(self) -> str:
+        out = self._pending if self._writes_links else self._link(self._pending)
+        self._pending = ""
+        return out
+
+    def _link(self, text: str) -> str:
+        if self._pattern is None or self._writes_links:
+            return text
+
+        def replace(match: re.Match[str]) -> str:
+            name = match.group(1)
+            if name in self._linked:
+                return name
+            self._linked.add(name)
+            return link({**self._entities[name], "name": name})
+
+        return self._pattern.sub(replace, text)

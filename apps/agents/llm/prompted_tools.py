@@ -41,7 +41,9 @@ from apps.agents.llm.base import (
     Usage,
 )
 from apps.agents.llm.graph_lookup import (
+    AnswerLinker,
     TurnLookups,
+    card_entities,
     edges_tool,
     entities,
     entity_card,
@@ -546,13 +548,16 @@ class PromptedToolsProvider:
             )
             yield Done(usage=usage, finish_reason="tool_calls")
             return
-        looked_up = bool(turn_lookups(turn, edges_tool(tools)).cards) if tools and self.look_up else False
+        lookups = turn_lookups(turn, edges_tool(tools)) if tools and self.look_up else None
+        looked_up = lookups is not None and bool(lookups.cards)
         may_call = bool(tools) and len(made) < self.max_tool_calls and not looked_up
         prompt = prompt_messages(
             messages, tools, answer_now=bool(tools) and not may_call, result_limit=self.result_limit
         )
+        # After the loop's look-ups the model answers: the entities it names from the cards get links.
+        linker = AnswerLinker(card_entities(lookups)) if lookups is not None and looked_up else None
         found: FoundCall | None = None
-        async for item in self._free(prompt, tools if may_call else [], config, usage):
+        async for item in self._free(prompt, tools if may_call else [], config, usage, linker=linker):
             if isinstance(item, FoundCall):
                 found = item
                 continue
@@ -614,7 +619,13 @@ class PromptedToolsProvider:
         yield Done(usage=usage, finish_reason="tool_calls")
 
     async def _free(
-        self, prompt: list[ChatMessage], tools: list[ToolSpec], config: GenerationConfig, usage: Usage
+        self,
+        prompt: list[ChatMessage],
+        tools: list[ToolSpec],
+        config: GenerationConfig,
+        usage: Usage,
+        *,
+        linker: AnswerLinker | None = None,
     ) -> AsyncIterator[StreamEvent | FoundCall]:
         """Stream one free-text generation; a call of one of ``tools`` in it is yielded as ``FoundCall``."""
         limit = min(config.max_output_tokens or ANSWER_MAX_TOKENS, ANSWER_MAX_TOKENS)
@@ -626,6 +637,8 @@ class PromptedToolsProvider:
             async for event in events:
                 if isinstance(event, TextDelta):
                     shown = holdback.feed(event.text)
+                    if shown and linker is not None:
+                        shown = linker.feed(shown)
                     if shown:
                         yield TextDelta(text=shown)
                     if names and holdback.holding and (call := find_call(holdback.held, names)):
@@ -641,5 +654,8 @@ class PromptedToolsProvider:
             aclose = getattr(events, "aclose", None)
             if aclose is not None:
                 await aclose()
-        if holdback.held:
-            yield TextDelta(text=holdback.held)
+        rest = holdback.held
+        if linker is not None:
+            rest = linker.feed(rest) + linker.flush()
+        if rest:
+            yield TextDelta(text=rest)
