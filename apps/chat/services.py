@@ -9,6 +9,7 @@ to the frame bus; transports subscribe to the bus and only translate frames to t
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import json
 import logging
 import threading
@@ -368,6 +369,41 @@ async def approvals_announce(events: list[ApprovalDecidedFrame]) -> None:
             await get_bus().announce(event.conversationId, event)
 
 
+# A paused turn's approval is closed when it expires, not only when its conversation is next used:
+# the process that paused it sets a timer (a plain loop timer, nothing to clean up if the process
+# ends first: then the next use or decision closes it, as before).
+APPROVAL_EXPIRY_GRACE_SECONDS = 2.0
+_expiry_tasks: set[asyncio.Task[None]] = set()
+
+
+def approval_expiry_arm(conversation_id: uuid.UUID) -> None:
+    """Settle and announce the conversation's approvals once the one just proposed has expired."""
+    delay = settings.KGCHAT_APPROVAL_TTL_MINUTES * 60 + APPROVAL_EXPIRY_GRACE_SECONDS
+
+    def fire() -> None:
+        task = asyncio.ensure_future(_approvals_expired(conversation_id))
+        _expiry_tasks.add(task)
+        task.add_done_callback(_expiry_tasks.discard)
+
+    # A fresh context: the turn's own (its thread-sensitive executor) has ended by then.
+    asyncio.get_running_loop().call_later(delay, fire, context=contextvars.Context())
+
+
+@sync_to_async
+def _approvals_settle_now(conversation_id: uuid.UUID) -> list[ApprovalDecidedFrame]:
+    try:
+        return approvals_settle(conversation_id=conversation_id)
+    finally:
+        release_connections()
+
+
+async def _approvals_expired(conversation_id: uuid.UUID) -> None:
+    try:
+        await approvals_announce(await _approvals_settle_now(conversation_id))
+    except Exception:
+        log.exception("closing the expired approvals of conversation %s failed", conversation_id)
+
+
 @sync_to_async
 def _prepare_resume(approval: WriteApproval) -> Turn | None:
     """Claim the conversation of a decided approval for the turn that continues it; None when the
@@ -476,6 +512,8 @@ async def _run_turn_body(turn: Turn, provider: Provider | None) -> DoneFrame:
         if answer is not None:
             message = await _answer_persist(turn, answer)
             done = DoneFrame(messageId=str(message.id), runId=run_id, citations=answer.citations)
+            if answer.retrieval_context.get("stop_reason") == "approval_required":
+                approval_expiry_arm(turn.conversation.id)
     except ConversationDeleted:
         if not turn.deleted:
             turn.deleted = True

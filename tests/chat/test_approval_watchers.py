@@ -14,6 +14,7 @@ from apps.agents.llm.scripted import text
 from apps.agents.models import AgentDefinition
 from apps.chat import services
 from apps.chat.bus import set_bus
+from apps.chat.models import Message
 from apps.chat.redis_bus import RedisFrameBus
 from apps.graph_tools.models import WriteApproval
 from tests.chat.conftest import adb, agent_request, sse_turn, tokens, types, ws_connect, ws_turn
@@ -186,3 +187,28 @@ async def test_approval_closed_as_expired_by_a_new_message_is_announced_to_the_o
     )
     await watcher.disconnect()
     await sender.disconnect()
+
+
+async def test_approval_left_alone_is_announced_expired_when_it_expires(
+    world, curator, scripted, settings, monkeypatch
+):
+    # Nobody decides and nobody writes to the conversation: the process that paused the turn closes
+    # the approval when it expires and every watching tab is told, without a reload or a message.
+    settings.KGCHAT_APPROVAL_TTL_MINUTES = 0
+    monkeypatch.setattr(services, "APPROVAL_EXPIRY_GRACE_SECONDS", 0.5)
+    paused = await paused_turn(world, curator, scripted)
+    conversation_id, approval_id = paused[0]["conversationId"], paused[3]["approvalId"]
+    watcher = await watching_tab(world["user"], conversation_id)
+
+    event = await watcher.receive_json_from(timeout=10)
+
+    assert (event["approvalId"], event["status"], event["continued"]) == (approval_id, "expired", False)
+    assert event["result"]["code"] == "approval_expired"
+    ended = await last_stop_reason(conversation_id)
+    assert ended == "approval_expired"
+    await watcher.disconnect()
+
+
+async def last_stop_reason(conversation_id: str) -> str | None:
+    last = await Message.objects.filter(conversation_id=conversation_id, role="assistant").alast()
+    return (last.retrieval_context or {}).get("stop_reason") if last else None
