@@ -182,18 +182,20 @@ def _prepare(
         turn_id = uuid.uuid4()
         admission.rate_check(principal)
         with transaction.atomic():
-            conversation, project, definition = admission.conversation_for_turn(
+            conversation, project, definition, created = admission.conversation_for_turn(
                 principal=principal,
                 message=message,
                 project_id=project_id,
                 conversation_id=conversation_id,
                 agent_definition_id=agent_definition_id,
+                turn_id=turn_id,
             )
-            if not _claim(conversation.id, turn_id):
+            if not created and not _claim(conversation.id, turn_id):
                 raise TurnInProgress(
                     "a turn is already running in this conversation; wait for it or cancel it"
                 )
-            expired = _approvals_settle(conversation.id)
+            # A conversation created in this transaction has no approvals to settle.
+            expired = [] if created else _approvals_settle(conversation.id)
             user_message = Message.objects.create(
                 conversation=conversation, role=MessageRole.USER, content=message
             )
@@ -203,6 +205,7 @@ def _prepare(
             project=project,
             definition=definition,
             user_message=user_message,
+            new_conversation=created,
         )
         return turn, [approval_event(approval) for approval in expired]
     except DatabaseError as exc:
