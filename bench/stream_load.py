@@ -68,6 +68,8 @@ TARGET_TTFT_P99_MS = 100.0
 PLOT = ROOT / "docs" / "benchmarks" / "stream_load.png"
 DELTA = re.compile(r"t(\d+) ")
 SAMPLE_SECONDS = 0.05
+# A turn with no frame for this long is an error of the run (a guard against hanging, not a figure).
+FRAME_TIMEOUT = 120.0
 
 
 @dataclass
@@ -157,7 +159,7 @@ async def _turn(
             turn.sent = time.perf_counter()
             await ws.send(json.dumps(request))
             while True:
-                raw = await ws.recv()
+                raw = await asyncio.wait_for(ws.recv(), FRAME_TIMEOUT)
                 arrived = time.perf_counter()
                 frame = json.loads(raw)
                 kind = frame["type"]
@@ -392,6 +394,8 @@ def _run_level(
             )
         except TimeoutError:
             level.errors.append(f"the level did not finish within {timeout:.0f} s")
+            for server in servers:
+                level.problems.append(f"{server.name} log: " + " | ".join(server.tail(5).splitlines()))
             return
         level.complete, level.problems = _check_database(results, 1)
         if level.errors:
