@@ -83,8 +83,11 @@ def agent_definition_for_conversation(
     """
     did = parse_uuid(definition_id)
     # One query: the project's definition, if the principal may see it (else it does not exist).
-    visible = agent_definitions_visible(principal=principal).filter(id=did, project_id=project_id)
-    definition = visible.first() if did else None
+    definition = (
+        agent_definitions_visible(principal=principal).filter(id=did, project_id=project_id).first()
+        if did
+        else None
+    )
     if definition is None:
         raise AgentDefinitionNotFound("agent definition not found", status=400)
     agent_definition_check_enabled(definition)
