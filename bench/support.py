@@ -10,11 +10,15 @@ benchmarks (``bench.load``, ``bench.vs_adk_server``) and the tests that run real
 from __future__ import annotations
 
 import http.client
+import os
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -129,3 +133,26 @@ def wait_ready(server: ServerProcess, *, path: str | None = None, timeout: float
             return
         time.sleep(0.1)
     raise RuntimeError(f"{server.name} was not ready within {timeout:.0f} s:\n{server.tail()}")
+
+
+@contextmanager
+def redis_server() -> Iterator[tuple[str, int]]:
+    """Start redis-server on loopback with no persistence; yield its URL and pid; stop it."""
+    binary = shutil.which("redis-server")
+    if binary is None:
+        raise RuntimeError("redis-server is not installed: run scripts/system_deps.sh (make test does)")
+    port = free_port()
+    with tempfile.TemporaryDirectory() as workdir:
+        argv = [binary, "--port", str(port), "--bind", LOOPBACK, "--save", "", "--appendonly", "no"]
+        server = start_process(
+            "redis-server",
+            [*argv, "--dir", workdir],
+            port=port,
+            env=os.environ,
+            log=Path(workdir) / "redis-server.log",
+        )
+        try:
+            wait_ready(server, timeout=10)
+            yield f"redis://{LOOPBACK}:{port}/0", server.process.pid
+        finally:
+            server.stop(10)

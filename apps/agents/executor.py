@@ -68,6 +68,8 @@ class ExecuteRequest:
     sub_agent_definitions: list[AgentDefinition] | None = None
     # The id the run row gets, when the caller must announce it before the run starts.
     run_id: uuid.UUID | None = None
+    # The run row, when the caller opened it already (``agent_run_open``); else the executor does.
+    run: AgentRun | None = None
     # The user whose turn it is: their role decides whether a write tool call runs (tool policy
     # "never") or waits for approval. None: write tools answer approval_required, as before.
     writer_user_id: int | None = None
@@ -125,7 +127,7 @@ class AgentExecutor:
     async def execute(self, request: ExecuteRequest) -> ExecuteResult:
         definition = request.agent_definition
         project_id = request.project_id or definition.project_id
-        run = await agent_run_start(
+        run = request.run or await agent_run_start(
             project_id=project_id,
             agent_definition_id=definition.pk,
             conversation_id=request.conversation_id,

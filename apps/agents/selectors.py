@@ -82,10 +82,15 @@ def agent_definition_for_conversation(
     Another project's, an invisible or an unknown one is ``400 agent_definition_not_found``.
     """
     did = parse_uuid(definition_id)
-    definition = AgentDefinition.objects.filter(id=did, project_id=project_id).first() if did else None
+    # One query: the project's definition, if the principal may see it (else it does not exist).
+    definition = (
+        agent_definitions_visible(principal=principal).filter(id=did, project_id=project_id).first()
+        if did
+        else None
+    )
     if definition is None:
         raise AgentDefinitionNotFound("agent definition not found", status=400)
-    agent_definition_check_usable(principal=principal, definition=definition)
+    agent_definition_check_enabled(definition)
     return definition
 
 

@@ -47,6 +47,39 @@ def worker_is_dead(worker: str, since: datetime | None) -> bool:
     return since is not None and started > since + timedelta(seconds=1)
 
 
+def agent_run_open(
+    *,
+    project_id: uuid.UUID,
+    agent_definition_id: uuid.UUID | None,
+    conversation_id: uuid.UUID | None,
+    model: str = "",
+    run_id: uuid.UUID | None = None,
+    graph_version: int | None = None,
+) -> AgentRun:
+    """Open a run (status ``running``) in the caller's transaction: the chat turn service opens it
+    with the turn's other rows, so the executor reaches the model without a write of its own."""
+    return AgentRun.objects.create(
+        graph_version=graph_version,
+        id=run_id or uuid.uuid4(),
+        project_id=project_id,
+        agent_definition_id=agent_definition_id,
+        conversation_id=conversation_id,
+        model=model[:200],
+        status=RunStatus.RUNNING,
+        worker=worker_name()[:200],
+    )
+
+
+async def agent_run_abandon(*, run_id: uuid.UUID, error: str) -> None:
+    """Close a run that was opened but never reached the executor (its turn failed first)."""
+    await AgentRun.objects.filter(id=run_id, status=RunStatus.RUNNING).aupdate(
+        status=RunStatus.ERROR,
+        stop_reason="internal_error",
+        error=storable(error),
+        completed_at=timezone.now(),
+    )
+
+
 async def agent_run_start(
     *,
     project_id: uuid.UUID,

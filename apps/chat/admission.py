@@ -18,6 +18,7 @@ from apps.agents.history import DEFAULT_HISTORY_LIMIT
 from apps.agents.llm.resolve import effective_model_name
 from apps.agents.models import AgentDefinition
 from apps.agents.selectors import agent_definition_check_usable, agent_definition_for_conversation
+from apps.agents.services import worker_name
 from apps.chat import selectors
 from apps.chat.citations import KnownEntities
 from apps.chat.context import to_history
@@ -77,18 +78,23 @@ def conversation_for_turn(
     project_id: object,
     conversation_id: object,
     agent_definition_id: object,
-) -> tuple[Conversation, Project, AgentDefinition | None]:
-    """The conversation a message goes to: one of mine, or a new one in a project I may use.
+    turn_id: uuid.UUID,
+) -> tuple[Conversation, Project, AgentDefinition | None, bool]:
+    """The conversation a message goes to: one of mine, or a new one in a project I may use;
+    with its project, its agent definition and whether this call created it (then already
+    claimed by ``turn_id``).
 
     Raises 404 (conversation, project), 400 (no project, an unknown agent definition or one the
     sender may not see) or 409 (the definition is disabled). Call it inside the turn's transaction: a refused turn creates nothing.
     """
     if conversation_id:
-        conversation = selectors.conversation_get(principal=principal, conversation_id=conversation_id)
+        conversation = selectors.conversation_get(
+            principal=principal, conversation_id=conversation_id, with_project=True
+        )
         definition = conversation.agent_definition
         if definition is not None:
             agent_definition_check_usable(principal=principal, definition=definition)
-        return conversation, conversation.project, definition
+        return conversation, conversation.project, definition, False
     if not project_id:
         raise InvalidMessage("projectId is required when conversationId is absent")
     project = project_get(principal=principal, project_ref=project_id)
@@ -99,10 +105,19 @@ def conversation_for_turn(
         if agent_definition_id
         else None
     )
+    now = timezone.now()
     conversation = Conversation.objects.create(
-        project=project, user_id=principal.user_id, title=_title_from(message), agent_definition=definition
+        project=project,
+        user_id=principal.user_id,
+        title=_title_from(message),
+        agent_definition=definition,
+        active_turn_id=turn_id,
+        active_turn_started_at=now,
+        active_turn_worker=worker_name(),
+        created_at=now,
+        updated_at=now,
     )
-    return conversation, project, definition
+    return conversation, project, definition, True
 
 
 def turn_build(
@@ -113,6 +128,7 @@ def turn_build(
     definition: AgentDefinition | None,
     user_message: Message,
     resume: ToolResume | None = None,
+    new_conversation: bool = False,
 ) -> Turn:
     """The ``Turn`` an admitted message becomes: its model, its run id (agent turns), its history.
 
@@ -121,8 +137,13 @@ def turn_build(
     model_name = definition.model_choice.name if definition is not None else settings.KGCHAT_CHAT_MODEL
     limit = max(1, definition.history_limit) if definition is not None else DEFAULT_HISTORY_LIMIT
     # One more than the window, so the agent's history window knows it cut the conversation.
-    history = selectors.message_window(
-        conversation_id=conversation.id, limit=limit + 1, before=None if resume else user_message
+    # A conversation this turn created has nothing before its message.
+    history = (
+        []
+        if new_conversation
+        else selectors.message_window(
+            conversation_id=conversation.id, limit=limit + 1, before=None if resume else user_message
+        )
     )
     return Turn(
         turn_id=turn_id,

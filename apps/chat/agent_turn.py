@@ -144,6 +144,7 @@ async def run_agent_turn(turn: Turn, provider: Provider | None) -> Answer | None
                 tool=decided.tool, callId=decided.call_id, status="completed", result=_bounded(decided.result)
             )
         await emit(turn, frame)
+    turn.run_taken = True
     agent = copy.copy(definition)
     agent.system_prompt = "\n\n".join(p for p in (definition.system_prompt, CITATION_INSTRUCTIONS) if p)
     result = await AgentExecutor().execute(
@@ -158,6 +159,7 @@ async def run_agent_turn(turn: Turn, provider: Provider | None) -> Answer | None
             provider=provider,
             stop=turn.stop,
             run_id=run_id,
+            run=turn.run,
             graph_version=turn.graph_version,
             writer_user_id=turn.conversation.user_id,
             resume=turn.resume,

@@ -34,6 +34,10 @@ MAX_FRAMES = 100_000
 BLOCK_MS = 5_000
 # Longer than a blocking XREAD: redis-py's default (5 s) would time the read out before Redis answers.
 SOCKET_TIMEOUT = BLOCK_MS / 1000 + 10
+# Connections of one process's pool. A running turn holds about three at once (its cancel
+# listener, each follower's blocking read, each watcher's subscription); redis-py's default of 100
+# refused turns beyond ~30 at once per process with MaxConnectionsError (bench.stream_load).
+MAX_CONNECTIONS = 10_000
 
 
 def _stream(conversation_id: str) -> str:
@@ -84,7 +88,12 @@ class RedisFrameBus:
         if client is None:
             for old in [lp for lp in self._clients if lp.is_closed()]:
                 del self._clients[old]
-            client = redis.Redis.from_url(self.url, decode_responses=True, socket_timeout=SOCKET_TIMEOUT)
+            client = redis.Redis.from_url(
+                self.url,
+                decode_responses=True,
+                socket_timeout=SOCKET_TIMEOUT,
+                max_connections=MAX_CONNECTIONS,
+            )
             self._clients[loop] = client
         return client
 

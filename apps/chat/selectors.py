@@ -31,11 +31,16 @@ def conversation_list(*, principal: Principal, project_id: uuid.UUID | None = No
     return qs.order_by("-updated_at", "-created_at")
 
 
-def conversation_get(*, principal: Principal, conversation_id: object) -> Conversation:
-    """Return one of my conversations; anyone else's (or a malformed id) is ``ConversationNotFound``."""
+def conversation_get(
+    *, principal: Principal, conversation_id: object, with_project: bool = False
+) -> Conversation:
+    """Return one of my conversations; anyone else's (or a malformed id) is ``ConversationNotFound``.
+
+    ``with_project`` reads its project in the same query (the turn service needs it)."""
     cid = parse_uuid(conversation_id)
+    related = ("agent_definition", "project") if with_project else ("agent_definition",)
     conversation = (
-        conversation_list(principal=principal).select_related("agent_definition").filter(id=cid).first()
+        conversation_list(principal=principal).select_related(*related).filter(id=cid).first()
         if cid
         else None
     )

@@ -9,6 +9,7 @@ to the frame bus; transports subscribe to the bus and only translate frames to t
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import json
 import logging
@@ -29,6 +30,8 @@ from apps.agents.llm.base import Provider
 from apps.agents.models import AgentRun
 from apps.agents.services import (
     STALE_AFTER,
+    agent_run_abandon,
+    agent_run_open,
     agent_run_save_text,
     agent_runs_interrupt_orphaned,
     worker_is_dead,
@@ -183,28 +186,41 @@ def _prepare(
         turn_id = uuid.uuid4()
         admission.rate_check(principal)
         with transaction.atomic():
-            conversation, project, definition = admission.conversation_for_turn(
+            conversation, project, definition, created = admission.conversation_for_turn(
                 principal=principal,
                 message=message,
                 project_id=project_id,
                 conversation_id=conversation_id,
                 agent_definition_id=agent_definition_id,
+                turn_id=turn_id,
             )
-            if not _claim(conversation.id, turn_id):
+            if not created and not _claim(conversation.id, turn_id):
                 raise TurnInProgress(
                     "a turn is already running in this conversation; wait for it or cancel it"
                 )
-            expired = _approvals_settle(conversation.id)
+            # A conversation created in this transaction has no approvals to settle.
+            expired = [] if created else _approvals_settle(conversation.id)
             user_message = Message.objects.create(
                 conversation=conversation, role=MessageRole.USER, content=message
             )
-        turn = admission.turn_build(
-            turn_id=turn_id,
-            conversation=conversation,
-            project=project,
-            definition=definition,
-            user_message=user_message,
-        )
+            turn = admission.turn_build(
+                turn_id=turn_id,
+                conversation=conversation,
+                project=project,
+                definition=definition,
+                user_message=user_message,
+                new_conversation=created,
+            )
+            if turn.run_id is not None and definition is not None:
+                # Opened with the turn's other rows: the executor reaches the model without a write.
+                turn.run = agent_run_open(
+                    project_id=project.id,
+                    agent_definition_id=definition.pk,
+                    conversation_id=conversation.id,
+                    model=turn.model,
+                    run_id=turn.run_id,
+                    graph_version=turn.graph_version,
+                )
         return turn, [approval_event(approval) for approval in expired]
     except DatabaseError as exc:
         raise_if_busy(exc)
@@ -530,6 +546,9 @@ async def _run_turn_body(turn: Turn, provider: Provider | None) -> DoneFrame:
             await emit(turn, ErrorFrame(error="the turn failed unexpectedly", code="internal_error"))
         done = DoneFrame(messageId=None, runId=run_id)
     finally:
+        if turn.run is not None and not turn.run_taken:
+            with contextlib.suppress(Exception):
+                await agent_run_abandon(run_id=turn.run.id, error="the turn failed before its agent ran")
         if not turn.released:
             await _release_claim(turn)
         try:

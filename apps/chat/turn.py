@@ -10,7 +10,7 @@ from typing import Any
 
 from apps.agents.events import StopReason, StopSignal, ToolResume
 from apps.agents.history import HistoryMessage
-from apps.agents.models import AgentDefinition
+from apps.agents.models import AgentDefinition, AgentRun
 from apps.chat.bus import FrameBus, get_bus
 from apps.chat.citations import KnownEntities
 from apps.chat.frames import AnyFrame, Citation
@@ -51,6 +51,10 @@ class Turn:
     resume: ToolResume | None = None
     # The project's graph version when the turn was admitted: what its answer is computed at.
     graph_version: int = 0
+    # The run row opened with the turn's admission (agent turns), and whether the executor took it
+    # over (it closes the run); one never taken over is closed by the turn service.
+    run: AgentRun | None = None
+    run_taken: bool = False
 
     @property
     def key(self) -> str:

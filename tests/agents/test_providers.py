@@ -27,6 +27,7 @@ from apps.agents.llm.openai_compat import OpenAICompatProvider
 from apps.agents.llm.resolve import resolve_model
 from apps.agents.llm.scripted import (
     Delay,
+    Pace,
     ScriptedProvider,
     register_script,
     text,
@@ -232,6 +233,54 @@ async def test_scripted_provider_replays_turns_with_delays_and_records_calls() -
     assert [e.text for e in second if isinstance(e, TextDelta)] == ["a", "b"]
     assert isinstance(third[0], ErrorEvent)
     assert len(provider.calls) == 3 and provider.calls[0].tools[0].name == "search"
+
+
+class FakeClock:
+    """A clock that moves only when the provider sleeps (by ``late`` more than asked)."""
+
+    def __init__(self, late: float = 0.0) -> None:
+        self.now = 100.0
+        self.late = late
+        self.sleeps: list[float] = []
+
+    def __call__(self) -> float:
+        return self.now
+
+    async def sleep(self, seconds: float) -> None:
+        self.sleeps.append(round(seconds, 6))
+        self.now += seconds + self.late
+
+
+async def test_paced_scripted_provider_waits_first_token_delay_then_one_gap_per_token() -> None:
+    clock = FakeClock()
+    provider = ScriptedProvider(
+        turns=[[tool_call("search", id="c1")], text("a", "b", "c")],
+        pace=Pace(first_token_seconds=0.5, tokens_per_second=50),
+        clock=clock,
+        sleep=clock.sleep,
+    )
+
+    first = await collect(provider)
+    second = await collect(provider)
+
+    assert first[0] == ToolCall(id="c1", name="search", arguments={})
+    assert [e.text for e in second if isinstance(e, TextDelta)] == ["a", "b", "c"]
+    assert clock.sleeps == [0.5, 0.5, 0.02, 0.02]
+
+
+async def test_paced_scripted_provider_makes_up_a_late_wake_up_instead_of_adding_it() -> None:
+    clock = FakeClock(late=0.015)
+    provider = ScriptedProvider(
+        turns=[text("a", "b", "c", "d")],
+        pace=Pace(first_token_seconds=0.5, tokens_per_second=50),
+        clock=clock,
+        sleep=clock.sleep,
+    )
+
+    events = await collect(provider)
+
+    assert [e.text for e in events if isinstance(e, TextDelta)] == ["a", "b", "c", "d"]
+    assert clock.sleeps == [0.5, 0.005, 0.005, 0.005]
 
 
 def test_resolve_model_kgchat_model_overrides_every_name(settings: Settings) -> None:

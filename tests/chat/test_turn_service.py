@@ -366,3 +366,21 @@ async def test_the_claim_is_released_when_the_database_was_busy_for_the_answer_a
         )
     ]
     assert contents == ["hi", "again", "next"]
+
+
+async def test_the_run_opened_with_the_turn_is_closed_when_the_turn_fails_before_its_agent_runs(
+    world, agent, scripted, monkeypatch
+):
+    async def broken_branch(turn, provider):
+        raise RuntimeError("the agent branch could not start")
+
+    monkeypatch.setattr(services, "run_agent_turn", broken_branch)
+
+    _, frames = await sse_turn(world["client"], agent_request(world, agent))
+    await turn_wait_all()
+
+    assert types(frames) == ["meta", "error", "done"] and frames[1]["code"] == "internal_error"
+    run = await AgentRun.objects.aget(id=frames[0]["runId"])
+    assert (run.status, run.stop_reason) == ("error", "internal_error")
+    conversation = await Conversation.objects.aget(id=frames[0]["conversationId"])
+    assert conversation.active_turn_id is None

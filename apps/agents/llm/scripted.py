@@ -6,6 +6,10 @@ or a callable ``(messages, tools) -> list of items`` that answers from the reque
 ends without ``Done`` or ``ErrorEvent`` gets a ``Done`` whose usage is estimated from the text.
 A provider built with a ``responder`` never runs out: every call is answered by it.
 
+With a ``Pace`` the provider streams like a served model: each call's first text delta or tool
+call comes ``first_token_seconds`` after the call, the following ones ``1 / tokens_per_second``
+apart, on a schedule fixed at the call (a late wake-up is made up, not added to the next gap).
+
 Scripts can be selected by model name: ``register_script("demo", provider)`` makes
 ``resolve_model("scripted/demo")`` return that provider (see ``apps.agents.llm.resolve``).
 """
@@ -14,7 +18,8 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from collections.abc import AsyncIterator, Callable, Sequence
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,6 +42,19 @@ class Delay:
     """Wait ``seconds`` before the next scripted item (to test cancellation and timing)."""
 
     seconds: float
+
+
+@dataclass(frozen=True)
+class Pace:
+    """Stream at a served model's rate: the first item after ``first_token_seconds``, then
+    ``tokens_per_second`` (each text delta or tool call counts as one token)."""
+
+    first_token_seconds: float = 0.5
+    tokens_per_second: float = 50.0
+
+    def due(self, index: int) -> float:
+        """Seconds after the call at which its ``index``-th (0-based) delta or tool call is due."""
+        return self.first_token_seconds + index / self.tokens_per_second
 
 
 @dataclass(frozen=True)
@@ -82,12 +100,19 @@ def error(message: str, status: int | None = None) -> list[ScriptItem]:
 
 @dataclass
 class ScriptedProvider:
-    """Replay ``turns`` one per call; ``responder`` answers every call once the turns run out."""
+    """Replay ``turns`` one per call; ``responder`` answers every call once the turns run out.
+
+    ``pace`` spaces the deltas and tool calls of every call in time; ``clock`` and ``sleep`` are
+    what it reads and waits with (tests pass their own).
+    """
 
     turns: list[Turn] = field(default_factory=list)
     responder: Responder | None = None
     name: str = "scripted"
     calls: list[ScriptedCall] = field(default_factory=list)
+    pace: Pace | None = None
+    clock: Callable[[], float] = time.monotonic
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
 
     def stream(
         self, messages: list[ChatMessage], tools: list[ToolSpec], config: GenerationConfig
@@ -97,6 +122,7 @@ class ScriptedProvider:
     async def _stream(
         self, messages: list[ChatMessage], tools: list[ToolSpec], config: GenerationConfig
     ) -> AsyncIterator[StreamEvent]:
+        started = self.clock()
         index = len(self.calls)
         self.calls.append(ScriptedCall(messages=list(messages), tools=list(tools), config=config))
         turn: Turn | None
@@ -110,12 +136,18 @@ class ScriptedProvider:
         items = turn(messages, tools) if callable(turn) else turn
         finished = False
         out_chars = 0
+        paced = 0
         for item in items:
             if isinstance(item, Delay):
-                await asyncio.sleep(item.seconds)
+                await self.sleep(item.seconds)
                 continue
             if isinstance(item, Raise):
                 raise LLMError(item.message)
+            if self.pace is not None and isinstance(item, (TextDelta, ToolCall)):
+                wait = started + self.pace.due(paced) - self.clock()
+                paced += 1
+                if wait > 0:
+                    await self.sleep(wait)
             if isinstance(item, TextDelta):
                 out_chars += len(item.text)
             yield item

@@ -1,0 +1,72 @@
+"""kgchat's ASGI application, noting when each chat message reaches the server; ``/bench/first-request/``.
+
+A ``chat.message`` websocket frame is noted when daphne hands it to the application, a
+``POST /api/chat/stream`` when its body has arrived (both by the message text, in
+``bench._stream_load_server.RECEIVED``). ``GET /bench/first-request/`` answers, for every question
+the model has seen since the last call, ``[received, first model request]`` (``time.perf_counter``
+of this process) and forgets them. Bench only: the served app is otherwise kgchat's own.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from bench import _stream_load_server as stamps
+from config.asgi import application as kgchat_application
+
+PROBE_PATH = "/bench/first-request/"
+SSE_PATH = "/api/chat/stream"
+
+
+def _note(raw: str | bytes | None) -> None:
+    if not raw:
+        return
+    try:
+        content = json.loads(raw)
+    except ValueError:
+        return
+    if isinstance(content, dict) and isinstance(content.get("message"), str):
+        stamps.RECEIVED.setdefault(content["message"], time.perf_counter())
+
+
+async def _probe(send: Any) -> None:
+    pairs = {
+        question: [stamps.RECEIVED[question], first]
+        for question, first in stamps.FIRST_REQUEST.items()
+        if question in stamps.RECEIVED
+    }
+    stamps.RECEIVED.clear()
+    stamps.FIRST_REQUEST.clear()
+    body = json.dumps(pairs).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    await send({"type": "http.response.start", "status": 200, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+async def application(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    if scope["type"] == "http" and scope.get("path") == PROBE_PATH:
+        return await _probe(send)
+    if scope["type"] == "websocket":
+
+        async def receive_noted() -> Any:
+            message = await receive()
+            if message.get("type") == "websocket.receive" and '"chat.message"' in (message.get("text") or ""):
+                _note(message.get("text"))
+            return message
+
+        return await kgchat_application(scope, receive_noted, send)
+    if scope["type"] == "http" and scope.get("path") == SSE_PATH and scope.get("method") == "POST":
+        body: list[bytes] = []
+
+        async def receive_body() -> Any:
+            message = await receive()
+            if message.get("type") == "http.request":
+                body.append(message.get("body", b""))
+                if not message.get("more_body"):
+                    _note(b"".join(body))
+            return message
+
+        return await kgchat_application(scope, receive_body, send)
+    return await kgchat_application(scope, receive, send)

@@ -1,0 +1,76 @@
+"""Settings of the daphne processes that ``bench.stream_load`` measures: the app's own, plus two models.
+
+- ``scripted/bench-paced`` streams like a served model (``Pace``): every request answers its first
+  item after ``BENCH_FIRST_TOKEN_S`` (0.5 s), then ``BENCH_TOKENS_PER_S`` (50) items a second. For a
+  new question it calls ``get_entity_edges`` once; after the tool's result it streams
+  ``BENCH_TOKENS`` (200) one-word deltas ``t0 t1 …``, so a client knows which delta a frame holds.
+- ``scripted/bench-instant`` answers at once (the same tool call, then 20 deltas) and notes when
+  each question first reaches it (``FIRST_REQUEST``): ``bench._stream_load_asgi`` notes when the
+  server received it (``RECEIVED``), which gives the delay kgchat adds before the model's first
+  request, measured inside the server.
+
+``BENCH_STREAM_MODEL`` (``bench-paced`` or ``bench-instant``) says which one serves every agent.
+The model costs no I/O, so the figures measure kgchat around it. Everything else is as in
+``config.settings.local``, with the per-user rate limit high enough for hundreds of turns in a row
+(its query still runs on every turn).
+"""
+
+import os
+import time
+from typing import Any
+
+from apps.agents.llm.base import ChatMessage, Done, TextDelta, Usage
+from apps.agents.llm.scripted import Pace, ScriptedProvider, ScriptItem, register_script, tool_call
+from config.settings.local import *  # noqa: F403
+
+PACED = "bench-paced"
+INSTANT = "bench-instant"
+ENTITY = "paris"
+TOKENS = int(os.environ.get("BENCH_TOKENS") or 200)
+PACE = Pace(
+    first_token_seconds=float(os.environ.get("BENCH_FIRST_TOKEN_S") or 0.5),
+    tokens_per_second=float(os.environ.get("BENCH_TOKENS_PER_S") or 50),
+)
+INSTANT_TOKENS = 20
+
+DEBUG = False
+KGCHAT_MODEL = "scripted/" + (os.environ.get("BENCH_STREAM_MODEL") or PACED)
+KGCHAT_TURNS_PER_MINUTE = 1_000_000
+LOGGING = {"version": 1, "disable_existing_loggers": False, "root": {"level": "WARNING"}}
+
+# question text -> time.perf_counter() in this process (read and cleared by bench._stream_load_asgi)
+RECEIVED: dict[str, float] = {}
+FIRST_REQUEST: dict[str, float] = {}
+
+
+def _question(messages: list[ChatMessage]) -> str:
+    return next((m.content for m in reversed(messages) if m.role == "user"), "")
+
+
+def _responder(tokens: int) -> Any:
+    def respond(messages: list[ChatMessage], tools: list[Any]) -> list[ScriptItem]:
+        if messages and messages[-1].role == "tool":
+            return [
+                *(TextDelta(text=f"t{i} ") for i in range(tokens)),
+                Done(usage=Usage(input_tokens=500, output_tokens=tokens)),
+            ]
+        return [
+            tool_call("get_entity_edges", {"entity_id": ENTITY}),
+            Done(usage=Usage(input_tokens=400, output_tokens=10)),
+        ]
+
+    return respond
+
+
+class _Provider(ScriptedProvider):
+    """The scripted provider without its call log (a long run would keep every request alive);
+    notes when each question first reaches the model."""
+
+    def stream(self, messages: Any, tools: Any, config: Any) -> Any:
+        FIRST_REQUEST.setdefault(_question(messages), time.perf_counter())
+        self.calls.clear()
+        return super().stream(messages, tools, config)
+
+
+register_script(PACED, _Provider(responder=_responder(TOKENS), pace=PACE))
+register_script(INSTANT, _Provider(responder=_responder(INSTANT_TOKENS)))
