@@ -89,15 +89,14 @@ async def agent_run_start(
     run_id: uuid.UUID | None = None,
     graph_version: int | None = None,
 ) -> AgentRun:
-    return await AgentRun.objects.acreate(
-        graph_version=graph_version,
-        id=run_id or uuid.uuid4(),
+    """``agent_run_open`` on its own (a run no chat turn opened: batch runs, the executor alone)."""
+    return await sync_to_async(agent_run_open)(
         project_id=project_id,
         agent_definition_id=agent_definition_id,
         conversation_id=conversation_id,
-        model=model[:200],
-        status=RunStatus.RUNNING,
-        worker=worker_name()[:200],
+        model=model,
+        run_id=run_id,
+        graph_version=graph_version,
     )
 
 
