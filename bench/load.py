@@ -120,6 +120,27 @@ class Gate:
         await self.go.wait()
 
 
+async def gated_connect(url: str, session: str, gate: Gate | None) -> Any:
+    """A logged-in chat websocket; with ``gate``, at most its number of handshakes at once, and
+    back only when every client of the gate is connected (so turns start together)."""
+    from websockets.asyncio.client import connect
+
+    if gate is not None:
+        await gate.handshakes.acquire()
+    try:
+        return await connect(
+            url,
+            origin=ORIGIN,  # type: ignore[arg-type]
+            additional_headers={"Cookie": f"sessionid={session}"},
+            open_timeout=120,
+            max_size=None,
+        )
+    finally:
+        if gate is not None:
+            gate.handshakes.release()
+            await gate.ready()
+
+
 async def _client(
     port: int,
     session: str,
@@ -129,23 +150,8 @@ async def _client(
     result: ClientResult,
     gate: Gate | None = None,
 ) -> None:
-    from websockets.asyncio.client import connect
-
     try:
-        if gate is not None:
-            await gate.handshakes.acquire()
-        try:
-            ws = await connect(
-                f"ws://127.0.0.1:{port}/ws/chat/",
-                origin=ORIGIN,  # type: ignore[arg-type]
-                additional_headers={"Cookie": f"sessionid={session}"},
-                open_timeout=120,
-                max_size=None,
-            )
-        finally:
-            if gate is not None:
-                gate.handshakes.release()
-                await gate.ready()
+        ws = await gated_connect(f"ws://127.0.0.1:{port}/ws/chat/", session, gate)
         async with ws:
             for n in range(turns):
                 question = f"Question {n}: what is Paris connected to?"

@@ -53,13 +53,13 @@ from typing import Any
 
 from bench.load import (
     HANDSHAKES,
-    ORIGIN,
     ClientResult,
     Gate,
     _arrange,
     _check_database,
     _cleanup,
     _setup_django,
+    gated_connect,
 )
 from bench.load import _percentile as pct
 from bench.support import ROOT, ServerProcess, redis_server, start_daphne, wait_ready
@@ -130,24 +130,9 @@ class Level:
 async def _turn(
     url: str, session: str, project_id: str, agent_id: str, question: str, turn: Turn, gate: Gate | None
 ) -> None:
-    from websockets.asyncio.client import connect
-
     result = turn.result
     try:
-        if gate is not None:
-            await gate.handshakes.acquire()
-        try:
-            ws = await connect(
-                url,
-                origin=ORIGIN,  # type: ignore[arg-type]
-                additional_headers={"Cookie": f"sessionid={session}"},
-                open_timeout=120,
-                max_size=None,
-            )
-        finally:
-            if gate is not None:
-                gate.handshakes.release()
-                await gate.ready()
+        ws = await gated_connect(url, session, gate)
         async with ws:
             request = {
                 "type": "chat.message",

@@ -156,12 +156,17 @@ def functional_neighbours(card: dict[str, Any]) -> list[tuple[str, dict[str, Any
     return [(rel, others[0]) for rel, others in sorted(targets.items()) if len(others) == 1]
 
 
-def next_lookup(turn: Sequence[ChatMessage], tools: Sequence[ToolSpec]) -> dict[str, Any] | None:
-    """The arguments of the edges call the loop makes next this turn, or ``None`` when it is done."""
+def next_lookup(
+    turn: Sequence[ChatMessage], tools: Sequence[ToolSpec], found: TurnLookups | None = None
+) -> dict[str, Any] | None:
+    """The arguments of the edges call the loop makes next this turn, or ``None`` when it is done.
+
+    ``found``: this turn's ``turn_lookups`` when the caller read them already.
+    """
     edges = edges_tool(tools)
     if edges is None:
         return None
-    found = turn_lookups(turn, edges)
+    found = found if found is not None else turn_lookups(turn, edges)
     for hit in found.named:
         if hit["key"] not in found.looked_up:
             return {"entity_id": hit["key"], "limit": EDGES_LIMIT}

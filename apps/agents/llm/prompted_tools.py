@@ -454,8 +454,12 @@ def prompt_messages(
     *,
     answer_now: bool = False,
     result_limit: int = RESULT_MAX_CHARS,
+    lookups: TurnLookups | None = None,
 ) -> list[ChatMessage]:
-    """The conversation as the small model reads it: plain roles, calls as JSON, results laid out."""
+    """The conversation as the small model reads it: plain roles, calls as JSON, results laid out.
+
+    ``lookups``: this turn's ``turn_lookups`` when the caller read them already.
+    """
     instructions = "\n".join(m.content for m in messages if m.role == "system")
     out = [ChatMessage(role="system", content=system_prompt(instructions, tools))]
     start = _this_turn_start(messages)
@@ -469,7 +473,8 @@ def prompt_messages(
         out.append(ChatMessage(role="user", content=messages[start].content))
     names = {c.id: c.name for m in messages for c in m.tool_calls}
     queries = {c.id: c.arguments.get("query") for m in messages for c in m.tool_calls}
-    lookups = turn_lookups(messages[start + 1 :], edges_tool(tools))
+    if lookups is None:
+        lookups = turn_lookups(messages[start + 1 :], edges_tool(tools))
     if start < len(messages):
         lookups.threshold = question_number(messages[start].content)
     for message in messages[start + 1 :]:
@@ -541,21 +546,26 @@ class PromptedToolsProvider:
                 yield event
             return
         turn = messages[_this_turn_start(messages) + 1 :]
-        if tools and self.look_up and (lookup := next_lookup(turn, tools)) is not None:
+        # Read once a step: the results' JSON (edges with properties) is parsed here only.
+        lookups = turn_lookups(turn, edges_tool(tools)) if tools else None
+        if self.look_up and lookups is not None and (lookup := next_lookup(turn, tools, lookups)) is not None:
             # No model step: the loop fetches the named entity's (or its neighbour's) relationships.
             yield ToolCall(
                 id=LOOKUP_ID_PREFIX + uuid.uuid4().hex[:12], name=str(edges_tool(tools)), arguments=lookup
             )
             yield Done(usage=usage, finish_reason="tool_calls")
             return
-        lookups = turn_lookups(turn, edges_tool(tools)) if tools and self.look_up else None
-        looked_up = lookups is not None and bool(lookups.cards)
+        looked_up = self.look_up and lookups is not None and bool(lookups.cards)
         may_call = bool(tools) and len(made) < self.max_tool_calls and not looked_up
         prompt = prompt_messages(
-            messages, tools, answer_now=bool(tools) and not may_call, result_limit=self.result_limit
+            messages,
+            tools,
+            answer_now=bool(tools) and not may_call,
+            result_limit=self.result_limit,
+            lookups=lookups,
         )
         # After the loop's look-ups the model answers: the entities it names from the cards get links.
-        linker = AnswerLinker(card_entities(lookups)) if lookups is not None and looked_up else None
+        linker = AnswerLinker(card_entities(lookups)) if looked_up and lookups is not None else None
         found: FoundCall | None = None
         async for item in self._free(prompt, tools if may_call else [], config, usage, linker=linker):
             if isinstance(item, FoundCall):
