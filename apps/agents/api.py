@@ -13,8 +13,12 @@ from apps.agents import definitions, selectors
 from apps.agents.mcp_servers import mcp_servers_public
 from apps.agents.models import AgentDefinition
 from apps.projects.auth import principal_of
+from apps.projects.inputs import ListLimit, ListOffset
 
 router = Router(tags=["agents"])
+
+# A page of agent definitions (PROTOCOL §2: lists take ``limit``/``offset``; ``count`` is the total).
+PAGE_SIZE = 200
 
 
 class ModelOut(Schema):
@@ -117,10 +121,12 @@ def definition_out(d: AgentDefinition) -> AgentDefinitionOut:
 
 
 @router.get("/projects/{project_id}/agent-definitions", response=AgentDefinitionList)
-def list_definitions(request: HttpRequest, project_id: str) -> AgentDefinitionList:
+def list_definitions(
+    request: HttpRequest, project_id: str, limit: ListLimit = PAGE_SIZE, offset: ListOffset = 0
+) -> AgentDefinitionList:
     found = selectors.agent_definition_list(principal=principal_of(request), project_ref=project_id)
-    items = [definition_out(d) for d in found]
-    return AgentDefinitionList(items=items, count=len(items))
+    page = found[offset : offset + min(limit, PAGE_SIZE)]
+    return AgentDefinitionList(items=[definition_out(d) for d in page], count=found.count())
 
 
 @router.post("/projects/{project_id}/agent-definitions", response={201: AgentDefinitionOut})

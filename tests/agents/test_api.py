@@ -5,7 +5,7 @@ from django.test import Client
 
 from apps.agents.defaults import GRAPH_QUERY_AGENT
 from apps.agents.models import AgentDefinition
-from tests.factories import add_member, make_project, make_user
+from tests.factories import add_member, make_agent_definition, make_project, make_user
 
 pytestmark = pytest.mark.django_db
 
@@ -123,3 +123,17 @@ def test_agent_definitions_of_another_project_are_404():
     assert client.get(f"/api/projects/{project.id}/agent-definitions").status_code == 404
     assert client.get(f"/api/agent-definitions/{definition.id}").status_code == 404
     assert client.delete(f"/api/agent-definitions/{definition.id}").status_code == 404
+
+
+def test_agent_definition_list_is_paged_with_limit_and_offset_and_counts_them_all(owner):
+    client, project, _ = owner
+    for name in ("alpha", "beta", "gamma"):
+        make_agent_definition(project, name=name)
+
+    first = client.get(f"/api/projects/{project.id}/agent-definitions?limit=2").json()
+    rest = client.get(f"/api/projects/{project.id}/agent-definitions?limit=2&offset=2").json()
+    bad = client.get(f"/api/projects/{project.id}/agent-definitions?offset=-1")
+
+    assert [d["name"] for d in first["items"]] == ["alpha", "beta"] and first["count"] == 3
+    assert [d["name"] for d in rest["items"]] == ["gamma"] and rest["count"] == 3
+    assert bad.status_code == 400 and "offset" in bad.json()["error"]
