@@ -57,6 +57,7 @@ run: setup
 	echo "kgchat on http://$(HOST):$(PORT)/  (API docs: /api/docs, admin: /admin/; model: $${KGCHAT_MODEL:-per agent definition})"; \
 	$(PY) manage.py recover_turns; \
 	$(PY) manage.py embed_worker >> .data/embed_worker.log 2>&1 & echo $$! > .data/embed_worker.pid; \
+	echo "embedding worker started: entities without a vector (a fresh demo graph: a few minutes) are embedded in the background, full-text search works meanwhile; log: .data/embed_worker.log"; \
 	trap 'kill $$(cat .data/embed_worker.pid) 2>/dev/null; rm -f .data/embed_worker.pid' EXIT; \
 	$(VENV)/bin/daphne -b $(HOST) -p $(PORT) config.asgi:application
 

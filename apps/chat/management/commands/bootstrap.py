@@ -7,9 +7,7 @@ from django.core.management.base import BaseCommand, CommandParser
 
 from apps.agents.definitions import default_agents_install
 from apps.graph_tools.demo import demo_graph_lines
-from apps.graph_tools.embeddings import get_embedder, graph_objects_embed
 from apps.graph_tools.importer import graph_import
-from apps.graph_tools.management.progress import progress_bar
 from apps.graph_tools.models import GraphObject
 from apps.projects.models import Project
 from apps.projects.services import membership_set, project_create
@@ -46,13 +44,14 @@ class Command(BaseCommand):
             counts = ", ".join(f"{k}={v}" for k, v in result.as_counts().items())
             self.stdout.write(f"Demo graph loaded: {counts}")
 
-        embedder = get_embedder()
-        missing = GraphObject.objects.filter(project=project).exclude(
-            embedding_model=embedder.name, embedding__isnull=False
-        )
-        if missing.exists():
-            self.stdout.write(f"Embedding the demo graph for semantic search with {embedder.name} (once)…")
-            graph_objects_embed(project_id=project.id, only_missing=True, progress=progress_bar(self.stderr))
+        # The embedding worker (make run starts it) embeds the demo in the background: the server
+        # answers at once, full-text and name search work meanwhile (issue 16).
+        pending = GraphObject.objects.filter(project=project, embedding__isnull=True).count()
+        if pending:
+            self.stdout.write(
+                f"{pending} demo entities wait for the embedding worker (make run starts it; progress:"
+                f" .data/embed_worker.log; or in the foreground: manage.py embed_graph --project {project.slug})"
+            )
 
         installed = default_agents_install(project=project)
         if installed.installed:

@@ -2,14 +2,35 @@
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import signal
 import threading
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
+from django.db import connections
 
 from apps.graph_tools.services import embed_worker_serve
+
+# One model process per core is the most entities per second on 2 cores (bench/embedding.py:
+# two one-thread processes beat one process with two threads); beyond two the worker would take
+# cores a larger machine's app processes may want, so more is an operator's choice.
+DEFAULT_PROCESSES = min(2, os.cpu_count() or 1)
+
+
+def _serve(options: dict[str, Any], stop: threading.Event) -> int:
+    return embed_worker_serve(
+        stop=stop, batch_size=options["batch_size"], idle_seconds=max(0.1, options["idle_seconds"])
+    )
+
+
+def _child(options: dict[str, Any]) -> None:
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    total = _serve(options, stop)
+    print(f"embed_worker: process {os.getpid()} stopped after embedding {total} entities", flush=True)
 
 
 class Command(BaseCommand):
@@ -22,6 +43,12 @@ class Command(BaseCommand):
         parser.add_argument("--batch-size", type=int, default=None, help="Entities per batch.")
         parser.add_argument("--idle-seconds", type=float, default=2.0, help="Poll interval when idle.")
         parser.add_argument("--nice", type=int, default=10, help="Raise the niceness by this much.")
+        parser.add_argument(
+            "--processes",
+            type=int,
+            default=DEFAULT_PROCESSES,
+            help=f"Model processes sharing the queue, one core each (default {DEFAULT_PROCESSES}).",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         # Below the app's processes: a turn's CPU comes first, embedding takes what is left.
@@ -29,10 +56,41 @@ class Command(BaseCommand):
         stop = threading.Event()
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, lambda *_: stop.set())
-        self.stderr.write(f"embed_worker: pid {os.getpid()}, waiting for entities without a vector")
-        total = embed_worker_serve(
-            stop=stop,
-            batch_size=options["batch_size"],
-            idle_seconds=max(0.1, options["idle_seconds"]),
+        processes = max(1, options["processes"])
+        self.stderr.write(
+            f"embed_worker: pid {os.getpid()}, {processes} process(es), waiting for entities without a vector"
         )
-        self.stderr.write(f"embed_worker: stopped after embedding {total} entities")
+        if processes == 1:
+            total = _serve(options, stop)
+            self.stderr.write(f"embed_worker: stopped after embedding {total} entities")
+            return
+        # Children are forked with no model and no open connection or pool in this process: each
+        # opens its own database connections and loads its own one-thread model.
+        connections.close_all()
+        for connection in connections.all(initialized_only=True):
+            close_pool = getattr(connection, "close_pool", None)
+            if close_pool is not None:
+                close_pool()
+        context = multiprocessing.get_context("fork")
+
+        def start() -> Any:
+            child = context.Process(target=_child, args=(options,), daemon=True)
+            child.start()
+            return child
+
+        children = [start() for _ in range(processes)]
+        while not stop.wait(1.0):
+            # A child that died (a crash in the model) releases its claim with its connection;
+            # a new one takes its place and resumes the queue.
+            for i, child in enumerate(children):
+                if not child.is_alive():
+                    self.stderr.write(
+                        f"embed_worker: process {child.pid} exited ({child.exitcode}); restarting"
+                    )
+                    children[i] = start()
+        for child in children:
+            if child.is_alive() and child.pid is not None:
+                os.kill(child.pid, signal.SIGTERM)
+        for child in children:
+            child.join()
+        self.stderr.write(f"embed_worker: stopped ({processes} processes)")

