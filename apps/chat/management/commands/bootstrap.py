@@ -47,9 +47,7 @@ class Command(BaseCommand):
             self.stdout.write(f"Demo graph loaded: {counts}")
 
         embedder = get_embedder()
-        missing = GraphObject.objects.filter(project=project).exclude(
-            embedding_model=embedder.name, embedding__isnull=False
-        )
+        missing = GraphObject.objects.filter(project=project).exclude(embeddings__model=embedder.name)
         if missing.exists():
             self.stdout.write(f"Embedding the demo graph for semantic search with {embedder.name} (once)…")
             graph_objects_embed(project_id=project.id, only_missing=True, progress=progress_bar(self.stderr))
