@@ -281,17 +281,25 @@ def run() -> None:
                 rel_count = cursor.fetchone()[0]  # type: ignore[index]
                 cursor.execute("ANALYZE kb.graph_objects")
                 cursor.execute("ANALYZE kb.graph_relationships")
+                cursor.execute("ANALYZE kb.graph_object_embeddings")
             print(
                 f"generated {ENTITIES} entities, {rel_count} relationships in {time.monotonic() - started:.1f} s "
                 f"({', '.join(f'{k} {v:.1f} s' for k, v in phases.items())}); "
                 f"load average {', '.join(f'{x:.1f}' for x in os.getloadavg())}",
                 flush=True,
             )
-            started = time.monotonic()
-            # With the server's maintenance_work_mem, as the product builds it (config/embedded_db.py).
+        # With the server's maintenance_work_mem, as the product builds it (config/embedded_db.py);
+        # a reused project whose index is missing gets it here.
+        started = time.monotonic()
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT 1 FROM pg_indexes WHERE schemaname = 'kb' AND indexname = %s", [index])
+            index_existed = cursor.fetchone() is not None
+            cursor.execute("SHOW maintenance_work_mem")
+            memory = cursor.fetchone()[0]  # type: ignore[index]
+        if not index_existed:
             vector_index_ensure(embedder=embedder)
             print(
-                f"built HNSW index {index} in {time.monotonic() - started:.1f} s; "
+                f"built HNSW index {index} in {time.monotonic() - started:.1f} s (maintenance_work_mem {memory}); "
                 f"load average {', '.join(f'{x:.1f}' for x in os.getloadavg())}",
                 flush=True,
             )
