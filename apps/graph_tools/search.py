@@ -33,8 +33,10 @@ FTS_RANKED = 200
 # match. 0.5 keeps typos and partial names ("Alise Smith", "Lisboa", "Carol" for "Carol White");
 # a lone first name such as "Bob" (0.4 to "Bob Jones") is left to the full-text branch.
 TRIGRAM_MIN_SIMILARITY = 0.5
-# HNSW search breadth: higher is better recall, slower. 100 gives recall@10 above 0.95 at 100k.
-HNSW_EF_SEARCH = 100
+# HNSW search breadth: higher is better recall, slower. 100 gave recall@10 0.998 at 100k entities
+# but 0.860 at 1M (bench vectors); 200 gives 0.914 there, and 400 no more (the index's graph, built
+# with pgvector's defaults m=16, ef_construction=64, is what limits it; docs/benchmarks.md).
+HNSW_EF_SEARCH = 200
 
 ENTITY_COLUMNS = "o.id, o.key, o.type, o.name, o.description"
 
