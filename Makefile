@@ -12,7 +12,7 @@ STAMP := $(VENV)/.installed
 export DJANGO_SETTINGS_MODULE ?= config.settings.local
 export PYTHONUNBUFFERED := 1
 
-.PHONY: run serve setup install db migrate demo stop test lint bench eval system-deps clean local-llm
+.PHONY: run serve setup install db migrate demo stop test lint bench bench-scale eval system-deps clean local-llm
 
 $(STAMP): pyproject.toml constraints.txt Makefile
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -80,6 +80,10 @@ lint: install system-deps
 
 bench: migrate
 	DJANGO_SETTINGS_MODULE=config.settings.test $(PY) -m bench
+
+# The graph tools at 1M entities / 5M relationships (~10 GB of disk, 15-25 min on 2 cores; issue #16).
+bench-scale: migrate
+	BENCH_ENTITIES=1000000 BENCH_RELATIONSHIPS=5000000 DJANGO_SETTINGS_MODULE=config.settings.test $(PY) -m bench graph_tools
 
 # Answer quality through the real turn path (apps/evals): the perfect planner on the demo and the
 # fictional sets by default; EVAL_ARGS adds models, e.g. EVAL_ARGS="--model openai/qwen --plain".

@@ -253,7 +253,7 @@ def _pending_elsewhere(project_id: uuid.UUID) -> int:
 
     with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT count(*) FROM kb.graph_objects WHERE embedding IS NULL AND project_id <> %s", [project_id]
+            "SELECT count(*) FROM kb.graph_objects WHERE embedding_pending AND project_id <> %s", [project_id]
         )
         return int(cursor.fetchone()[0])
 
@@ -287,7 +287,7 @@ def end_to_end(label: str, lines: list[str], *, spec: str, processes: int) -> tu
     from django.db import connection
 
     from apps.graph_tools.importer import graph_import
-    from apps.graph_tools.models import GraphObject
+    from apps.graph_tools.models import GraphObjectEmbedding
     from apps.projects.models import Project
 
     project = Project.objects.create(name=f"bench-embed-{uuid.uuid4().hex[:8]}")
@@ -313,7 +313,7 @@ def end_to_end(label: str, lines: list[str], *, spec: str, processes: int) -> tu
                 raise RuntimeError(f"embed_worker exited with {worker.returncode}")
             with connection.cursor() as cursor:
                 cursor.execute(
-                    "SELECT count(*) FROM kb.graph_objects WHERE project_id = %s AND embedding IS NULL",
+                    "SELECT count(*) FROM kb.graph_objects WHERE project_id = %s AND embedding_pending",
                     [project.id],
                 )
                 pending = int(cursor.fetchone()[0])
@@ -342,7 +342,9 @@ def end_to_end(label: str, lines: list[str], *, spec: str, processes: int) -> tu
         )
         vectors = {
             key: np.asarray(vector, dtype=np.float32)
-            for key, vector in GraphObject.objects.filter(project=project).values_list("key", "embedding")
+            for key, vector in GraphObjectEmbedding.objects.filter(project=project).values_list(
+                "object__key", "embedding"
+            )
         }
         return rate, vectors
     finally:

@@ -34,6 +34,25 @@ SERVER_OS_USER = "embedded_postgres"
 # Extensions the migrations create; kept at the version the shipped binaries provide.
 EXTENSIONS = ("vector", "pg_trgm")
 
+# Server settings for the graph sizes kgchat is benchmarked at (1M entities / 5M relationships,
+# docs/benchmarks.md), chosen for a laptop with 8-16 GB, not for the benchmark machine: PostgreSQL's
+# defaults (128 MB of shared buffers, 4 MB per sort, 64 MB to build an index) are sized for a
+# machine from 2005. 512 MB of shared buffers hold the hot part of a 1M-entity graph (the entity
+# heap without its vectors, the GIN indexes' upper pages, the HNSW graph's entry layers); the OS
+# page cache holds the rest, which effective_cache_size tells the planner. maintenance_work_mem is
+# taken only as an index build needs it: an HNSW index over 1M 384-dimension vectors needs ~1.9 GB
+# to be built in memory, and at 1 GB its build spilled to disk at ~550k vectors and crawled (about
+# 12k vectors a minute, 2 shared cores); a 100k graph takes ~200 MB whatever the setting.
+# random_page_cost 1.1 is the usual value for an SSD. A value set with ALTER SYSTEM by the user is
+# kept; KGCHAT_EMBEDDED_PG_TUNING=0 leaves the server's defaults.
+SERVER_SETTINGS = {
+    "shared_buffers": "512MB",
+    "effective_cache_size": "4GB",
+    "work_mem": "16MB",
+    "maintenance_work_mem": "2GB",
+    "random_page_cost": "1.1",
+}
+
 # The package keeps a lock file and, for long paths, the socket under the runtime directory.
 os.environ.setdefault("XDG_RUNTIME_DIR", str(DATA_DIR / "run"))
 logging.getLogger("embedded_postgres").setLevel(logging.WARNING)
@@ -176,6 +195,29 @@ def _update_extensions() -> None:
                 conn.execute(sql.SQL("ALTER EXTENSION {} UPDATE").format(sql.Identifier(name)))
 
 
+def _apply_server_settings() -> bool:
+    """Write :data:`SERVER_SETTINGS` not set by the user (ALTER SYSTEM) to postgresql.auto.conf and
+    reload; return True when one of them (shared_buffers) only takes effect after a restart."""
+    import psycopg
+    from psycopg import sql
+
+    if os.environ.get("KGCHAT_EMBEDDED_PG_TUNING", "1") == "0":
+        return False
+    with psycopg.connect(dbname="postgres", user=SUPERUSER, host=socket_dir(), autocommit=True) as conn:
+        changed, restart = False, False
+        for name, value in SERVER_SETTINGS.items():
+            row = conn.execute(
+                "SELECT sourcefile, context FROM pg_settings WHERE name = %s", [name]
+            ).fetchone()
+            if row is None or (row[0] or "").endswith("postgresql.auto.conf"):
+                continue  # unknown here, or chosen by the user (or by an earlier start)
+            conn.execute(sql.SQL("ALTER SYSTEM SET {} = {}").format(sql.Identifier(name), sql.Literal(value)))
+            changed, restart = True, restart or row[1] == "postmaster"
+        if changed:
+            conn.execute("SELECT pg_reload_conf()")
+    return restart
+
+
 def start() -> str:
     """Start the cluster if it is not running and make sure the database exists; return its URL."""
     import psycopg
@@ -189,7 +231,15 @@ def start() -> str:
     runtime.mkdir(parents=True, exist_ok=True)
     runtime.chmod(0o700)
     PGDATA.mkdir(parents=True, exist_ok=True)
-    get_server(PGDATA, cleanup_mode=None)
+    was_running = is_running()
+    # The package keeps one handle per cluster and process: make it start a server stopped since.
+    server = get_server(PGDATA, cleanup_mode=None)
+    server.ensure_postgres_running()
+    # A server this call started is restarted at once for shared_buffers; one already running
+    # (serving someone) takes it at its next start.
+    if _apply_server_settings() and not was_running:
+        stop()
+        server.ensure_postgres_running()
     with psycopg.connect(dbname="postgres", user=SUPERUSER, host=socket_dir(), autocommit=True) as conn:
         if conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [DATABASE_NAME]).fetchone() is None:
             conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(DATABASE_NAME)))

@@ -89,7 +89,7 @@ def _interpreter_for(user: str | None, env: dict[str, str]) -> str:
     pytest.skip(f"no Python {version} that OS user {user} may run")
 
 
-def test_a_normal_user_starts_stops_and_uses_a_cluster_of_their_own():
+def test_a_normal_user_starts_stops_and_uses_a_cluster_of_their_own_with_kgchats_server_settings():
     user = "nobody" if os.geteuid() == 0 else None
     env = {
         **os.environ,
@@ -109,9 +109,14 @@ def test_a_normal_user_starts_stops_and_uses_a_cluster_of_their_own():
         "    conn.execute('CREATE EXTENSION vector; CREATE EXTENSION pg_trgm')\n"
         "    print(conn.execute(\"SELECT '[1,2,3]'::vector <=> '[3,2,1]', similarity('kgchat', 'kgchat')\").fetchone())\n"
         "    print(conn.execute('SELECT current_setting(%s)', ['listen_addresses']).fetchone()[0] or 'no tcp')\n"
+        "    print(conn.execute('SHOW shared_buffers').fetchone()[0], conn.execute('SHOW work_mem').fetchone()[0])\n"
+        "    conn.execute(\"ALTER SYSTEM SET work_mem = '8MB'\")\n"
         "print(embedded_db.status())\n"
         "print(embedded_db.stop())\n"
         "print(embedded_db.status())\n"
+        "embedded_db.start()\n"
+        "with psycopg.connect(embedded_db.url(), autocommit=True) as conn:\n"
+        "    print(conn.execute('SHOW shared_buffers').fetchone()[0], conn.execute('SHOW work_mem').fetchone()[0])\n"
     )
 
     def run(*args: str) -> subprocess.CompletedProcess[str]:
@@ -132,9 +137,11 @@ def test_a_normal_user_starts_stops_and_uses_a_cluster_of_their_own():
         f"postgresql://postgres@/kgchat?host={pgdata}",
         "(0.2857142857142857, 1.0)",
         "no tcp",
+        "512MB 16MB",
         f"running at {pgdata} ({pgdata})",
         "True",
         f"stopped ({pgdata})",
+        "512MB 8MB",  # kgchat's settings at the first start; the user's own (ALTER SYSTEM) kept after
     ]
     assert owner == (user or getpass.getuser())
 

@@ -108,9 +108,7 @@ def eval_project_ensure(*, set_name: str, seed: int = DEFAULT_SEED) -> Project:
         result = graph_import(project=project, lines=lines())
         graph_import_embed(project_id=project.id, result=result)
     embedder = get_embedder()
-    missing = GraphObject.objects.filter(project=project).exclude(
-        embedding_model=embedder.name, embedding__isnull=False
-    )
+    missing = GraphObject.objects.filter(project=project).exclude(embeddings__model=embedder.name)
     if missing.exists():
         from apps.graph_tools.embeddings import graph_objects_embed
 

@@ -154,10 +154,14 @@ class _WriteServiceAdmin(admin.ModelAdmin):
 @admin.register(GraphObject)
 class GraphObjectAdmin(_WriteServiceAdmin):
     form = EntityForm
-    list_display = ["name", "type", "key", "project", "embedding_model", "updated_at"]
+    list_display = ["name", "type", "key", "project", "embedding_pending", "updated_at"]
     list_filter = ["project", "type"]
     search_fields = ["name", "key", "description"]
-    readonly_fields = ["embedding_model", "created_at", "updated_at"]
+    readonly_fields = ["embedding_pending", "embedding_models", "created_at", "updated_at"]
+
+    @admin.display(description="vectors of models")
+    def embedding_models(self, obj: Any) -> str:
+        return ", ".join(obj.embeddings.order_by("model").values_list("model", flat=True)) or "-"
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
         # update_entity changes name, description and properties; the rest is fixed once created.

@@ -22,7 +22,7 @@ from apps.graph_tools.embedders import (
     embedder_from_spec,
     get_embedder,
 )
-from apps.graph_tools.models import GraphObject
+from apps.graph_tools.models import GraphObject, GraphObjectEmbedding
 
 __all__ = [
     "EMBED_BATCH_SIZE",
@@ -38,6 +38,7 @@ __all__ = [
     "hnsw_index_name",
     "pending_batch_embed",
     "vector_index_ensure",
+    "vectors_store",
 ]
 
 log = logging.getLogger("kgchat.embeddings")
@@ -66,8 +67,9 @@ def hnsw_index_name(model_name: str) -> str:
 def vector_index_ensure(*, embedder: Embedder) -> str | None:
     """Create the partial HNSW index for ``embedder``'s vectors if it is missing; return its name.
 
-    The column is dimension-free, so the index is on ``embedding::vector(<dim>)`` restricted to
-    rows of that model; searches use exactly that expression and predicate (see ``search``).
+    The column of ``kb.graph_object_embeddings`` is dimension-free, so the index is on
+    ``embedding::vector(<dim>)`` restricted to rows of that model; searches use exactly that
+    expression and predicate (see ``search``).
     """
     dimension = embedder.dimension
     if dimension > HNSW_MAX_DIMENSIONS:
@@ -79,8 +81,8 @@ def vector_index_ensure(*, embedder: Embedder) -> str | None:
         if cursor.fetchone():
             return name
         cursor.execute(
-            f'CREATE INDEX IF NOT EXISTS "{name}" ON kb.graph_objects USING hnsw '
-            f"((embedding::vector({int(dimension)})) vector_cosine_ops) WHERE embedding_model = %s",
+            f'CREATE INDEX IF NOT EXISTS "{name}" ON kb.graph_object_embeddings USING hnsw '
+            f"((embedding::vector({int(dimension)})) vector_cosine_ops) WHERE model = %s",
             [embedder.name],
         )
     return name
@@ -97,8 +99,8 @@ def graph_objects_embed(
 ) -> int:
     """Embed entities of a project (all, the given ids, or those without a current vector).
 
-    Text is name, type and description; each batch is stored with ``embedding_model`` set to
-    the embedder's name. ``progress(done, total)`` is called after every batch. Return the
+    Text is name, type and description; each batch is stored as the entities' vectors of the
+    embedder's model (``vectors_store``). ``progress(done, total)`` is called after every batch. Return the
     number of entities embedded.
     """
     embedder = embedder or get_embedder()
@@ -106,7 +108,11 @@ def graph_objects_embed(
     if object_ids is not None:
         qs = qs.filter(id__in=list(object_ids))
     if only_missing:
-        qs = qs.exclude(embedding_model=embedder.name, embedding__isnull=False)
+        qs = qs.exclude(
+            id__in=GraphObjectEmbedding.objects.filter(project_id=project_id, model=embedder.name).values(
+                "object_id"
+            )
+        )
     ids = list(qs.order_by("id").values_list("id", flat=True))
     total = len(ids)
     if progress:
@@ -126,36 +132,57 @@ def graph_objects_embed(
                 for _, name, type_, description in rows
             ]
         )
-        with transaction.atomic():
-            for (object_id, *_), vector in zip(rows, vectors, strict=True):
-                GraphObject.objects.filter(id=object_id).update(
-                    embedding=vector, embedding_model=embedder.name
-                )
+        with transaction.atomic(), connection.cursor() as cursor:
+            vectors_store(cursor, model=embedder.name, ids=[row[0] for row in rows], vectors=vectors)
         done += len(rows)
         if progress:
             progress(done, total)
     return done
 
 
-# The background embedding queue (issue 16): an entity is pending while its ``embedding`` is NULL.
-# An import or a write that changes an entity's text clears its vector in the same transaction, so
-# the pending set is exactly "committed rows whose vector is missing or out of date". Workers claim
+# The background embedding queue (issue 16): an entity is pending while ``embedding_pending`` is set
+# (new entities start so). An import or a write that changes an entity's text sets it and deletes
+# its vectors in the same transaction, so the pending set is exactly "committed rows whose vector is
+# missing or out of date". Workers claim
 # a bounded batch with ``FOR UPDATE SKIP LOCKED`` and keep the claim only for that transaction: a
 # worker that dies releases its rows with its connection, and the next one picks them up.
 EMBED_BATCH_SIZE = 64
 
 _CLAIM_SQL = """
     SELECT id, name, type, description FROM kb.graph_objects
-    WHERE embedding IS NULL {project}
+    WHERE embedding_pending {project}
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
 """
 
+# One statement: upsert the vectors, then clear the entities' pending flag.
 _STORE_SQL = """
-    UPDATE kb.graph_objects AS o SET embedding = v.embedding::vector, embedding_model = %(model)s
-    FROM unnest(%(ids)s::uuid[], %(vectors)s::text[]) AS v(id, embedding)
-    WHERE o.id = v.id
+    WITH stored AS (
+        INSERT INTO kb.graph_object_embeddings AS e (object_id, project_id, model, embedding)
+        SELECT o.id, o.project_id, %(model)s, v.embedding::vector
+        FROM unnest(%(ids)s::uuid[], %(vectors)s::text[]) AS v(id, embedding)
+        JOIN kb.graph_objects o ON o.id = v.id
+        ON CONFLICT (object_id, model) DO UPDATE SET embedding = excluded.embedding
+        RETURNING e.object_id
+    )
+    UPDATE kb.graph_objects SET embedding_pending = false
+    WHERE id IN (SELECT object_id FROM stored) AND embedding_pending
 """
+
+
+def vectors_store(
+    cursor: Any, *, model: str, ids: Sequence[uuid.UUID], vectors: Sequence[Sequence[float]]
+) -> None:
+    """Store ``vectors`` as the vectors of ``model`` of the entities ``ids`` (replacing older ones of
+    that model) and take the entities off the embedding queue."""
+    cursor.execute(
+        _STORE_SQL,
+        {
+            "model": model,
+            "ids": list(ids),
+            "vectors": ["[" + ",".join(repr(float(x)) for x in vector) + "]" for vector in vectors],
+        },
+    )
 
 
 def pending_batch_embed(
@@ -186,14 +213,7 @@ def pending_batch_embed(
                 for _, name, type_, description in rows
             ]
         )
-        cursor.execute(
-            _STORE_SQL,
-            {
-                "model": embedder.name,
-                "ids": [row[0] for row in rows],
-                "vectors": ["[" + ",".join(repr(float(x)) for x in vector) + "]" for vector in vectors],
-            },
-        )
+        vectors_store(cursor, model=embedder.name, ids=[row[0] for row in rows], vectors=vectors)
     return len(rows)
 
 

@@ -265,10 +265,14 @@ def _stale_vectors_clear(*, project_id: Any, entities: list[_Entity]) -> None:
     with connection.cursor() as cursor:
         cursor.execute(
             """
-            UPDATE kb.graph_objects AS o SET embedding = NULL, embedding_model = ''
-            FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[]) AS n(key, type, name, description)
-            WHERE o.project_id = %s AND o.key = n.key AND o.embedding IS NOT NULL
-              AND (o.type, o.name, o.description) IS DISTINCT FROM (n.type, n.name, n.description)
+            WITH stale AS (
+                UPDATE kb.graph_objects AS o SET embedding_pending = true
+                FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[]) AS n(key, type, name, description)
+                WHERE o.project_id = %s AND o.key = n.key AND NOT o.embedding_pending
+                  AND (o.type, o.name, o.description) IS DISTINCT FROM (n.type, n.name, n.description)
+                RETURNING o.id
+            )
+            DELETE FROM kb.graph_object_embeddings e USING stale WHERE e.object_id = stale.id
             """,
             [
                 [e.key for e in entities],

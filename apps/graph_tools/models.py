@@ -32,10 +32,9 @@ class GraphObject(models.Model):
     name = models.CharField(max_length=512)
     description = models.TextField(blank=True, default="")
     properties = models.JSONField(default=dict, blank=True)
-    # Dimension-free column: the model and dimension that produced a vector are recorded beside
-    # it, and searches only compare vectors of the configured model (see apps.graph_tools.embeddings).
-    embedding = VectorField(null=True, blank=True)
-    embedding_model = models.CharField(max_length=200, blank=True, default="")
+    # True while the entity waits for a vector (new, or its embedded text changed): the background
+    # worker's queue. The vectors themselves are rows of GraphObjectEmbedding, one per model.
+    embedding_pending = models.BooleanField(default=True, db_default=True)
     search_vector = models.GeneratedField(
         expression=SearchVector("name", weight="A", config=TEXT_SEARCH_CONFIG)
         + SearchVector(Left("description", SEARCH_DESCRIPTION_CHARS), weight="B", config=TEXT_SEARCH_CONFIG),
@@ -58,12 +57,40 @@ class GraphObject(models.Model):
             GinIndex(fields=["name"], opclasses=["gin_trgm_ops"], name="graph_obj_name_trgm"),
             # The background embedding queue: entities waiting for a vector (embeddings.pending_batch_embed).
             models.Index(
-                fields=["project"], condition=models.Q(embedding__isnull=True), name="graph_obj_embed_pending"
+                fields=["project"], condition=models.Q(embedding_pending=True), name="graph_obj_embed_pending"
             ),
         ]
 
     def __str__(self) -> str:
         return f"{self.type}:{self.key}"
+
+
+class GraphObjectEmbedding(models.Model):
+    """An entity's vector from one embedding model (migration 0010 moved it out of the entity row).
+
+    In the entity row the 1.5 kB vector made a row of ~1.9 kB, so at 1M entities every ranked
+    full-text match or trigram recheck was a random read of a heap five times larger than it needs
+    to be. The vector column is dimension-free: searches compare only vectors of the configured
+    model, through a partial HNSW index per model on ``embedding::vector(<dim>)``
+    (``embeddings.vector_index_ensure``). ``project`` is repeated here so a vector search filters
+    without visiting the entity. The foreign keys cascade in the database too (migration 0010),
+    so a raw ``DELETE`` of entities or projects takes their vectors along.
+    """
+
+    pk = models.CompositePrimaryKey("object_id", "model")
+    object = models.ForeignKey(
+        GraphObject, on_delete=models.CASCADE, related_name="embeddings", db_index=False
+    )
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="+", db_index=False)
+    model = models.CharField(max_length=200)
+    embedding = VectorField()
+
+    class Meta:
+        db_table = 'kb"."graph_object_embeddings'
+        indexes = [models.Index(fields=["project", "model"], name="graph_emb_project_model")]
+
+    def __str__(self) -> str:
+        return f"{self.object_id} ({self.model})"
 
 
 class GraphRelationship(models.Model):

@@ -1,8 +1,9 @@
 """Search the graph in PostgreSQL: full text (tsvector), trigram names (pg_trgm) and vectors (pgvector).
 
-Vector queries compare only vectors of the current embedder (``embedding_model = <name>``) and
-use the expression ``embedding::vector(<dim>)`` that the partial HNSW index is built on, so the
-planner can use it (see ``embeddings.vector_index_ensure``).
+Vectors live in ``kb.graph_object_embeddings`` (one row per entity and model). Vector queries
+compare only vectors of the current embedder (``model = <name>``) and use the expression
+``embedding::vector(<dim>)`` that the partial HNSW index is built on, so the planner can use it
+(see ``embeddings.vector_index_ensure``).
 """
 
 from __future__ import annotations
@@ -32,8 +33,10 @@ FTS_RANKED = 200
 # match. 0.5 keeps typos and partial names ("Alise Smith", "Lisboa", "Carol" for "Carol White");
 # a lone first name such as "Bob" (0.4 to "Bob Jones") is left to the full-text branch.
 TRIGRAM_MIN_SIMILARITY = 0.5
-# HNSW search breadth: higher is better recall, slower. 100 gives recall@10 above 0.95 at 100k.
-HNSW_EF_SEARCH = 100
+# HNSW search breadth: higher is better recall, slower. 100 gave recall@10 0.998 at 100k entities
+# but 0.860 at 1M (bench vectors); 200 gives 0.914 there, and 400 no more (the index's graph, built
+# with pgvector's defaults m=16, ef_construction=64, is what limits it; docs/benchmarks.md).
+HNSW_EF_SEARCH = 200
 
 ENTITY_COLUMNS = "o.id, o.key, o.type, o.name, o.description"
 
@@ -80,16 +83,32 @@ def _type_clause(types: Sequence[str] | None, params: dict[str, Any]) -> str:
     return " AND o.type = ANY(%(types)s)"
 
 
-def _vector_ranked(embedder: Embedder, vector: Sequence[float], params: dict[str, Any], where: str) -> str:
-    """A subquery of (id, distance) of the nearest vectors, ordered so the HNSW index serves it."""
+def _vector_ranked(
+    embedder: Embedder,
+    vector: Sequence[float],
+    params: dict[str, Any],
+    types: Sequence[str] | None = None,
+    exclude: bool = False,
+) -> str:
+    """A subquery of (id, distance) of the nearest vectors, ordered so the HNSW index serves it.
+
+    The project filter is on the vector row itself; only a type filter visits the entity.
+    """
     dim = int(embedder.dimension)
     params["vec"] = vector_literal(vector)
     params["model"] = embedder.name
+    join = where = ""
+    if types:
+        params["types"] = list(types)
+        join = "JOIN kb.graph_objects o ON o.id = e.object_id"
+        where = " AND o.type = ANY(%(types)s)"
+    if exclude:
+        where += " AND e.object_id <> %(exclude)s"
     return f"""
-        SELECT o.id, o.embedding::vector({dim}) <=> %(vec)s::vector({dim}) AS distance
-        FROM kb.graph_objects o
-        WHERE o.project_id = %(project)s AND o.embedding_model = %(model)s {where}
-        ORDER BY o.embedding::vector({dim}) <=> %(vec)s::vector({dim})
+        SELECT e.object_id AS id, e.embedding::vector({dim}) <=> %(vec)s::vector({dim}) AS distance
+        FROM kb.graph_object_embeddings e {join}
+        WHERE e.project_id = %(project)s AND e.model = %(model)s {where}
+        ORDER BY e.embedding::vector({dim}) <=> %(vec)s::vector({dim})
         LIMIT %(candidates)s
     """
 
@@ -104,13 +123,10 @@ def vector_search(
     limit: int = 10,
 ) -> list[dict[str, Any]]:
     """Nearest entities by cosine similarity; ``score`` is the cosine similarity (1 - distance)."""
-    params: dict[str, Any] = {"project": project_id, "candidates": limit}
-    where = _type_clause(types, params)
-    if exclude_id is not None:
-        params["exclude"] = exclude_id
-        where += " AND o.id <> %(exclude)s"
+    params: dict[str, Any] = {"project": project_id, "candidates": limit, "exclude": exclude_id}
+    nearest = _vector_ranked(embedder, vector, params, types, exclude=exclude_id is not None)
     sql = f"""
-        WITH nearest AS MATERIALIZED ({_vector_ranked(embedder, vector, params, where)})
+        WITH nearest AS MATERIALIZED ({nearest})
         SELECT {ENTITY_COLUMNS}, 1 - n.distance AS score
         FROM nearest n JOIN kb.graph_objects o ON o.id = n.id
         ORDER BY n.distance, o.id
@@ -142,8 +158,7 @@ def find_similar(
     """
     entity_id = uuid.UUID(entity["id"])
     rows = _fetch(
-        "SELECT embedding::text FROM kb.graph_objects WHERE id = %s AND embedding_model = %s "
-        "AND embedding IS NOT NULL",
+        "SELECT embedding::text FROM kb.graph_object_embeddings WHERE object_id = %s AND model = %s",
         [entity_id, embedder.name],
     )
     if rows:
@@ -242,7 +257,7 @@ def hybrid_search(
     ]
     if embedder is not None:
         vector = query_vector if query_vector is not None else embedder.embed_query(query)
-        nearest = _vector_ranked(embedder, vector, params, where)
+        nearest = _vector_ranked(embedder, vector, params, types)
         branches.append(
             f"(SELECT v.id, row_number() OVER (ORDER BY v.distance, v.id) AS rank FROM ({nearest}) v)"
         )

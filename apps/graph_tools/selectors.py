@@ -25,7 +25,7 @@ from apps.projects.selectors import ROLE_RANK, Principal, parse_uuid, project_ge
 
 
 def _entities(project_id: uuid.UUID) -> QuerySet[GraphObject]:
-    return GraphObject.objects.filter(project_id=project_id).defer("embedding", "search_vector")
+    return GraphObject.objects.filter(project_id=project_id).defer("search_vector")
 
 
 def entity_resolve(*, project_id: uuid.UUID, ref: str) -> dict[str, Any]:
@@ -83,13 +83,13 @@ def entity_detail(*, principal: Principal, project_ref: object, ref: str, limit:
     out = (
         GraphRelationship.objects.filter(src=entity)
         .select_related("dst")
-        .defer("dst__embedding", "dst__search_vector")
+        .defer("dst__search_vector")
         .order_by("type", "dst__name")[:limit]
     )
     inc = (
         GraphRelationship.objects.filter(dst=entity)
         .select_related("src")
-        .defer("src__embedding", "src__search_vector")
+        .defer("src__search_vector")
         .order_by("type", "src__name")[:limit]
     )
     edges = [EntityEdge(r.id, r.type, "out", r.dst, r.properties) for r in out]
@@ -235,9 +235,10 @@ def embedding_progress(*, project_id: uuid.UUID, model: str) -> EmbeddingProgres
     """
     with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT count(*), count(*) FILTER (WHERE embedding IS NOT NULL AND embedding_model = %s), "
-            "count(*) FILTER (WHERE embedding IS NULL) FROM kb.graph_objects WHERE project_id = %s",
-            [model, project_id],
+            "SELECT count(*), (SELECT count(*) FROM kb.graph_object_embeddings "
+            "                  WHERE project_id = %(project)s AND model = %(model)s), "
+            "count(*) FILTER (WHERE embedding_pending) FROM kb.graph_objects WHERE project_id = %(project)s",
+            {"model": model, "project": project_id},
         )
         total, embedded, pending = cursor.fetchone()
     return EmbeddingProgress(total=total, embedded=embedded, pending=pending, model=model)

@@ -28,7 +28,13 @@ from apps.graph_tools.errors import (
     ToolError,
 )
 from apps.graph_tools.importer import MAX_KEY, MAX_NAME, MAX_TYPE, project_write_turn
-from apps.graph_tools.models import ChangeAction, GraphChange, GraphObject, GraphRelationship
+from apps.graph_tools.models import (
+    ChangeAction,
+    GraphChange,
+    GraphObject,
+    GraphObjectEmbedding,
+    GraphRelationship,
+)
 from apps.graph_tools.registry import ToolArgs, WriteAuthorization
 from apps.graph_tools.selectors import entity_resolve
 from apps.graph_tools.versions import graph_version_bump, graph_version_current
@@ -304,14 +310,13 @@ def _apply_update_entity(
 ) -> list[dict[str, Any]]:
     after = plan.after or {}
     assert plan.entity_id is not None
-    obj = GraphObject.objects.defer("embedding", "search_vector").get(
-        project_id=project_id, id=plan.entity_id
-    )
+    obj = GraphObject.objects.defer("search_vector").get(project_id=project_id, id=plan.entity_id)
     fields = ["name", "description", "properties", "updated_at"]
     if (obj.name, obj.description) != (after["name"], after["description"]):
         # The embedded text changed: the background worker embeds the entity again.
-        obj.embedding, obj.embedding_model = None, ""
-        fields += ["embedding", "embedding_model"]
+        GraphObjectEmbedding.objects.filter(object_id=obj.id).delete()
+        obj.embedding_pending = True
+        fields.append("embedding_pending")
     obj.name, obj.description, obj.properties = after["name"], after["description"], after["properties"]
     obj.save(update_fields=fields)
     return [_change(ChangeAction.UPDATE_ENTITY, entity_id=plan.entity_id, before=plan.before, after=after)]

@@ -9,7 +9,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from apps.graph_tools.embeddings import pending_batch_embed
+from apps.graph_tools.embeddings import get_embedder, pending_batch_embed
 from apps.graph_tools.errors import ApprovalNotFound, ApprovalNotPending, EntityNotFound
 from apps.graph_tools.models import ApprovalStatus, GraphChange, GraphObject, WriteApproval
 from apps.graph_tools.selectors import approval_allowed, approvals_pending
@@ -18,6 +18,7 @@ from apps.graph_tools.versions import graph_version_current
 from apps.projects.selectors import Principal, RoleTooLow
 from tests.factories import add_member, make_project, make_user
 from tests.graph_tools.conftest import SmallGraph
+from tests.graph_tools.vectors import vector_models
 
 RUN, CONVERSATION = uuid.uuid4(), uuid.uuid4()
 
@@ -188,10 +189,9 @@ def test_an_approved_create_entity_waits_for_the_worker_then_is_embedded(graph: 
     )
 
     approval_decide(principal=team["owner"], approval_id=approval.id, approve=True)
-    waiting = GraphObject.objects.get(project=graph.project, key="hana")
+    waiting = vector_models(graph.project, "hana")
     embedded = pending_batch_embed(project_id=graph.project.id)
 
-    hana = GraphObject.objects.get(project=graph.project, key="hana")
-    assert waiting.embedding is None
+    assert waiting == []
     assert embedded == 1
-    assert hana.embedding is not None and hana.embedding_model
+    assert vector_models(graph.project, "hana") == [get_embedder().name]

@@ -15,12 +15,12 @@ from django.test import Client
 
 from apps.agents.llm.scripted import text, tool_call
 from apps.graph_tools.embeddings import embed_worker_run, get_embedder, pending_batch_embed
-from apps.graph_tools.models import GraphObject
 from apps.graph_tools.selectors import embedding_progress
 from apps.projects.models import Role
 from tests.chat import conftest as chat
 from tests.chat.conftest import agent_request, types, ws_connect, ws_turn
 from tests.factories import add_member, make_project, make_user
+from tests.graph_tools.vectors import vector_models
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -105,6 +105,20 @@ def test_the_worker_embeds_an_import_and_semantic_search_then_finds_it():
     assert by_meaning[0] == "pine"
 
 
+def backend_gone(pid: int) -> None:
+    """Wait until the server has ended the backend of a closed connection (it does so after the
+    client has gone, and only then releases the row locks)."""
+    with connection.cursor() as cursor:
+        for _ in range(1000):
+            cursor.execute(
+                "SELECT pg_stat_clear_snapshot(), count(*) FROM pg_stat_activity WHERE pid = %s", [pid]
+            )
+            if cursor.fetchone()[1] == 0:
+                return
+            cursor.execute("SELECT pg_sleep(0.01)")
+    raise AssertionError(f"backend {pid} still there")
+
+
 def test_rows_claimed_by_a_dead_worker_are_picked_up_again():
     client, project = owner_client()
     client.post(
@@ -112,13 +126,15 @@ def test_rows_claimed_by_a_dead_worker_are_picked_up_again():
     )
     dead = psycopg.connect(**connection.get_connection_params())
     claimed = dead.execute(
-        "SELECT key FROM kb.graph_objects WHERE embedding IS NULL AND project_id = %s LIMIT 1 FOR UPDATE",
+        "SELECT key FROM kb.graph_objects WHERE embedding_pending AND project_id = %s LIMIT 1 FOR UPDATE",
         [project.id],
     ).fetchone()
 
     while_held = pending_batch_embed(project_id=project.id)
     still_pending = progress(project)["pending"]
+    dead_pid = dead.info.backend_pid
     dead.close()  # the worker's process dies: its transaction and its claim go with the connection
+    backend_gone(dead_pid)
     after_restart = pending_batch_embed(project_id=project.id)
 
     assert claimed is not None
@@ -126,7 +142,7 @@ def test_rows_claimed_by_a_dead_worker_are_picked_up_again():
     assert still_pending == 1
     assert after_restart == 1
     assert progress(project)["state"] == "complete"
-    assert GraphObject.objects.get(project=project, key=claimed[0]).embedding is not None
+    assert vector_models(project, claimed[0]) == [get_embedder().name]
 
 
 def test_a_reimport_keeps_unchanged_vectors_and_queues_only_changed_text():
@@ -142,8 +158,8 @@ def test_a_reimport_keeps_unchanged_vectors_and_queues_only_changed_text():
     )
 
     assert response.json()["embedding"]["pending"] == 1
-    assert GraphObject.objects.get(project=project, key="oak").embedding is not None
-    assert GraphObject.objects.get(project=project, key="pine").embedding is None
+    assert vector_models(project, "oak") == [get_embedder().name]
+    assert vector_models(project, "pine") == []
 
 
 class GatedEmbedder:

@@ -14,7 +14,7 @@ from django.core.management import call_command
 from django.db import connection
 
 from apps.graph_tools.embedders import get_embedder
-from apps.graph_tools.models import GraphObject
+from apps.graph_tools.models import GraphObject, GraphObjectEmbedding
 from tests.factories import make_entity, make_project
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -26,7 +26,7 @@ def _stop_when_nothing_is_pending(project_id: object, params: dict, stopped: thr
     with psycopg.connect(**params, autocommit=True) as conn:
         while time.monotonic() < deadline:
             (pending,) = conn.execute(
-                "SELECT count(*) FROM kb.graph_objects WHERE project_id = %s AND embedding IS NULL",
+                "SELECT count(*) FROM kb.graph_objects WHERE project_id = %s AND embedding_pending",
                 [project_id],
             ).fetchone()
             if pending == 0:
@@ -59,6 +59,7 @@ def test_two_worker_processes_embed_every_pending_entity_and_stop_on_sigterm():
 
     assert stopped.is_set()
     assert "2 process(es)" in err.getvalue() and "stopped (2 processes)" in err.getvalue()
-    embedded = GraphObject.objects.filter(project=project, embedding__isnull=False)
-    assert embedded.count() == 150
-    assert set(embedded.values_list("embedding_model", flat=True)) == {get_embedder().name}
+    vectors = GraphObjectEmbedding.objects.filter(project=project)
+    assert vectors.values("object_id").distinct().count() == 150
+    assert set(vectors.values_list("model", flat=True)) == {get_embedder().name}
+    assert not GraphObject.objects.filter(project=project, embedding_pending=True).exists()

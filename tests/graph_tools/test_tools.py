@@ -336,9 +336,9 @@ def test_find_similar_embeds_an_entity_without_a_vector_on_the_fly(graph: SmallG
 
 
 def test_vector_search_ignores_vectors_of_another_model(graph: SmallGraph):
-    from apps.graph_tools.models import GraphObject
+    from apps.graph_tools.models import GraphObjectEmbedding
 
-    GraphObject.objects.filter(id=graph.e["bob"].id).update(embedding_model="other-model:384")
+    GraphObjectEmbedding.objects.filter(object_id=graph.e["bob"].id).update(model="other-model:384")
 
     results = graph.call("semantic_search", query="woodworking and furniture making")["results"]
 

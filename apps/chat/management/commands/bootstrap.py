@@ -46,7 +46,7 @@ class Command(BaseCommand):
 
         # The embedding worker (make run starts it) embeds the demo in the background: the server
         # answers at once, full-text and name search work meanwhile (issue 16).
-        pending = GraphObject.objects.filter(project=project, embedding__isnull=True).count()
+        pending = GraphObject.objects.filter(project=project, embedding_pending=True).count()
         if pending:
             self.stdout.write(
                 f"{pending} demo entities wait for the embedding worker (make run starts it; progress:"
