@@ -98,11 +98,20 @@ class _TurnLog:
     waiters: set[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = field(default_factory=set)
 
     def wake(self) -> None:
+        try:
+            running: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
         for loop, event in list(self.waiters):
-            if loop.is_closed():
+            if loop is running:
+                # The usual case (a turn and its subscribers share the loop): set it here.
+                # call_soon_threadsafe would also write to the loop's self-pipe, a system call
+                # per frame and subscriber that hands the GIL to the database threads.
+                event.set()
+            elif loop.is_closed():
                 self.waiters.discard((loop, event))
-                continue
-            loop.call_soon_threadsafe(event.set)
+            else:
+                loop.call_soon_threadsafe(event.set)
 
 
 class InProcessFrameBus:
