@@ -11,6 +11,12 @@ partial response are merged into the next one (the first delta goes out at once;
 waits at most the window, even if the model stalls). ADK handles every partial response on its
 own (callbacks, telemetry, an event), which costs far more than a model's one-word delta; the
 text, its order and the final response are unchanged.
+
+With a ``text_sink``, a streamed text delta is handed to it instead of being yielded as a partial
+response: ADK then sees one response per model call (the final one, as without streaming) and
+does its per-response work (an event, the callbacks, telemetry, one task and a hand-over between
+its node and its runner) twice per turn instead of once per delta. The sink is awaited before
+the next response is yielded, so the streamed text still precedes the call's tool calls.
 """
 
 from __future__ import annotations
@@ -18,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from google.adk.models.base_llm import BaseLlm
@@ -169,13 +175,24 @@ class ModelAdapter(BaseLlm):
     temperature: float | None = None
     max_output_tokens: int | None = None
     coalesce_seconds: float = 0.0
+    # Streamed text goes here instead of into partial responses (see the module's docstring).
+    text_sink: Callable[[str], Awaitable[None]] | None = None
 
     @classmethod
     def for_provider(
-        cls, provider: Provider, *, temperature: float | None = None, coalesce_seconds: float = 0.0
+        cls,
+        provider: Provider,
+        *,
+        temperature: float | None = None,
+        coalesce_seconds: float = 0.0,
+        text_sink: Callable[[str], Awaitable[None]] | None = None,
     ) -> ModelAdapter:
         return cls(
-            model=provider.name, provider=provider, temperature=temperature, coalesce_seconds=coalesce_seconds
+            model=provider.name,
+            provider=provider,
+            temperature=temperature,
+            coalesce_seconds=coalesce_seconds,
+            text_sink=text_sink,
         )
 
     async def generate_content_async(
@@ -200,7 +217,9 @@ class ModelAdapter(BaseLlm):
                     if not event.text:
                         continue
                     texts.append(event.text)
-                    if stream:
+                    if stream and self.text_sink is not None:
+                        await self.text_sink(event.text)
+                    elif stream:
                         yield LlmResponse(
                             content=types.Content(role="model", parts=[types.Part(text=event.text)]),
                             partial=True,
