@@ -11,8 +11,8 @@ from __future__ import annotations
 import importlib.util
 import inspect
 import json
-import sys
 import logging
+import sys
 import time
 import uuid
 from collections import Counter
@@ -82,6 +82,7 @@ def telemetry_config() -> TelemetryConfig:
     if isinstance(provider, trace.ProxyTracerProvider | trace.NoOpTracerProvider):
         return TELEMETRY_UNTRACED
     return TELEMETRY
+
 
 # ADK imports its optional A2A agent inside every agent run (``build_node``) and catches the
 # ImportError when the ``a2a`` package is missing; a failed import is not cached, so each run
