@@ -67,13 +67,6 @@ class GraphAdkTool(BaseTool):
         # declaration each time was ~4 ms of a turn's CPU. Nothing changes a declaration's schema.
         return _declaration(self.graph_tool).model_copy()
 
-
-@functools.lru_cache(maxsize=256)
-def _declaration(tool: GraphTool) -> types.FunctionDeclaration:
-    return types.FunctionDeclaration(
-        name=tool.name, description=tool.description, parameters_json_schema=tool.input_schema()
-    )
-
     async def run_async(self, *, args: dict[str, Any], tool_context: ToolContext) -> Any:
         limit = settings.KGCHAT_TOOL_TIMEOUT_SECONDS
         if self.graph_tool.read_only or self.gate is None:
@@ -89,6 +82,13 @@ def _declaration(tool: GraphTool) -> types.FunctionDeclaration:
         except TimeoutError:
             return {"error": f"tool timed out after {limit} s", "code": "timeout"}
         return shrink_result(result, max_chars=settings.KGCHAT_TOOL_RESULT_MAX_CHARS)
+
+
+@functools.lru_cache(maxsize=256)
+def _declaration(tool: GraphTool) -> types.FunctionDeclaration:
+    return types.FunctionDeclaration(
+        name=tool.name, description=tool.description, parameters_json_schema=tool.input_schema()
+    )
 
 
 def _size(value: Any) -> int:
