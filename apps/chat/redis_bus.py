@@ -7,6 +7,13 @@ an entry ``{"end": "1"}``; the stream then expires. ``cancel`` publishes on
 ``kgchat:cancel:<conversation>``; the process running the turn listens there and sets the
 turn's local cancel event. Conversation events (``announce``) are published on
 ``kgchat:conversation:<conversation>``; each watcher holds its own subscription there.
+
+The sockets of the process that runs a turn (the one that started it, as a rule) read it from an
+in-process log, as with one process: a token frame through Redis cost an ``XADD``, a blocking
+``XREAD`` wake-up and a parse per socket, about three times the process's CPU per streaming turn
+(``bench.stream_load --two-processes``). The frames still reach the Redis stream, in order, for
+other processes and replays, written by one task per turn that sends everything published since
+its last write in one pipeline; ``done`` waits until all of it and the end of the turn are in Redis.
 """
 
 from __future__ import annotations
@@ -27,6 +34,7 @@ from apps.chat.frames import (
     event_from_wire,
     frame_from_wire,
 )
+from apps.chat.local_bus import InProcessFrameBus
 
 log = logging.getLogger("kgchat.bus")
 
@@ -74,6 +82,59 @@ class _RedisWatch:
             await self._pubsub.aclose()
 
 
+class _StreamWriter:
+    """Appends one turn's frames to its Redis stream in publication order, in batches: whatever
+    was published while the previous pipeline was on its way goes in the next one. ``close``
+    writes the rest, then (``end``) the last frame and the end of the turn in one transaction."""
+
+    def __init__(self, bus: RedisFrameBus, conversation_id: str) -> None:
+        self.bus = bus
+        self.key = _stream(conversation_id)
+        self.conversation_id = conversation_id
+        self.pending: list[str] = []
+        self.more = asyncio.Event()
+        self.closing = False
+        self.end = False
+        self.last: str | None = None
+        self.task = asyncio.create_task(self._run())
+
+    def put(self, data: str) -> None:
+        self.pending.append(data)
+        self.more.set()
+
+    def failed(self) -> BaseException | None:
+        return self.task.exception() if self.task.done() and not self.task.cancelled() else None
+
+    async def _run(self) -> None:
+        while True:
+            await self.more.wait()
+            self.more.clear()
+            batch, self.pending = self.pending, []
+            if self.closing:
+                async with self.bus._client().pipeline(transaction=True) as pipe:
+                    self._append(pipe, batch)
+                    if self.last is not None:
+                        # ``done`` ends the turn in the same transaction: nobody can see it and still cancel.
+                        pipe.xadd(self.key, {"frame": self.last})
+                    if self.end:
+                        self.bus._end(pipe, self.conversation_id)
+                    await pipe.execute()
+                return
+            if batch:
+                async with self.bus._client().pipeline(transaction=False) as pipe:
+                    self._append(pipe, batch)
+                    await pipe.execute()
+
+    def _append(self, pipe: Any, batch: list[str]) -> None:
+        for data in batch:
+            pipe.xadd(self.key, {"frame": data}, maxlen=MAX_FRAMES, approximate=True)
+
+    async def close(self, *, last: str | None = None, end: bool = True) -> None:
+        self.closing, self.last, self.end = True, last, end
+        self.more.set()
+        await self.task  # the writer's error, if Redis failed, is the caller's
+
+
 class RedisFrameBus:
     def __init__(self, url: str, retention_seconds: float = RETENTION_SECONDS) -> None:
         self.url = url
@@ -81,6 +142,9 @@ class RedisFrameBus:
         self._clients: dict[asyncio.AbstractEventLoop, redis.Redis] = {}
         self._cancels: dict[str, asyncio.Event] = {}
         self._listeners: dict[str, asyncio.Task[None]] = {}
+        # The turns this process runs: their frames, for this process's sockets.
+        self._local = InProcessFrameBus(retention_seconds)
+        self._writers: dict[str, _StreamWriter] = {}
 
     def _client(self) -> redis.Redis:
         loop = asyncio.get_running_loop()
@@ -108,6 +172,11 @@ class RedisFrameBus:
         ready = asyncio.Event()
         self._listeners[conversation_id] = asyncio.create_task(self._listen(conversation_id, event, ready))
         await ready.wait()
+        await self._local.begin(conversation_id, turn_id)
+        old = self._writers.pop(conversation_id, None)
+        if old is not None and not old.task.done():
+            old.task.cancel()
+        self._writers[conversation_id] = _StreamWriter(self, conversation_id)
 
     async def _listen(self, conversation_id: str, event: asyncio.Event, ready: asyncio.Event) -> None:
         pubsub = self._client().pubsub()
@@ -127,13 +196,31 @@ class RedisFrameBus:
                 await pubsub.aclose()
 
     async def publish(self, conversation_id: str, frame: AnyFrame) -> None:
-        fields: dict[Any, Any] = {"frame": json.dumps(frame.wire(), ensure_ascii=False)}
+        data = json.dumps(frame.wire(), ensure_ascii=False)
+        writer = self._writers.get(conversation_id)
+        if writer is None:  # a turn this process did not begin (or one already ended): Redis only
+            await self._append(conversation_id, data, done=frame.type == "done")
+            return
+        error = writer.failed()
+        if error is not None:
+            raise error
         if frame.type != "done":
-            await self._client().xadd(_stream(conversation_id), fields, maxlen=MAX_FRAMES, approximate=True)
+            await self._local.publish(conversation_id, frame)
+            writer.put(data)
+            return
+        del self._writers[conversation_id]
+        await writer.close(last=data)
+        await self._local.publish(conversation_id, frame)
+
+    async def _append(self, conversation_id: str, data: str, *, done: bool) -> None:
+        if not done:
+            await self._client().xadd(
+                _stream(conversation_id), {"frame": data}, maxlen=MAX_FRAMES, approximate=True
+            )
             return
         # ``done`` ends the turn in the same transaction: nobody can see it and still cancel.
         async with self._client().pipeline(transaction=True) as pipe:
-            pipe.xadd(_stream(conversation_id), fields)
+            pipe.xadd(_stream(conversation_id), {"frame": data})
             self._end(pipe, conversation_id)
             await pipe.execute()
 
@@ -143,10 +230,21 @@ class RedisFrameBus:
         pipe.set(_state(conversation_id), json.dumps({"running": False}), ex=self.retention)
 
     async def finish(self, conversation_id: str) -> None:
+        writer = self._writers.pop(conversation_id, None)
+        await self._local.finish(conversation_id)
+        if writer is not None:
+            try:
+                await writer.close(end=True)
+            finally:
+                self._forget(conversation_id)
+            return
         if await self._running(conversation_id):
             async with self._client().pipeline(transaction=True) as pipe:
                 self._end(pipe, conversation_id)
                 await pipe.execute()
+        self._forget(conversation_id)
+
+    def _forget(self, conversation_id: str) -> None:
         listener = self._listeners.pop(conversation_id, None)
         if listener is not None:
             listener.cancel()
@@ -159,6 +257,11 @@ class RedisFrameBus:
     async def subscribe(
         self, conversation_id: str, *, after_seq: int = 0, include_finished: bool = True
     ) -> AsyncIterator[AnyFrame]:
+        if self._local.is_running(conversation_id):
+            # A turn of this process: its frames from memory (they reach Redis a moment later).
+            async for frame in self._local.subscribe(conversation_id, after_seq=after_seq):
+                yield frame
+            return
         client = self._client()
         key = _stream(conversation_id)
         running = await self._running(conversation_id)

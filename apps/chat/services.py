@@ -15,6 +15,7 @@ import json
 import logging
 import threading
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from functools import partial
 
@@ -171,7 +172,14 @@ def _reclaim_dead(conversation_id: uuid.UUID, turn_id: uuid.UUID) -> None:
     _release(conversation.id, turn_id)
 
 
-@sync_to_async
+# Admission runs on a few threads of its own. With Channels every websocket consumer's
+# thread-sensitive calls share one thread (no ``ThreadSensitiveContext`` per connection), so turns
+# sent together were admitted one after the other; each admission gives its connection back when
+# it ends, so these threads hold none in between.
+ADMISSION_THREADS = 4
+_admission_pool = ThreadPoolExecutor(max_workers=ADMISSION_THREADS, thread_name_prefix="kgchat-admission")
+
+
 def _prepare(
     *,
     principal: Principal,
@@ -258,7 +266,8 @@ async def turn_start(
         raise
     if conversation_id and not parse_uuid(conversation_id):
         raise selectors.ConversationNotFound()
-    turn, expired = await _prepare(
+    prepare = sync_to_async(_prepare, thread_sensitive=False, executor=_admission_pool)
+    turn, expired = await prepare(
         principal=principal,
         message=text,
         project_id=project_id,

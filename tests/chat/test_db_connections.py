@@ -293,3 +293,67 @@ def test_too_many_clients_from_the_server_counts_as_a_busy_database():
     assert "too many connections" in str(refused.value)
     assert is_database_busy(refused.value)
     assert not is_database_busy(psycopg.OperationalError('relation "nope" does not exist'))
+
+
+def _many_chunks(messages, tools):
+    """An answer in 60 small chunks with short pauses: merged into fewer frames, never changed."""
+    question = messages[-1].content
+    items = []
+    for i in range(60):
+        items += [*text(f"c{i}-{question} "), Delay(0.002)]
+    return items
+
+
+async def test_30_websocket_turns_sent_together_are_admitted_stream_whole_merged_text_and_give_back_every_connection(
+    world, pool, settings
+):
+    name = f"chunks-{uuid.uuid4().hex[:8]}"
+    register_script(name, ScriptedProvider(responder=_many_chunks))
+    settings.KGCHAT_MODEL = f"scripted/{name}"
+    settings.KGCHAT_STREAM_COALESCE_MS = 20
+    agent = await adb(make_agent_definition)(world["project"], name="ws-load-agent")
+    sockets = []
+    for _ in range(30):
+        communicator = WebsocketCommunicator(
+            application, "/ws/chat/", headers=[(b"origin", b"http://127.0.0.1")]
+        )
+        session = await adb(session_cookie)(world["user"])
+        communicator.scope["headers"].append((b"cookie", f"sessionid={session}".encode()))
+        assert (await communicator.connect())[0]
+        sockets.append(communicator)
+    lent_before = pool.get_stats()["pool_size"] - pool.get_stats()["pool_available"]
+
+    async def turn(n: int, communicator: WebsocketCommunicator) -> list[dict]:
+        await communicator.send_json_to(
+            {
+                "type": "chat.message",
+                "message": f"q{n}",
+                "projectId": str(world["project"].id),
+                "agentDefinitionId": str(agent.id),
+            }
+        )
+        frames = []
+        while not frames or frames[-1]["type"] != "done":
+            frames.append(await communicator.receive_json_from(timeout=60))
+        return frames
+
+    try:
+        with ConnectionCounter() as counter:
+            turns = await asyncio.gather(*(turn(n, s) for n, s in enumerate(sockets)))
+            await turn_wait_all()
+    finally:
+        for communicator in sockets:
+            await communicator.disconnect()
+        unregister_script(name)
+    release_connections()
+
+    for n, frames in enumerate(turns):
+        assert types(frames)[0] == "meta" and types(frames)[-1] == "done", frames
+        assert [f["seq"] for f in frames] == list(range(1, len(frames) + 1))
+        assert tokens(frames) == "".join(f"c{i}-q{n} " for i in range(60))
+        answer = await Message.objects.aget(id=frames[-1]["messageId"])
+        assert answer.content == tokens(frames)
+    assert not await Conversation.objects.filter(active_turn_id__isnull=False).aexists()
+    assert counter.peak <= pool.max_size
+    stats = pool.get_stats()
+    assert stats["pool_size"] - stats["pool_available"] <= lent_before

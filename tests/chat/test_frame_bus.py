@@ -71,6 +71,37 @@ async def test_frames_of_a_turn_arrive_once_and_in_order(kind, request):
     assert await asyncio.wait_for(task, 10) == [1, 2, 3, 4, 5]
 
 
+async def test_the_running_process_follows_its_own_turn_from_memory_and_others_from_redis(redis_url):
+    runner, other = RedisFrameBus(redis_url), RedisFrameBus(redis_url)
+    await runner.begin("conv-local", "turn-1")
+    await runner.publish("conv-local", meta(1))
+
+    local = asyncio.create_task(collect(runner, "conv-local"))
+    remote = asyncio.create_task(collect(other, "conv-local"))
+    await asyncio.sleep(0.05)
+    await drive(runner, "conv-local", with_meta=False)
+    replayed_after_the_end = await asyncio.wait_for(collect(other, "conv-local", after_seq=2), 10)
+
+    assert await asyncio.wait_for(local, 10) == [1, 2, 3, 4, 5]
+    assert await asyncio.wait_for(remote, 10) == [1, 2, 3, 4, 5]
+    assert replayed_after_the_end == [3, 4, 5]
+    assert runner._local.is_running("conv-local") is False
+
+
+async def test_a_turn_ended_without_done_is_ended_in_redis_with_every_frame_written(redis_url):
+    runner, other = RedisFrameBus(redis_url), RedisFrameBus(redis_url)
+    await runner.begin("conv-cut", "turn-1")
+    remote = asyncio.create_task(collect(other, "conv-cut"))
+    await asyncio.sleep(0.05)
+
+    for seq in range(1, 51):
+        await runner.publish("conv-cut", TokenFrame(seq=seq, token=f"t{seq}"))
+    await runner.finish("conv-cut")
+
+    assert await asyncio.wait_for(remote, 10) == list(range(1, 51))
+    assert await other.cancel("conv-cut") is False
+
+
 async def test_cancel_from_another_process_reaches_the_running_turn(redis_url):
     runner, other = RedisFrameBus(redis_url), RedisFrameBus(redis_url)
     await runner.begin("conv-3", "turn-1")

@@ -11,6 +11,12 @@ partial response are merged into the next one (the first delta goes out at once;
 waits at most the window, even if the model stalls). ADK handles every partial response on its
 own (callbacks, telemetry, an event), which costs far more than a model's one-word delta; the
 text, its order and the final response are unchanged.
+
+With a ``text_sink``, a streamed text delta is handed to it instead of being yielded as a partial
+response: ADK then sees one response per model call (the final one, as without streaming) and
+does its per-response work (an event, the callbacks, telemetry, one task and a hand-over between
+its node and its runner) twice per turn instead of once per delta. The sink is awaited before
+the next response is yielded, so the streamed text still precedes the call's tool calls.
 """
 
 from __future__ import annotations
@@ -18,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from google.adk.models.base_llm import BaseLlm
@@ -169,13 +175,24 @@ class ModelAdapter(BaseLlm):
     temperature: float | None = None
     max_output_tokens: int | None = None
     coalesce_seconds: float = 0.0
+    # Streamed text goes here instead of into partial responses (see the module's docstring).
+    text_sink: Callable[[str], Awaitable[None]] | None = None
 
     @classmethod
     def for_provider(
-        cls, provider: Provider, *, temperature: float | None = None, coalesce_seconds: float = 0.0
+        cls,
+        provider: Provider,
+        *,
+        temperature: float | None = None,
+        coalesce_seconds: float = 0.0,
+        text_sink: Callable[[str], Awaitable[None]] | None = None,
     ) -> ModelAdapter:
         return cls(
-            model=provider.name, provider=provider, temperature=temperature, coalesce_seconds=coalesce_seconds
+            model=provider.name,
+            provider=provider,
+            temperature=temperature,
+            coalesce_seconds=coalesce_seconds,
+            text_sink=text_sink,
         )
 
     async def generate_content_async(
@@ -200,7 +217,9 @@ class ModelAdapter(BaseLlm):
                     if not event.text:
                         continue
                     texts.append(event.text)
-                    if stream:
+                    if stream and self.text_sink is not None:
+                        await self.text_sink(event.text)
+                    elif stream:
                         yield LlmResponse(
                             content=types.Content(role="model", parts=[types.Part(text=event.text)]),
                             partial=True,
@@ -242,6 +261,10 @@ class _End:
         self.error = error
 
 
+class _Flush:
+    """The merging window of the text held back has ended (put in the queue by a loop timer)."""
+
+
 async def coalesce_text(events: AsyncIterator[StreamEvent], window: float) -> AsyncIterator[StreamEvent]:
     """Yield ``events`` with text deltas less than ``window`` seconds after the last one sent merged.
 
@@ -249,11 +272,11 @@ async def coalesce_text(events: AsyncIterator[StreamEvent], window: float) -> As
     generator wakes it takes *everything* queued, so a burst of deltas costs one pass of the event
     loop, not one per delta (with many turns at once a pass can take longer than the window).
     A delta is sent at once when the previous text went out ``window`` ago or more; otherwise it
-    waits, with any that follow, until the window ends (so a stalled model does not hold it) or a
-    non-text event comes, which the merged text precedes.
+    waits, with any that follow, until the window ends (a loop timer then flushes it, so a stalled
+    model does not hold it) or a non-text event comes, which the merged text precedes.
     """
     loop = asyncio.get_running_loop()
-    queue: asyncio.Queue[StreamEvent | _End] = asyncio.Queue()
+    queue: asyncio.Queue[StreamEvent | _End | _Flush] = asyncio.Queue()
 
     async def pump() -> None:
         try:
@@ -267,25 +290,27 @@ async def coalesce_text(events: AsyncIterator[StreamEvent], window: float) -> As
     reader = asyncio.ensure_future(pump())
     pending: list[str] = []
     sent_at = -window
+    # The timer of the text held back, and the marker it puts in the queue: a marker whose timer
+    # was replaced (the text went out earlier) is stale and skipped.
+    timer: asyncio.TimerHandle | None = None
+    flush: _Flush | None = None
     try:
         while True:
-            if pending:
-                remaining = sent_at + window - loop.time()
-                try:
-                    item = await asyncio.wait_for(queue.get(), remaining) if remaining > 0 else None
-                except TimeoutError:
-                    item = None
-                if item is None:
-                    yield TextDelta(text="".join(pending))
-                    pending.clear()
-                    sent_at = loop.time()
-                    continue
-            else:
-                item = await queue.get()
-            batch = [item]
+            if pending and flush is None:
+                flush = _Flush()
+                timer = loop.call_at(sent_at + window, queue.put_nowait, flush)
+            batch = [await queue.get()]
             while not queue.empty():
                 batch.append(queue.get_nowait())
             for event in batch:
+                if isinstance(event, _Flush):
+                    if event is flush:
+                        flush = None
+                        if pending:
+                            yield TextDelta(text="".join(pending))
+                            pending.clear()
+                            sent_at = loop.time()
+                    continue
                 if isinstance(event, _End):
                     if pending:
                         yield TextDelta(text="".join(pending))
@@ -304,8 +329,16 @@ async def coalesce_text(events: AsyncIterator[StreamEvent], window: float) -> As
                     yield TextDelta(text="".join(pending))
                     pending.clear()
                     sent_at = loop.time()
+                    if timer is not None:  # its window began at the text just sent
+                        timer.cancel()
+                        timer = flush = None
                 yield event
+            if not pending and timer is not None:
+                timer.cancel()
+                timer = flush = None
     finally:
+        if timer is not None:
+            timer.cancel()
         if not reader.done():
             reader.cancel()
             with contextlib.suppress(BaseException):

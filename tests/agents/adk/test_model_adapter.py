@@ -271,3 +271,65 @@ async def test_a_tool_call_after_merged_text_keeps_its_order() -> None:
     final = responses[-1]
     assert final.content.parts[0].text == "Let me look."  # type: ignore[union-attr,index]
     assert [c.name for c in final.get_function_calls()] == ["search"]
+
+
+# --- streaming past ADK (text_sink) ----------------------------------------------------------------
+
+
+async def test_with_a_text_sink_deltas_go_to_the_sink_in_order_before_the_one_final_response() -> None:
+    provider = ScriptedProvider(
+        turns=[[TextDelta(text="Paris "), TextDelta(text="is "), ToolCall(id="c1", name="search"), Done()]]
+    )
+    received: list[str] = []
+    yielded: list[LlmResponse] = []
+
+    async def sink(text: str) -> None:
+        assert not yielded  # the text reaches the sink before ADK sees any response
+        received.append(text)
+
+    adapter = ModelAdapter.for_provider(provider, text_sink=sink)
+    async for response in adapter.generate_content_async(LlmRequest(contents=[user("hi")]), stream=True):
+        yielded.append(response)
+
+    assert received == ["Paris ", "is "]
+    assert len(yielded) == 1 and not yielded[0].partial
+    parts = yielded[0].content.parts  # type: ignore[union-attr]
+    assert parts[0].text == "Paris is "  # type: ignore[index]
+    assert parts[1].function_call.name == "search"  # type: ignore[index,union-attr]
+
+
+async def test_with_a_text_sink_merged_deltas_reach_it_as_the_same_text() -> None:
+    words = [f"w{i} " for i in range(200)]
+    provider = ScriptedProvider(turns=[[*(TextDelta(text=w) for w in words), Done()]])
+    received: list[str] = []
+
+    async def sink(text: str) -> None:
+        received.append(text)
+
+    adapter = ModelAdapter.for_provider(provider, coalesce_seconds=0.5, text_sink=sink)
+    responses = [
+        r async for r in adapter.generate_content_async(LlmRequest(contents=[user("hi")]), stream=True)
+    ]
+
+    assert received == ["w0 ", "".join(words[1:])]
+    assert [r.partial for r in responses] == [False]
+    assert responses[0].content.parts[0].text == "".join(words)  # type: ignore[union-attr,index]
+
+
+async def test_text_after_a_tool_call_follows_it_and_is_merged_again() -> None:
+    provider = ScriptedProvider(
+        turns=[
+            [
+                TextDelta(text="a"),
+                TextDelta(text="b"),
+                ToolCall(id="c1", name="search"),
+                TextDelta(text="c"),
+                TextDelta(text="d"),
+                Done(),
+            ]
+        ]
+    )
+
+    responses = await stream_with_window(provider, 0.05)
+
+    assert partial_texts(responses) == ["a", "b", "cd"]

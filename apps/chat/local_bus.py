@@ -1,0 +1,152 @@
+"""The frame bus of one server process: each conversation's running turn as a list of frames in
+memory, read by the sockets of this process (see ``apps.chat.bus``). ``RedisFrameBus`` keeps one
+too, for the turns its own process runs."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+
+from apps.chat.frames import RETENTION_SECONDS, AnyFrame, ConversationEvent
+
+
+class _LocalWatch:
+    def __init__(self, registry: dict[str, set[_LocalWatch]], conversation_id: str) -> None:
+        self._registry = registry
+        self._key = conversation_id
+        self._loop = asyncio.get_running_loop()
+        self._queue: asyncio.Queue[ConversationEvent] = asyncio.Queue()
+        registry.setdefault(conversation_id, set()).add(self)
+
+    def put(self, event: ConversationEvent) -> None:
+        if not self._loop.is_closed():
+            self._loop.call_soon_threadsafe(self._queue.put_nowait, event)
+
+    def __aiter__(self) -> _LocalWatch:
+        return self
+
+    async def __anext__(self) -> ConversationEvent:
+        return await self._queue.get()
+
+    async def aclose(self) -> None:
+        watchers = self._registry.get(self._key)
+        if watchers is None:
+            return
+        watchers.discard(self)
+        if not watchers:
+            del self._registry[self._key]
+
+
+@dataclass
+class _TurnLog:
+    turn_id: str
+    frames: list[AnyFrame] = field(default_factory=list)
+    finished: bool = False
+    cancel: asyncio.Event = field(default_factory=asyncio.Event)
+    waiters: set[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = field(default_factory=set)
+
+    def wake(self) -> None:
+        try:
+            running: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        for loop, event in list(self.waiters):
+            if loop is running:
+                # The usual case (a turn and its subscribers share the loop): set it here.
+                # call_soon_threadsafe would also write to the loop's self-pipe, a system call
+                # per frame and subscriber that hands the GIL to the database threads.
+                event.set()
+            elif loop.is_closed():
+                self.waiters.discard((loop, event))
+            else:
+                loop.call_soon_threadsafe(event.set)
+
+
+class InProcessFrameBus:
+    def __init__(self, retention_seconds: float = RETENTION_SECONDS) -> None:
+        self._logs: dict[str, _TurnLog] = {}
+        self._retention = retention_seconds
+        self._watchers: dict[str, set[_LocalWatch]] = {}
+
+    async def begin(self, conversation_id: str, turn_id: str) -> None:
+        old = self._logs.get(conversation_id)
+        if old is not None and not old.finished:
+            old.finished = True
+            old.wake()
+        self._logs[conversation_id] = _TurnLog(turn_id=turn_id)
+
+    async def publish(self, conversation_id: str, frame: AnyFrame) -> None:
+        log = self._logs.get(conversation_id)
+        if log is None or log.finished:
+            return
+        log.frames.append(frame)
+        if frame.type == "done":
+            # ``done`` ends the turn: from now on a cancel answers "not running".
+            await self.finish(conversation_id)
+            return
+        log.wake()
+
+    async def finish(self, conversation_id: str) -> None:
+        log = self._logs.get(conversation_id)
+        if log is None or log.finished:
+            return
+        log.finished = True
+        log.wake()
+        turn_id = log.turn_id
+
+        def forget() -> None:
+            current = self._logs.get(conversation_id)
+            if current is not None and current.turn_id == turn_id:
+                del self._logs[conversation_id]
+
+        asyncio.get_running_loop().call_later(self._retention, forget)
+
+    def is_running(self, conversation_id: str) -> bool:
+        log = self._logs.get(conversation_id)
+        return log is not None and not log.finished
+
+    async def subscribe(
+        self, conversation_id: str, *, after_seq: int = 0, include_finished: bool = True
+    ) -> AsyncIterator[AnyFrame]:
+        log = self._logs.get(conversation_id)
+        if log is None or (log.finished and not include_finished):
+            return
+        loop = asyncio.get_running_loop()
+        index = 0
+        while True:
+            while index < len(log.frames):
+                frame = log.frames[index]
+                index += 1
+                if frame.seq > after_seq:
+                    yield frame
+            if log.finished:
+                return
+            event = asyncio.Event()
+            waiter = (loop, event)
+            log.waiters.add(waiter)
+            try:
+                if index >= len(log.frames) and not log.finished:
+                    await event.wait()
+            finally:
+                log.waiters.discard(waiter)
+
+    async def cancel(self, conversation_id: str) -> bool:
+        log = self._logs.get(conversation_id)
+        if log is None or log.finished:
+            return False
+        log.cancel.set()
+        return True
+
+    def cancel_signal(self, conversation_id: str) -> asyncio.Event:
+        log = self._logs.get(conversation_id)
+        if log is None:
+            raise KeyError(conversation_id)
+        return log.cancel
+
+    async def announce(self, conversation_id: str, event: ConversationEvent) -> None:
+        for watcher in list(self._watchers.get(conversation_id, ())):
+            watcher.put(event)
+
+    async def watch(self, conversation_id: str) -> _LocalWatch:
+        return _LocalWatch(self._watchers, conversation_id)
