@@ -13,6 +13,7 @@ import contextlib
 import contextvars
 import json
 import logging
+import os
 import threading
 import uuid
 from concurrent.futures import ThreadPoolExecutor
@@ -178,6 +179,16 @@ def _reclaim_dead(conversation_id: uuid.UUID, turn_id: uuid.UUID) -> None:
 # it ends, so these threads hold none in between.
 ADMISSION_THREADS = 4
 _admission_pool = ThreadPoolExecutor(max_workers=ADMISSION_THREADS, thread_name_prefix="kgchat-admission")
+
+
+def _admission_pool_renew() -> None:
+    """A forked child (a test's live server, a preforking server) inherits the pool's bookkeeping
+    but not its threads: the pool would count them as running and queue every admission forever."""
+    global _admission_pool
+    _admission_pool = ThreadPoolExecutor(max_workers=ADMISSION_THREADS, thread_name_prefix="kgchat-admission")
+
+
+os.register_at_fork(after_in_child=_admission_pool_renew)
 
 
 def _prepare(
