@@ -76,7 +76,11 @@ def vector_index_ensure(*, embedder: Embedder) -> str | None:
         log.warning("%s has %d dimensions: no HNSW index, searches are exact", embedder.name, dimension)
         return None
     name = hnsw_index_name(embedder.name)
-    with connection.cursor() as cursor:
+    # One creator at a time (several embedding workers start together); called outside a
+    # transaction that writes vectors: the index build's table lock, held to that transaction's end,
+    # deadlocked against another worker's insert.
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", [name])
         cursor.execute("SELECT 1 FROM pg_indexes WHERE schemaname = 'kb' AND indexname = %s", [name])
         if cursor.fetchone():
             return name
@@ -201,12 +205,12 @@ def pending_batch_embed(
     project = ""
     if project_id is not None:
         project, params["project"] = "AND project_id = %(project)s", project_id
+    vector_index_ensure(embedder=embedder)
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute(_CLAIM_SQL.format(project=project), params)
         rows = cursor.fetchall()
         if not rows:
             return 0
-        vector_index_ensure(embedder=embedder)
         vectors = embedder.embed_passages(
             [
                 entity_text(name=name, type=type_, description=description)
