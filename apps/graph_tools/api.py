@@ -181,11 +181,6 @@ def get_entity(request: HttpRequest, project_id: str, id_or_key: str) -> EntityW
 def entity_history(
     request: HttpRequest, project_id: str, id_or_key: str, limit: ListLimit = 100, offset: ListOffset = 0
 ) -> ChangeList:
-    changes = selectors.entity_history(
-        principal=principal_of(request),
-        project_ref=project_id,
-        ref=id_or_key,
-        limit=max(1, min(limit, 500)),
-        offset=max(0, offset),
-    )
-    return ChangeList(items=[change_out(c) for c in changes], count=len(changes))
+    changes = selectors.entity_history(principal=principal_of(request), project_ref=project_id, ref=id_or_key)
+    limit, offset = max(1, min(limit, 500)), max(0, offset)
+    return ChangeList(items=[change_out(c) for c in changes[offset : offset + limit]], count=changes.count())

@@ -132,12 +132,10 @@ def graph_changes_since(
     )
 
 
-def entity_history(
-    *, principal: Principal, project_ref: object, ref: str, limit: int = 100, offset: int = 0
-) -> list[GraphChange]:
+def entity_history(*, principal: Principal, project_ref: object, ref: str) -> QuerySet[GraphChange]:
     """The change history of one entity of a project the principal may see, newest first: its own
     changes and those of relationships at its ends. ``ref`` is an id or key; a deleted entity is
-    found by its id."""
+    found by its id. The caller pages it (and counts the whole list)."""
     project = project_get(principal=principal, project_ref=project_ref)
     try:
         entity_id: uuid.UUID | None = uuid.UUID(entity_resolve(project_id=project.id, ref=ref)["id"])
@@ -145,11 +143,11 @@ def entity_history(
         entity_id = parse_uuid(ref)
         if entity_id is None or not GraphChange.objects.filter(project=project, entity_id=entity_id).exists():
             raise
-    return list(
+    return (
         GraphChange.objects.filter(project=project)
         .filter(Q(entity_id=entity_id) | Q(src_id=entity_id) | Q(dst_id=entity_id))
         .select_related("user", "approval__decided_by")
-        .order_by("-version", "-id")[offset : offset + limit]
+        .order_by("-version", "-id")
     )
 
 

@@ -218,3 +218,23 @@ def test_history_route_lists_an_entitys_changes_newest_first_even_after_its_dele
     assert items[0]["user"] is not None
     assert missing.status_code == 404
     assert missing.json()["code"] == "entity_not_found"
+
+
+def test_history_route_pages_with_limit_and_offset_and_counts_the_whole_history(graph: SmallGraph, settings):
+    settings.KGCHAT_DIRECT_WRITES = True
+    editor = client_with_role(graph, "editor")
+    for description in ["One.", "Two.", "Three."]:
+        response = editor.post(
+            url(graph, "update_entity"),
+            {"entity_id": "eve", "description": description},
+            content_type="application/json",
+        )
+        assert response.status_code == 200
+    base = f"/api/projects/{graph.project.id}/graph/entities/eve/history"
+
+    first = editor.get(base, {"limit": 2}).json()
+    rest = editor.get(base, {"limit": 2, "offset": 2}).json()
+
+    assert first["count"] == rest["count"] == 3
+    assert [i["version"] for i in first["items"]] == [3, 2]
+    assert [i["version"] for i in rest["items"]] == [1]
