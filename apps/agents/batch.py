@@ -38,7 +38,9 @@ async def run_and_collect(request: ExecuteRequest, *, executor: AgentExecutor | 
     subs = request.sub_agent_definitions
     if subs is None:
         subs = await agent_definitions_by_names(
-            project_id=request.project_id or definition.project_id, names=list(definition.sub_agents or [])
+            project_id=request.project_id or definition.project_id,
+            names=list(definition.sub_agents or []),
+            user_id=request.writer_user_id,
         )
     if not subs:
         return result

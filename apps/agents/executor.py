@@ -147,7 +147,9 @@ class AgentExecutor:
             subs = request.sub_agent_definitions
             if subs is None:
                 subs = await agent_definitions_by_names(
-                    project_id=project_id, names=list(definition.sub_agents or [])
+                    project_id=project_id,
+                    names=list(definition.sub_agents or []),
+                    user_id=request.writer_user_id,
                 )
             gate_for = _gates(request, project_id=project_id, run_id=run.id, state=state)
             await adk_run(

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import uuid
 
-from django.db.models import Q, QuerySet
+from django.db.models import Exists, Q, QuerySet
 
 from apps.agents.models import AgentDefinition, Visibility
 from apps.graph_tools.registry import tool_get, tool_names
@@ -94,11 +94,20 @@ def agent_definition_for_conversation(
     return definition
 
 
-async def agent_definitions_by_names(*, project_id: uuid.UUID, names: list[str]) -> list[AgentDefinition]:
-    """The project's enabled definitions named in ``names``, in that order; others are left out."""
+async def agent_definitions_by_names(
+    *, project_id: uuid.UUID, names: list[str], user_id: int | None = None
+) -> list[AgentDefinition]:
+    """The project's enabled definitions named in ``names``, in that order; others are left out.
+
+    With ``user_id`` (the user whose turn it is), a private definition is left out unless that user
+    owns the project: naming one as a sub-agent does not let other members use it. Without it
+    (operators' commands and evals), no visibility applies."""
     if not names:
         return []
     enabled = AgentDefinition.objects.filter(project_id=project_id, name__in=names, disabled_reason="")
+    if user_id is not None:
+        owner = ProjectMembership.objects.filter(project_id=project_id, user_id=user_id, role=Role.OWNER)
+        enabled = enabled.filter(Q(visibility=Visibility.PROJECT) | Exists(owner))
     found = {d.name: d async for d in enabled}
     return [found[n] for n in names if n in found]
 

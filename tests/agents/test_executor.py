@@ -23,7 +23,7 @@ from apps.agents.history import HistoryMessage, HistoryToolCall
 from apps.agents.llm.base import Done, ErrorEvent, Usage
 from apps.agents.llm.scripted import Delay, ScriptedProvider, text, tool_call
 from apps.agents.models import AgentDefinition, AgentRun, AgentRunMessage, AgentRunToolCall
-from tests.factories import make_agent_definition, make_entity, make_project
+from tests.factories import add_member, make_agent_definition, make_entity, make_project, make_user
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -361,6 +361,26 @@ async def test_sub_agents_are_built_from_definitions(definition: AgentDefinition
     await run(definition, provider)
 
     assert "transfer_to_agent" in [t.name for t in provider.calls[0].tools]
+
+
+async def test_a_private_sub_agent_runs_only_in_the_turns_of_project_owners(
+    definition: AgentDefinition,
+) -> None:
+    project = definition.project
+    owner = await sync_to_async(lambda: project.memberships.get(role="owner").user)()
+    viewer = await sync_to_async(make_user)()
+    await sync_to_async(add_member)(project, viewer, "viewer")
+    await sync_to_async(make_agent_definition)(
+        project, name="owners-helper", description="Sees what owners see.", visibility="private"
+    )
+    definition.sub_agents = ["owners-helper"]
+    for_viewer, for_owner = tool_then_answer(), tool_then_answer()
+
+    await run(definition, for_viewer, writer_user_id=viewer.pk)
+    await run(definition, for_owner, writer_user_id=owner.pk)
+
+    assert "transfer_to_agent" not in [t.name for t in for_viewer.calls[0].tools]
+    assert "transfer_to_agent" in [t.name for t in for_owner.calls[0].tools]
 
 
 async def test_disabled_definition_does_not_run(definition: AgentDefinition) -> None:
