@@ -18,6 +18,7 @@ def main(argv: list[str]) -> int:
 
     wanted = set(argv)
     names = sorted(m.name for m in pkgutil.iter_modules(bench.__path__) if not m.name.startswith("_"))
+    failed: list[str] = []
     for name in names:
         if wanted and name not in wanted:
             continue
@@ -26,9 +27,15 @@ def main(argv: list[str]) -> int:
             continue
         print(f"== bench.{name} ==", flush=True)
         started = time.monotonic()
-        module.run()
+        try:
+            module.run()
+        except SystemExit as exc:  # a benchmark that saw errors: report it, run the others, fail at the end
+            if exc.code not in (None, 0):
+                failed.append(f"{name}: {exc.code}")
         print(f"== bench.{name} done in {time.monotonic() - started:.1f} s ==\n", flush=True)
-    return 0
+    for failure in failed:
+        print(f"FAILED {failure}", flush=True)
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":
