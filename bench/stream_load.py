@@ -41,8 +41,8 @@ import asyncio
 import json
 import os
 import re
+import shutil
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -366,7 +366,30 @@ def _run_level(
     }
     postmaster = _postmaster_pid()
     tag = f"L{level.turns}x{level.processes}-{time.monotonic_ns()}"
-    with tempfile.TemporaryDirectory() as tmp, _servers(level.processes, env, Path(tmp)) as (servers, redis):
+    logs = ROOT / ".data" / "bench" / "stream_load" / tag  # kept when the level had errors
+    logs.mkdir(parents=True, exist_ok=True)
+    try:
+        _run_servers(level, pace, sessions, project, agent, timeout, env, postmaster, tag, logs)
+    finally:
+        if level.errors or level.complete != level.turns:
+            level.problems.append(f"server logs kept in {logs}")
+        else:
+            shutil.rmtree(logs, ignore_errors=True)
+
+
+def _run_servers(
+    level: Level,
+    pace: Pace,
+    sessions: list[str],
+    project: Any,
+    agent: Any,
+    timeout: float,
+    env: dict[str, str],
+    postmaster: int | None,
+    tag: str,
+    logs: Path,
+) -> None:
+    with _servers(level.processes, env, logs) as (servers, redis):
         others = {"postgres": [postmaster] if postmaster else []}
         if redis is not None:
             others["redis"] = [redis]
