@@ -205,6 +205,12 @@ def pending_batch_embed(
     project = ""
     if project_id is not None:
         project, params["project"] = "AND project_id = %(project)s", project_id
+    with connection.cursor() as cursor:  # idle: this one statement (partial index), no lock or index check
+        cursor.execute(
+            f"SELECT EXISTS (SELECT 1 FROM kb.graph_objects WHERE embedding_pending {project})", params
+        )
+        if not cursor.fetchone()[0]:
+            return 0
     vector_index_ensure(embedder=embedder)
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute(_CLAIM_SQL.format(project=project), params)

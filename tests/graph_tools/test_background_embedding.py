@@ -232,3 +232,19 @@ def _in_own_connection(target: Any) -> Any:
             connections.close_all()
 
     return run
+
+
+def test_an_idle_worker_polls_with_one_statement_and_still_embeds_what_arrives():
+    client, project = owner_client()
+    pending_batch_embed()  # whatever earlier tests left
+    sent: list[str] = []
+    with connection.execute_wrapper(lambda execute, sql, *args: (sent.append(sql), execute(sql, *args))[1]):
+        idle_count = pending_batch_embed()
+    client.post(f"/api/projects/{project.id}/graph/import", OAK, content_type="application/x-ndjson")
+
+    embedded = pending_batch_embed(project_id=project.id)
+
+    assert idle_count == 0
+    assert len(sent) == 1
+    assert embedded == 1
+    assert progress(project)["pending"] == 0
