@@ -18,7 +18,6 @@ import argparse
 import asyncio
 import cProfile
 import io
-import json
 import pstats
 import sys
 import time
@@ -63,7 +62,7 @@ async def _turn(principal: Any, project_id: str, agent_id: str, provider: Any, n
     frames = 0
     text: list[str] = []
     async for frame in get_bus().subscribe(handle.conversation_id, after_seq=0, include_finished=True):
-        json.dumps(frame.wire())  # what the consumer's send_json does
+        frame.text()  # the JSON text the consumer sends
         if frame.type == "token":
             frames += 1
             text.append(frame.token)  # type: ignore[union-attr]
@@ -78,14 +77,114 @@ async def _all(principal: Any, ids: tuple[str, str], provider: Any, turns: int) 
     return await asyncio.gather(*(_turn(principal, *ids, provider, n) for n in range(turns)))
 
 
+async def _frame_path(streams: int, frames: int) -> float:
+    """CPU seconds (this thread) to send ``streams`` x ``frames`` token frames through the frame bus
+    to one subscriber each, which builds the JSON text a socket sends; one frame per pass of the loop."""
+    from apps.chat.bus import InProcessFrameBus
+    from apps.chat.frames import DoneFrame, TokenFrame
+
+    bus = InProcessFrameBus(retention_seconds=0)
+
+    async def produce(key: str) -> None:
+        for seq in range(1, frames + 1):
+            await bus.publish(key, TokenFrame(seq=seq, token=f"t{seq} "))
+            await asyncio.sleep(0)
+        await bus.publish(key, DoneFrame(seq=frames + 1, messageId=None, runId=None))
+
+    async def consume(key: str) -> int:
+        return sum([len(frame.text()) async for frame in bus.subscribe(key)])
+
+    keys = [f"c{n}" for n in range(streams)]
+    for key in keys:
+        await bus.begin(key, "t")
+    started = time.thread_time()
+    await asyncio.gather(*(consume(k) for k in keys), *(produce(k) for k in keys))
+    return time.thread_time() - started
+
+
+async def _delta_path(streams: int, deltas: int, window: float) -> tuple[float, int]:
+    """CPU seconds (this thread) and sink calls for ``streams`` x ``deltas`` text deltas, one per pass
+    of the loop, through the model adapter's merging (``coalesce_text``) to a sink."""
+    from apps.agents.adk.model_adapter import coalesce_text
+    from apps.agents.llm.base import TextDelta
+
+    async def model() -> Any:
+        for n in range(deltas):
+            await asyncio.sleep(0)
+            yield TextDelta(text=f"t{n} ")
+
+    async def run() -> int:
+        sent = 0
+        async for _ in coalesce_text(model(), window):
+            sent += 1
+        return sent
+
+    started = time.thread_time()
+    sent = await asyncio.gather(*(run() for _ in range(streams)))
+    return time.thread_time() - started, sum(sent)
+
+
+def _admissions(principal: Any, ids: tuple[str, str], count: int) -> None:
+    """CPU of admitting a message (``chat.services._prepare``: checks, conversation, user message,
+    run row, in one transaction), one after another in this thread; the turns are not run."""
+    from apps.chat import services
+
+    def admit(n: int) -> None:
+        services._prepare(
+            principal=principal,
+            message=f"admission {n}-{time.monotonic_ns()}",
+            project_id=ids[0],
+            conversation_id=None,
+            agent_definition_id=ids[1],
+        )
+
+    for n in range(5):  # warm-up
+        admit(n)
+    cpu0, wall0 = time.thread_time(), time.perf_counter()
+    for n in range(count):
+        admit(n)
+    cpu, wall = time.thread_time() - cpu0, time.perf_counter() - wall0
+    print(
+        f"admission ({count} in a row, this thread): {cpu / count * 1000:.2f} ms CPU and"
+        f" {wall / count * 1000:.2f} ms wall each"
+    )
+
+
+def _paths(streams: int) -> None:
+    frames = 200
+    cpu = min(asyncio.run(_frame_path(streams, frames)) for _ in range(3))
+    per = cpu / (streams * frames)
+    print(
+        f"frame path ({streams} streams x {frames} token frames, bus -> subscriber -> JSON text):"
+        f" {per * 1e6:.1f} us CPU per frame ({1 / per:,.0f} frames/s on one core)"
+    )
+    for window in (0.02,):
+        runs = [asyncio.run(_delta_path(streams, frames, window)) for _ in range(3)]
+        cpu, sent = min(runs)
+        per = cpu / (streams * frames)
+        print(
+            f"delta path ({streams} streams x {frames} deltas, one per loop pass, window {window * 1000:.0f} ms):"
+            f" {per * 1e6:.1f} us CPU per delta, {sent / streams:.1f} merged deltas out per stream"
+        )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.stream_cpu", description=__doc__.splitlines()[0])
     parser.add_argument("--turns", type=int, default=200, help="turns at once (200)")
     parser.add_argument("--profile", action="store_true", help="cProfile the event loop's thread")
     parser.add_argument("--top", type=int, default=40, help="profile lines to print (40)")
     parser.add_argument("--profile-out", help="also write the profile to this file (pstats)")
+    parser.add_argument(
+        "--paths", action="store_true", help="only the per-frame and per-delta paths, without turns"
+    )
+    parser.add_argument(
+        "--admissions", action="store_true", help="only the CPU of admitting --turns messages, one by one"
+    )
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     _setup_django()
+    if args.paths:
+        _paths(args.turns)
+        return 0
     import logging
 
     logging.disable(logging.INFO)  # as in the measured server: warnings only
@@ -97,6 +196,13 @@ def main(argv: list[str] | None = None) -> int:
     project, agent, users, sessions = _arrange(1)
     principal = principal_from_user(users[0])
     ids = (str(project.id), str(agent.id))
+    if args.admissions:
+        try:
+            with override_settings(KGCHAT_TURNS_PER_MINUTE=1_000_000):
+                _admissions(principal, ids, args.turns)
+        finally:
+            _cleanup(project, users, sessions)
+        return 0
     expected = "".join(f"t{i} " for i in range(TOKENS))
     try:
         with override_settings(KGCHAT_TURNS_PER_MINUTE=1_000_000):

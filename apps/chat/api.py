@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import AsyncIterator
 from datetime import datetime
@@ -217,8 +216,7 @@ async def cancel_turn(request: HttpRequest, conversation_id: str) -> CancelOut:
 
 async def _sse(conversation_id: str) -> AsyncIterator[bytes]:
     async for frame in get_bus().subscribe(conversation_id):
-        data = json.dumps(frame.wire(), ensure_ascii=False)
-        yield f"event: {frame.type}\ndata: {data}\n\n".encode()
+        yield f"event: {frame.type}\ndata: {frame.text()}\n\n".encode()
 
 
 @router.post("/chat/stream")

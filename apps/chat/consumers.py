@@ -195,7 +195,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
             async for frame in get_bus().subscribe(
                 conversation_id, after_seq=after_seq, include_finished=include_finished
             ):
-                await self.send_json(frame.wire())
+                await self.send(text_data=frame.text())
         current = self.follows.get(conversation_id)
         if current is asyncio.current_task():
             del self.follows[conversation_id]

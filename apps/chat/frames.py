@@ -3,9 +3,10 @@ websocket) and its stream frames (PROTOCOL §3); typed models, only transports t
 
 from __future__ import annotations
 
+import json
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
 from apps.projects.inputs import storable
 
@@ -26,6 +27,8 @@ class ChatMessageIn(BaseModel):
 
 class Frame(BaseModel):
     seq: int = 0
+    # The JSON text of ``wire()`` and the ``seq`` it was encoded with (see ``text``).
+    _text: tuple[int, str] | None = PrivateAttr(default=None)
 
     def wire(self) -> dict[str, Any]:
         """The frame as sent on the wire (camelCase keys, ``seq`` included).
@@ -34,6 +37,15 @@ class Frame(BaseModel):
         """
         data: dict[str, Any] = storable(self.model_dump(mode="json"))
         return data
+
+    def text(self) -> str:
+        """The frame's JSON text, as every transport sends it (a websocket message, an SSE
+        ``data:`` line, a Redis stream entry): encoded once, however many sockets send it."""
+        cached = self._text
+        if cached is None or cached[0] != self.seq:
+            cached = (self.seq, json.dumps(self.wire(), ensure_ascii=False))
+            self._text = cached
+        return cached[1]
 
 
 class MetaFrame(Frame):
@@ -48,6 +60,10 @@ class MetaFrame(Frame):
 class TokenFrame(Frame):
     type: Literal["token"] = "token"
     token: str
+
+    def wire(self) -> dict[str, Any]:
+        # The frame of every streamed delta: built directly, in ``model_dump``'s key order.
+        return {"seq": self.seq, "type": "token", "token": storable(self.token)}
 
 
 class McpToolFrame(Frame):
@@ -149,3 +165,10 @@ def frame_from_wire(data: dict[str, Any]) -> AnyFrame:
         "done": DoneFrame,
     }
     return kinds[data["type"]].model_validate(data)
+
+
+def frame_from_text(text: str) -> AnyFrame:
+    """Rebuild a frame from its JSON text (``Frame.text``), keeping that text to send as it is."""
+    frame = frame_from_wire(json.loads(text))
+    frame._text = (frame.seq, text)
+    return frame

@@ -5,6 +5,7 @@ too, for the turns its own process runs."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
@@ -38,29 +39,38 @@ class _LocalWatch:
             del self._registry[self._key]
 
 
+def _wake_future(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
+
+
 @dataclass
 class _TurnLog:
     turn_id: str
     frames: list[AnyFrame] = field(default_factory=list)
     finished: bool = False
     cancel: asyncio.Event = field(default_factory=asyncio.Event)
-    waiters: set[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = field(default_factory=set)
+    # One future per subscriber waiting for the next frame (a plain future: an ``asyncio.Event``
+    # per wait built a future of its own anyway, plus its waiter list).
+    waiters: list[asyncio.Future[None]] = field(default_factory=list)
 
     def wake(self) -> None:
+        if not self.waiters:
+            return
+        waiters, self.waiters = self.waiters, []
         try:
             running: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
         except RuntimeError:
             running = None
-        for loop, event in list(self.waiters):
+        for waiter in waiters:
+            loop = waiter.get_loop()
             if loop is running:
                 # The usual case (a turn and its subscribers share the loop): set it here.
                 # call_soon_threadsafe would also write to the loop's self-pipe, a system call
                 # per frame and subscriber that hands the GIL to the database threads.
-                event.set()
-            elif loop.is_closed():
-                self.waiters.discard((loop, event))
-            else:
-                loop.call_soon_threadsafe(event.set)
+                _wake_future(waiter)
+            elif not loop.is_closed():
+                loop.call_soon_threadsafe(_wake_future, waiter)
 
 
 class InProcessFrameBus:
@@ -113,23 +123,26 @@ class InProcessFrameBus:
         if log is None or (log.finished and not include_finished):
             return
         loop = asyncio.get_running_loop()
+        frames = log.frames
         index = 0
         while True:
-            while index < len(log.frames):
-                frame = log.frames[index]
+            while index < len(frames):
+                frame = frames[index]
                 index += 1
                 if frame.seq > after_seq:
                     yield frame
             if log.finished:
                 return
-            event = asyncio.Event()
-            waiter = (loop, event)
-            log.waiters.add(waiter)
+            waiter: asyncio.Future[None] = loop.create_future()
+            log.waiters.append(waiter)
             try:
-                if index >= len(log.frames) and not log.finished:
-                    await event.wait()
+                if index >= len(frames) and not log.finished:  # (a publisher on another thread)
+                    await waiter
             finally:
-                log.waiters.discard(waiter)
+                if not waiter.done():  # cancelled while waiting: no longer a waiter
+                    waiter.cancel()
+                    with contextlib.suppress(ValueError):
+                        log.waiters.remove(waiter)
 
     async def cancel(self, conversation_id: str) -> bool:
         log = self._logs.get(conversation_id)

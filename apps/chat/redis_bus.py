@@ -32,7 +32,7 @@ from apps.chat.frames import (
     AnyFrame,
     ConversationEvent,
     event_from_wire,
-    frame_from_wire,
+    frame_from_text,
 )
 from apps.chat.local_bus import InProcessFrameBus
 
@@ -196,7 +196,7 @@ class RedisFrameBus:
                 await pubsub.aclose()
 
     async def publish(self, conversation_id: str, frame: AnyFrame) -> None:
-        data = json.dumps(frame.wire(), ensure_ascii=False)
+        data = frame.text()  # this process's sockets send the same text
         writer = self._writers.get(conversation_id)
         if writer is None:  # a turn this process did not begin (or one already ended): Redis only
             await self._append(conversation_id, data, done=frame.type == "done")
@@ -279,7 +279,7 @@ class RedisFrameBus:
                     last_id = entry_id
                     if "end" in fields:
                         return
-                    frame = frame_from_wire(json.loads(fields["frame"]))
+                    frame = frame_from_text(fields["frame"])
                     if frame.seq > after_seq:
                         yield frame
 

@@ -8,7 +8,8 @@ text and the function calls. A provider error is yielded at once as an ``LlmResp
 
 With ``coalesce_seconds`` > 0, text deltas that arrive within that window after the last
 partial response are merged into the next one (the first delta goes out at once; merged text
-waits at most the window, even if the model stalls). ADK handles every partial response on its
+waits at most the window, even if the model stalls). When the event loop runs behind, the window
+grows with its lag (at most ``MAX_HOLD``): see ``coalesce_text``. ADK handles every partial response on its
 own (callbacks, telemetry, an event), which costs far more than a model's one-word delta; the
 text, its order and the final response are unchanged.
 
@@ -24,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+from collections import deque
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from typing import Any
 
@@ -46,6 +48,7 @@ from apps.agents.llm.base import (
     ToolCallRequest,
     ToolSpec,
 )
+from apps.projects.loop_lag import loop_lag
 
 LLM_ERROR_CODE = "llm_error"
 
@@ -261,81 +264,103 @@ class _End:
         self.error = error
 
 
-class _Flush:
-    """The merging window of the text held back has ended (put in the queue by a loop timer)."""
+# The longest merged text is held back, however far behind the loop is: a frame per turn at
+# least every quarter of a second.
+MAX_HOLD = 0.25
+# The hold is this many times the loop's lag: a frame then waits about as long as a few passes of
+# a loop that is behind (bench.stream_load at 200 turns, 1x against 5x: first-token p99 8.8 / 8.3 s
+# -> 5.8 / 6.5 s, inter-token p50 48 / 10 ms -> 4 / 0.2 ms, CPU per turn 0.052 / 0.053 -> 0.044 /
+# 0.051 s).
+LAG_FACTOR = 5
 
 
-async def coalesce_text(events: AsyncIterator[StreamEvent], window: float) -> AsyncIterator[StreamEvent]:
-    """Yield ``events`` with text deltas less than ``window`` seconds after the last one sent merged.
+async def coalesce_text(
+    events: AsyncIterator[StreamEvent],
+    window: float,
+    *,
+    lag: Callable[[], float] | None = None,
+    max_hold: float = MAX_HOLD,
+) -> AsyncIterator[StreamEvent]:
+    """Yield ``events`` with the text deltas that follow a sent one within its hold merged.
+
+    The hold is ``window``, or ``LAG_FACTOR`` times the event loop's lag when that is longer (at
+    most ``max_hold``): ``lag`` returns the lag, by default the running loop's probe
+    (``apps.projects.loop_lag``). On an
+    idle loop a delta that comes ``window`` or more after the last text sent goes at once; when
+    the loop is behind, each frame carries everything that came during a few lags, so a
+    loaded process sends fewer, larger frames instead of falling further behind.
 
     A reader task moves the provider's events into a queue as fast as they come; each time this
-    generator wakes it takes *everything* queued, so a burst of deltas costs one pass of the event
-    loop, not one per delta (with many turns at once a pass can take longer than the window).
-    A delta is sent at once when the previous text went out ``window`` ago or more; otherwise it
-    waits, with any that follow, until the window ends (a loop timer then flushes it, so a stalled
-    model does not hold it) or a non-text event comes, which the merged text precedes.
+    generator wakes it takes *everything* queued. While text is held back, the reader does not
+    wake it for more text (only a loop timer at the end of the hold, or a non-text event, which
+    the merged text precedes), so a held delta costs the reader's step alone.
     """
     loop = asyncio.get_running_loop()
-    queue: asyncio.Queue[StreamEvent | _End | _Flush] = asyncio.Queue()
+    probe = loop_lag(loop) if lag is None else None
+    items: deque[StreamEvent | _End] = deque()
+    waiter: asyncio.Future[None] | None = None
+    holding = False
+
+    def wake() -> None:
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
 
     async def pump() -> None:
         try:
             async for event in events:
-                queue.put_nowait(event)
+                items.append(event)
+                if not holding or not isinstance(event, TextDelta):
+                    wake()
         except Exception as exc:  # handed to the consumer, which raises it in order
-            queue.put_nowait(_End(exc))
+            items.append(_End(exc))
         else:
-            queue.put_nowait(_End())
+            items.append(_End())
+        wake()
+
+    def hold() -> float:
+        behind = (probe.value if probe is not None else lag()) * LAG_FACTOR  # type: ignore[misc]
+        return window if behind <= window else min(behind, max(window, max_hold))
 
     reader = asyncio.ensure_future(pump())
     pending: list[str] = []
-    sent_at = -window
-    # The timer of the text held back, and the marker it puts in the queue: a marker whose timer
-    # was replaced (the text went out earlier) is stale and skipped.
+    sent_at = -float("inf")
     timer: asyncio.TimerHandle | None = None
-    flush: _Flush | None = None
+    measuring = probe.hold() if probe is not None else contextlib.nullcontext()
     try:
-        while True:
-            if pending and flush is None:
-                flush = _Flush()
-                timer = loop.call_at(sent_at + window, queue.put_nowait, flush)
-            batch = [await queue.get()]
-            while not queue.empty():
-                batch.append(queue.get_nowait())
-            for event in batch:
-                if isinstance(event, _Flush):
-                    if event is flush:
-                        flush = None
-                        if pending:
-                            yield TextDelta(text="".join(pending))
-                            pending.clear()
+        with measuring:
+            while True:
+                if not items:
+                    waiter = loop.create_future()
+                    if pending:
+                        holding = True
+                        timer = loop.call_at(sent_at + hold(), wake)
+                    await waiter
+                    waiter, holding = None, False
+                    if timer is not None:
+                        timer.cancel()
+                        timer = None
+                while items:
+                    event = items.popleft()
+                    if isinstance(event, TextDelta):
+                        if not pending and loop.time() - sent_at >= hold():
                             sent_at = loop.time()
-                    continue
-                if isinstance(event, _End):
+                            yield event
+                        else:
+                            pending.append(event.text)
+                        continue
                     if pending:
                         yield TextDelta(text="".join(pending))
                         pending.clear()
-                    if event.error is not None:
-                        raise event.error
-                    return
-                if isinstance(event, TextDelta):
-                    if not pending and loop.time() - sent_at >= window:
                         sent_at = loop.time()
-                        yield event
-                    else:
-                        pending.append(event.text)
-                    continue
-                if pending:
+                    if isinstance(event, _End):
+                        if event.error is not None:
+                            raise event.error
+                        return
+                    yield event
+                if pending and loop.time() - sent_at >= hold():
                     yield TextDelta(text="".join(pending))
                     pending.clear()
                     sent_at = loop.time()
-                    if timer is not None:  # its window began at the text just sent
-                        timer.cancel()
-                        timer = flush = None
-                yield event
-            if not pending and timer is not None:
-                timer.cancel()
-                timer = flush = None
     finally:
         if timer is not None:
             timer.cancel()

@@ -333,3 +333,66 @@ async def test_text_after_a_tool_call_follows_it_and_is_merged_again() -> None:
     responses = await stream_with_window(provider, 0.05)
 
     assert partial_texts(responses) == ["a", "b", "cd"]
+
+
+# --- merging driven by the event loop's lag ---------------------------------------------------------
+
+
+async def merged(provider: ScriptedProvider, window: float, lag: float, max_hold: float) -> list[str]:
+    from apps.agents.adk.model_adapter import coalesce_text
+
+    config = None
+    stream = coalesce_text(provider.stream([], [], config), window, lag=lambda: lag, max_hold=max_hold)  # type: ignore[arg-type]
+    return [e.text async for e in stream if isinstance(e, TextDelta)]
+
+
+def spaced(*chunks: str, gap: float = 0.05) -> ScriptedProvider:
+    items: list[object] = []
+    for chunk in chunks:
+        items += [TextDelta(text=chunk), Delay(gap)]
+    return ScriptedProvider(turns=[[*items[:-1], Done()]])  # type: ignore[list-item]
+
+
+async def test_when_the_loop_is_behind_deltas_further_apart_than_the_window_are_merged() -> None:
+    provider = spaced("a", "b", "c", "d")
+
+    texts = await merged(provider, window=0.01, lag=10.0, max_hold=60.0)
+
+    assert texts == ["a", "bcd"]  # the first at once, the rest held for the lag, then flushed by Done
+
+
+async def test_when_the_loop_is_idle_deltas_further_apart_than_the_window_go_one_by_one() -> None:
+    provider = spaced("a", "b", "c")
+
+    texts = await merged(provider, window=0.01, lag=0.0, max_hold=60.0)
+
+    assert texts == ["a", "b", "c"]
+
+
+async def test_a_lagging_loop_merges_text_but_never_across_a_tool_call() -> None:
+    provider = ScriptedProvider(
+        turns=[
+            [
+                TextDelta(text="a"),
+                Delay(0.02),
+                TextDelta(text="b"),
+                ToolCall(id="c1", name="search"),
+                Delay(0.02),
+                TextDelta(text="c"),
+                Delay(0.02),
+                TextDelta(text="d"),
+                Done(),
+            ]
+        ]
+    )
+    from apps.agents.adk.model_adapter import coalesce_text
+
+    stream = coalesce_text(provider.stream([], [], None), 0.01, lag=lambda: 10.0, max_hold=60.0)  # type: ignore[arg-type]
+    events = [e async for e in stream]
+
+    assert [e.text if isinstance(e, TextDelta) else e.name for e in events if not isinstance(e, Done)] == [  # type: ignore[union-attr]
+        "a",
+        "b",
+        "search",
+        "cd",
+    ]
