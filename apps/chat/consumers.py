@@ -124,8 +124,11 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
             conversation_id=request.conversationId,
             agent_definition_id=request.agentDefinitionId,
         )
-        await self.watch(handle.conversation_id)
         self.follow(handle.conversation_id, after_seq=0, include_finished=True)
+        try:
+            await self.watch(handle.conversation_id)
+        except Exception:  # the turn runs and streams; only later conversation events are missed
+            log.warning("websocket: could not watch conversation %s", handle.conversation_id, exc_info=True)
 
     async def on_cancel(self, content: dict[str, Any]) -> None:
         request = ConversationIn.model_validate(content)

@@ -160,3 +160,25 @@ async def test_closing_the_socket_does_not_lose_the_turn(world, agent, scripted)
         async for m in Message.objects.filter(conversation_id=meta["conversationId"]).order_by("created_at")
     ]
     assert rows[-1] == "slow answer"
+
+
+async def test_a_turn_whose_conversation_watch_fails_still_streams_to_the_end_without_an_error(
+    world, agent, scripted, monkeypatch
+):
+    # Under a starved event loop, Redis's subscription confirmation can time out after the turn
+    # has started: the message did not fail, so the socket must not get internal_error.
+    from apps.chat.bus import get_bus
+
+    async def unconfirmed(conversation_id):
+        raise ConnectionError(f"redis did not confirm the subscription to {conversation_id}")
+
+    monkeypatch.setattr(get_bus(), "watch", unconfirmed)
+    scripted.turns += [text("Paris ", "is in France.")]
+    communicator = await ws_connect(world["user"])
+
+    frames = await ws_turn(communicator, {"type": "chat.message", **agent_request(world, agent, QUESTION)})
+
+    assert "error" not in types(frames)
+    assert types(frames)[-1] == "done"
+    assert tokens(frames) == "Paris is in France."
+    await communicator.disconnect()
