@@ -202,6 +202,11 @@ def _check_database(results: list[ClientResult], turns: int) -> tuple[int, list[
 
     complete = 0
     problems: list[str] = []
+    ids = [r.conversation_id for r in results if r.conversation_id]
+    for _ in range(600):  # a client that gave up leaves its turn running: let it end (<= 60 s)
+        if not AgentRun.objects.filter(conversation_id__in=ids, status="running").exists():
+            break
+        time.sleep(0.1)
     for r in results:
         if r.conversation_id is None:
             problems.append("a client never got a conversation")
@@ -216,12 +221,15 @@ def _check_database(results: list[ClientResult], turns: int) -> tuple[int, list[
             expected_roles = ["user", "assistant", "tool", "assistant"]
             question = r.questions[n] if n < len(r.questions) else None
             answer = r.answers[n] if n < len(r.answers) else None
+            # A client that gave up (an error of the run) never saw the question's end: its turn is
+            # still complete when the server stored it whole.
+            gave_up = question is None and bool(r.errors)
             ok = (
                 [role for role, _, _ in chunk] == expected_roles
-                and chunk[0][1] == question
+                and (gave_up or chunk[0][1] == question)
                 and chunk[1][2]
                 and chunk[1][2][0]["name"] == "get_entity_edges"
-                and chunk[3][1] == answer
+                and (gave_up or chunk[3][1] == answer)
             )
             if ok:
                 complete += 1
@@ -231,9 +239,7 @@ def _check_database(results: list[ClientResult], turns: int) -> tuple[int, list[
                 )
         if len(rows) != 4 * turns:
             problems.append(f"conversation {r.conversation_id}: {len(rows)} rows, expected {4 * turns}")
-    running = AgentRun.objects.filter(
-        conversation_id__in=[r.conversation_id for r in results if r.conversation_id], status="running"
-    ).count()
+    running = AgentRun.objects.filter(conversation_id__in=ids, status="running").count()
     if running:
         problems.append(f"{running} runs left running")
     return complete, problems
