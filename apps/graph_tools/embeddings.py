@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 import uuid
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -38,6 +39,7 @@ __all__ = [
     "hnsw_index_name",
     "pending_batch_embed",
     "vector_index_ensure",
+    "vector_indexes_rebuild",
     "vectors_store",
 ]
 
@@ -45,6 +47,13 @@ log = logging.getLogger("kgchat.embeddings")
 
 # pgvector's HNSW index takes vectors of at most this many dimensions.
 HNSW_MAX_DIMENSIONS = 2000
+# HNSW build parameters. pgvector's defaults (m 16, ef_construction 64) gave recall@10 0.914-0.952
+# at 1M entities depending on the order rows were inserted, and a wider search (ef_search 400) did
+# not help: the graph itself missed neighbours. A wider build search fixes the graph at the cost of
+# build time (docs/benchmarks.md, "1M entities"); m stays 16, so the index and the memory its
+# build needs stay the size they were.
+HNSW_M = 16
+HNSW_EF_CONSTRUCTION = 128
 
 
 # An entity is embedded from the first this many characters of its text. The embedded model reads
@@ -86,10 +95,38 @@ def vector_index_ensure(*, embedder: Embedder) -> str | None:
             return name
         cursor.execute(
             f'CREATE INDEX IF NOT EXISTS "{name}" ON kb.graph_object_embeddings USING hnsw '
-            f"((embedding::vector({int(dimension)})) vector_cosine_ops) WHERE model = %s",
+            f"((embedding::vector({int(dimension)})) vector_cosine_ops) "
+            f"WITH (m = {HNSW_M}, ef_construction = {HNSW_EF_CONSTRUCTION}) WHERE model = %s",
             [embedder.name],
         )
     return name
+
+
+def vector_indexes_rebuild() -> list[tuple[str, float]]:
+    """Rebuild every HNSW index of entity vectors with ``HNSW_M`` and ``HNSW_EF_CONSTRUCTION``.
+
+    For indexes built before these parameters (migration 0013 set them on such indexes, which only
+    changes how vectors inserted afterwards are linked). ``REINDEX CONCURRENTLY`` builds a new copy
+    beside the old one, so searches and the embedding worker's writes go on meanwhile; it takes
+    as long as a build (about 25 minutes at 1M vectors on 2 cores) and the index's size again on
+    disk until it swaps. Must be called outside a transaction. Returns each index's name and the
+    seconds its rebuild took.
+    """
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT indexname FROM pg_indexes WHERE schemaname = 'kb' "
+            "AND tablename = 'graph_object_embeddings' AND indexdef LIKE '%%USING hnsw%%' ORDER BY indexname"
+        )
+        names = [row[0] for row in cursor.fetchall()]
+        rebuilt = []
+        for name in names:
+            started = time.monotonic()
+            cursor.execute(
+                f'ALTER INDEX kb."{name}" SET (m = {HNSW_M}, ef_construction = {HNSW_EF_CONSTRUCTION})'
+            )
+            cursor.execute(f'REINDEX INDEX CONCURRENTLY kb."{name}"')
+            rebuilt.append((name, time.monotonic() - started))
+    return rebuilt
 
 
 def graph_objects_embed(

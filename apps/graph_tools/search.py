@@ -33,6 +33,18 @@ FTS_RANKED = 200
 # match. 0.5 keeps typos and partial names ("Alise Smith", "Lisboa", "Carol" for "Carol White");
 # a lone first name such as "Bob" (0.4 to "Bob Jones") is left to the full-text branch.
 TRIGRAM_MIN_SIMILARITY = 0.5
+# A word that more than this many entities of the table contain (planner statistics: the
+# lexeme's frequency in ``pg_stats.most_common_elems`` of ``search_vector`` times the table's row
+# estimate) is "common": hybrid_search's some-of-the-words and similar-name branches look for
+# candidates through the query's other words only (it still ranks by every word, and the
+# all-the-words branch still requires it). Reading a common word's GIN postings costs time in
+# proportion to them (50,000 postings of a first name: ~80 ms at 1M entities) and yields thousands
+# of entities a rank cannot tell apart. The postings are table-wide, so the table-wide frequency is
+# the cost that matters. A graph of fewer entities than this never has a common word.
+COMMON_WORD_ROWS = 5000
+# When some query words were common, hybrid_search ranks at most this many names near the other
+# words (a GIN bitmap cannot be read in similarity order).
+TRIGRAM_CANDIDATES = 1000
 # HNSW search breadth: higher is better recall, slower. 100 gave recall@10 0.998 at 100k entities
 # but 0.860 at 1M (bench vectors); 200 gives 0.914 there, and 400 no more (the index's graph, built
 # with pgvector's defaults m=16, ef_construction=64, is what limits it; docs/benchmarks.md).
@@ -70,6 +82,7 @@ def _set_vector_search_options(
     settings = {"hnsw.ef_search": str(ef_search), "hnsw.iterative_scan": "relaxed_order"}
     if trigram_threshold is not None:
         settings["pg_trgm.similarity_threshold"] = str(trigram_threshold)
+        settings["pg_trgm.word_similarity_threshold"] = str(trigram_threshold)
     cursor.execute(
         "SELECT " + ", ".join("set_config(%s, %s, true)" for _ in settings),
         [value for item in settings.items() for value in item],
@@ -203,6 +216,50 @@ def text_search(
     return [entity_row(r) for r in _fetch(sql, params)]
 
 
+def _tsquery_lexeme(lexeme: str) -> str:
+    """A lexeme as a quoted tsquery operand (quotes doubled, backslashes escaped)."""
+    return "'" + lexeme.replace("\\", "\\\\").replace("'", "''") + "'"
+
+
+def _query_words(query: str) -> tuple[list[str], list[str], bool]:
+    """The query's words and lexemes that are not common (``COMMON_WORD_ROWS``).
+
+    Returns the lexemes of the words that are not common (for the some-of-the-words branch), the
+    words themselves (for the similar-name branch) and whether any word was common. A word is
+    common when all its lexemes are; a stop word (no lexeme) is never common.
+    """
+    rows = _fetch(
+        f"""
+        WITH common AS (
+            SELECT array_agg(e.lexeme) AS lexemes
+            FROM pg_stats s
+            CROSS JOIN LATERAL unnest(s.most_common_elems::text::text[], s.most_common_elem_freqs)
+                AS e(lexeme, frequency)
+            WHERE s.schemaname = 'kb' AND s.tablename = 'graph_objects' AND s.attname = 'search_vector'
+              AND e.lexeme IS NOT NULL
+              AND e.frequency * (SELECT c.reltuples FROM pg_class c
+                                 WHERE c.oid = 'kb.graph_objects'::regclass) > %(rows)s
+        )
+        SELECT w.word, tsvector_to_array(to_tsvector('{TEXT_SEARCH_CONFIG}', w.word)) AS lexemes,
+               coalesce(tsvector_to_array(to_tsvector('{TEXT_SEARCH_CONFIG}', w.word)) <@ c.lexemes, false)
+        FROM regexp_split_to_table(%(q)s, '\\s+') WITH ORDINALITY AS w(word, n), common c
+        WHERE w.word <> ''
+        ORDER BY w.n
+        """,
+        {"q": query, "rows": COMMON_WORD_ROWS},
+    )
+    lexemes: list[str] = []
+    words: list[str] = []
+    dropped = False
+    for word, word_lexemes, common in rows:
+        if common and word_lexemes:
+            dropped = True
+            continue
+        words.append(word)
+        lexemes.extend(x for x in word_lexemes if x not in lexemes)
+    return lexemes, words, dropped
+
+
 def hybrid_search(
     *,
     project_id: uuid.UUID,
@@ -218,43 +275,81 @@ def hybrid_search(
     rarely has all its words in one entity), ranked by cover density; trigrams rank names at
     least ``TRIGRAM_MIN_SIMILARITY`` similar to the query; vectors compare the query embedding
     with entity embeddings of the current model. ``score`` is the fused RRF score.
+
+    In a large graph some query words are common (``COMMON_WORD_ROWS``): the some-of-the-words
+    branch then looks only for the other words, and the name branch takes at most
+    ``TRIGRAM_CANDIDATES`` names near the other words before comparing them with the whole query.
+    In a graph of fewer than ``COMMON_WORD_ROWS`` entities nothing changes.
     """
     candidates = max(FUSION_CANDIDATES, limit * 2)
+    trgm_q = query[:200]
     params: dict[str, Any] = {
         "project": project_id,
         "q": query,
-        "trgm_q": query[:200],
+        "trgm_q": trgm_q,
         "candidates": candidates,
         "fts_ranked": FTS_RANKED,
+        "trgm_candidates": TRIGRAM_CANDIDATES,
         "limit": limit,
         "k": RRF_K,
     }
     where = _type_clause(types, params)
     all_words = f"websearch_to_tsquery('{TEXT_SEARCH_CONFIG}', %(q)s)"
     any_word = f"replace({all_words}::text, ' & ', ' | ')::tsquery"
+    lexemes, words, dropped = _query_words(query)
+    # Some of the words: only the words that are not common find candidates (all the words still
+    # rank them), and none when every word is common.
+    some_words = ""
+    if not dropped:
+        some_words = f"o.search_vector @@ {any_word}"
+    elif lexemes:
+        params["rare_q"] = " | ".join(_tsquery_lexeme(x) for x in lexemes)
+        some_words = "o.search_vector @@ %(rare_q)s::tsquery"
+    fts_parts = [
+        f"""(SELECT o.id, o.search_vector, true AS all_words FROM kb.graph_objects o
+             WHERE o.project_id = %(project)s AND o.search_vector @@ {all_words} {where})"""
+    ]
+    if some_words:
+        fts_parts.append(
+            f"""(SELECT o.id, o.search_vector, false FROM kb.graph_objects o
+                 WHERE o.project_id = %(project)s AND {some_words}
+                   AND NOT o.search_vector @@ {all_words} {where})"""
+        )
     branches = [
         # Full text: the entities with all the words first, then those with some, at most
         # FTS_RANKED in all; a GIN bitmap cannot be read in rank order, so ranking every match of
         # a common word would dominate the latency (and such a word carries little signal).
         f"""(SELECT m.id, row_number() OVER (
                     ORDER BY m.all_words DESC, ts_rank_cd(m.search_vector, {any_word}) DESC, m.id) AS rank
-            FROM ((SELECT o.id, o.search_vector, true AS all_words FROM kb.graph_objects o
-                   WHERE o.project_id = %(project)s AND o.search_vector @@ {all_words} {where})
-                  UNION ALL
-                  (SELECT o.id, o.search_vector, false FROM kb.graph_objects o
-                   WHERE o.project_id = %(project)s AND o.search_vector @@ {any_word}
-                     AND NOT o.search_vector @@ {all_words} {where})
-                  LIMIT %(fts_ranked)s) m
+            FROM ({" UNION ALL ".join(fts_parts)} LIMIT %(fts_ranked)s) m
             ORDER BY rank LIMIT %(candidates)s)""",
+    ]
+    if not dropped:
         # Name trigrams: names at least TRIGRAM_MIN_SIMILARITY similar (``%`` with
         # pg_trgm.similarity_threshold, through the GIN trigram index), the most similar first.
-        f"""(SELECT t.id, row_number() OVER (ORDER BY t.similarity DESC, t.id) AS rank
-            FROM (SELECT o.id, similarity(o.name, %(trgm_q)s) AS similarity
-                  FROM kb.graph_objects o
-                  WHERE o.project_id = %(project)s AND o.name %% %(trgm_q)s {where}
-                  ORDER BY 2 DESC, o.id
-                  LIMIT %(candidates)s) t)""",
-    ]
+        branches.append(
+            f"""(SELECT t.id, row_number() OVER (ORDER BY t.similarity DESC, t.id) AS rank
+                FROM (SELECT o.id, similarity(o.name, %(trgm_q)s) AS similarity
+                      FROM kb.graph_objects o
+                      WHERE o.project_id = %(project)s AND o.name %% %(trgm_q)s {where}
+                      ORDER BY 2 DESC, o.id
+                      LIMIT %(candidates)s) t)"""
+        )
+    elif words:
+        # The same, but the candidates are found through the words that are not common (names
+        # holding a near match of them: ``<%`` with pg_trgm.word_similarity_threshold), at most
+        # TRIGRAM_CANDIDATES, then compared with the whole query.
+        params["trgm_rare"] = " ".join(words)[:200]
+        branches.append(
+            f"""(SELECT t.id, row_number() OVER (ORDER BY t.similarity DESC, t.id) AS rank
+                FROM (SELECT c.id, similarity(c.name, %(trgm_q)s) AS similarity
+                      FROM (SELECT o.id, o.name FROM kb.graph_objects o
+                            WHERE o.project_id = %(project)s AND %(trgm_rare)s <%% o.name {where}
+                            LIMIT %(trgm_candidates)s) c
+                      WHERE similarity(c.name, %(trgm_q)s) >= {TRIGRAM_MIN_SIMILARITY}
+                      ORDER BY 2 DESC, c.id
+                      LIMIT %(candidates)s) t)"""
+        )
     if embedder is not None:
         vector = query_vector if query_vector is not None else embedder.embed_query(query)
         nearest = _vector_ranked(embedder, vector, params, types)
