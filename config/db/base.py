@@ -8,9 +8,13 @@ same quoted name the models use keeps every Django tool working unchanged.
 
 from __future__ import annotations
 
+import select
 from typing import Any
 
+import psycopg
 from django.db.backends.postgresql import base, introspection
+from psycopg.pq import ConnStatus
+from psycopg_pool import ConnectionPool
 from django.db.backends.postgresql.introspection import TableInfo
 
 SCHEMA = "kb"
@@ -35,5 +39,34 @@ class DatabaseIntrospection(introspection.DatabaseIntrospection):
         ]
 
 
+def check_pooled_connection(conn: Any) -> None:
+    """The pool's check before it lends ``conn``: raise if the connection is broken.
+
+    psycopg_pool's own check (``CONN_HEALTH_CHECKS``) sends an empty query: one round trip per
+    checkout, and a turn's database thread checks out for every call. A connection the server
+    closed (a restart, ``pg_terminate_backend``, an idle timeout) has its socket readable at once:
+    end of file, or the server's FATAL notice. So the round trip is made only then (it raises, and
+    the pool replaces the connection); an idle, healthy connection has nothing to read.
+    """
+    if conn.closed or conn.pgconn.status != ConnStatus.OK:
+        raise psycopg.OperationalError("the pooled connection is closed")
+    if _readable(conn.fileno()):
+        ConnectionPool.check_connection(conn)
+
+
+def _readable(fd: int) -> bool:
+    poller = select.poll()
+    poller.register(fd, select.POLLIN | select.POLLPRI)
+    return bool(poller.poll(0))
+
+
 class DatabaseWrapper(base.DatabaseWrapper):
     introspection_class = DatabaseIntrospection
+
+    @property
+    def pool(self) -> Any:
+        pool = super().pool
+        # Django gives the pool psycopg_pool's round-trip check when CONN_HEALTH_CHECKS is on.
+        if pool is not None and getattr(pool, "_check", None) is ConnectionPool.check_connection:
+            pool._check = check_pooled_connection
+        return pool
