@@ -33,7 +33,11 @@ class CountingConnection(psycopg.Connection):
 def _conninfo() -> str:
     s = connection.settings_dict
     return psycopg.conninfo.make_conninfo(
-        dbname=s["NAME"], user=s["USER"], password=s["PASSWORD"] or None, host=s["HOST"], port=s["PORT"] or None
+        dbname=s["NAME"],
+        user=s["USER"],
+        password=s["PASSWORD"] or None,
+        host=s["HOST"],
+        port=s["PORT"] or None,
     )
 
 

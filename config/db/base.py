@@ -13,9 +13,9 @@ from typing import Any
 
 import psycopg
 from django.db.backends.postgresql import base, introspection
+from django.db.backends.postgresql.introspection import TableInfo
 from psycopg.pq import ConnStatus
 from psycopg_pool import ConnectionPool
-from django.db.backends.postgresql.introspection import TableInfo
 
 SCHEMA = "kb"
 
