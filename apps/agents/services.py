@@ -13,6 +13,7 @@ import socket
 import uuid
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
+from typing import Any
 
 import psutil
 from asgiref.sync import sync_to_async
@@ -47,18 +48,19 @@ def worker_is_dead(worker: str, since: datetime | None) -> bool:
     return since is not None and started > since + timedelta(seconds=1)
 
 
-def agent_run_open(
+def agent_run_new(
     *,
     project_id: uuid.UUID,
     agent_definition_id: uuid.UUID | None,
     conversation_id: uuid.UUID | None,
     model: str = "",
     run_id: uuid.UUID | None = None,
-    graph_version: int | None = None,
+    graph_version: Any = None,
 ) -> AgentRun:
-    """Open a run (status ``running``) in the caller's transaction: the chat turn service opens it
-    with the turn's other rows, so the executor reaches the model without a write of its own."""
-    return AgentRun.objects.create(
+    """A run (status ``running``) not saved yet: the chat turn service inserts it with the turn's
+    other rows, so the executor reaches the model without a write of its own. ``graph_version``
+    may be an expression the insert evaluates."""
+    return AgentRun(
         graph_version=graph_version,
         id=run_id or uuid.uuid4(),
         project_id=project_id,
@@ -68,6 +70,28 @@ def agent_run_open(
         status=RunStatus.RUNNING,
         worker=worker_name()[:200],
     )
+
+
+def agent_run_open(
+    *,
+    project_id: uuid.UUID,
+    agent_definition_id: uuid.UUID | None,
+    conversation_id: uuid.UUID | None,
+    model: str = "",
+    run_id: uuid.UUID | None = None,
+    graph_version: int | None = None,
+) -> AgentRun:
+    """Open a run (status ``running``) in the caller's transaction (``agent_run_new``, saved)."""
+    run = agent_run_new(
+        project_id=project_id,
+        agent_definition_id=agent_definition_id,
+        conversation_id=conversation_id,
+        model=model,
+        run_id=run_id,
+        graph_version=graph_version,
+    )
+    run.save(force_insert=True)
+    return run
 
 
 async def agent_run_abandon(*, run_id: uuid.UUID, error: str) -> None:

@@ -22,8 +22,8 @@ from functools import partial
 
 from asgiref.sync import ThreadSensitiveContext, sync_to_async
 from django.conf import settings
-from django.db import DatabaseError, IntegrityError, transaction
-from django.db.models import Q
+from django.db import DatabaseError, IntegrityError, connection, transaction
+from django.db.models import Model, Q
 from django.db.models.expressions import RawSQL
 from django.utils import timezone
 
@@ -33,7 +33,7 @@ from apps.agents.models import AgentRun
 from apps.agents.services import (
     STALE_AFTER,
     agent_run_abandon,
-    agent_run_open,
+    agent_run_new,
     agent_run_save_text,
     agent_runs_interrupt_orphaned,
     worker_is_dead,
@@ -114,6 +114,25 @@ def _claim(conversation_id: uuid.UUID, turn_id: uuid.UUID) -> bool:
         )
         == 1
     )
+
+
+def _claim_reading_approvals(conversation_id: uuid.UUID, turn_id: uuid.UUID) -> bool | None:
+    """``_claim``, answering in the same statement whether the conversation has ever had a write
+    approval: None when the claim failed, else that answer."""
+    now = timezone.now()
+    conversations = connection.ops.quote_name(Conversation._meta.db_table)
+    approvals = connection.ops.quote_name(WriteApproval._meta.db_table)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"""UPDATE {conversations}
+                SET active_turn_id = %s, active_turn_started_at = %s, active_turn_worker = %s,
+                    active_turn_text = '', updated_at = %s
+                WHERE id = %s AND (active_turn_id IS NULL OR active_turn_started_at < %s)
+                RETURNING EXISTS (SELECT 1 FROM {approvals} WHERE conversation_id = %s)""",
+            [turn_id, now, worker_name(), now, conversation_id, now - STALE_AFTER, conversation_id],
+        )
+        row = cursor.fetchone()
+    return None if row is None else bool(row[0])
 
 
 def _release(conversation_id: uuid.UUID, turn_id: uuid.UUID) -> None:
@@ -200,11 +219,17 @@ def _prepare(
     agent_definition_id: object,
 ) -> tuple[Turn, list[ApprovalDecidedFrame]]:
     """Admit the message and claim its conversation in one transaction; the ``Turn`` to run and
-    the events of the approvals this closed as expired (to announce once committed)."""
+    the events of the approvals this closed as expired (to announce once committed).
+
+    Round trips: a new conversation reads its project, definition and the sender's rate (one
+    query), then inserts the conversation, the user message and the run while reading the graph
+    version (one statement, atomic without a transaction). A follow-up, in a transaction, reads the
+    conversation (one query), claims it, reads its history window and inserts its rows while
+    reading the graph version and the rate. A refused turn (rate, claim, approvals) creates nothing."""
     try:
         turn_id = uuid.uuid4()
-        admission.rate_check(principal)
-        with transaction.atomic():
+        # A new conversation's rows go in one statement after plain reads: no transaction needed.
+        with transaction.atomic() if conversation_id else contextlib.nullcontext():
             conversation, project, definition, created = admission.conversation_for_turn(
                 principal=principal,
                 message=message,
@@ -213,15 +238,17 @@ def _prepare(
                 agent_definition_id=agent_definition_id,
                 turn_id=turn_id,
             )
-            if not created and not _claim(conversation.id, turn_id):
-                raise TurnInProgress(
-                    "a turn is already running in this conversation; wait for it or cancel it"
-                )
-            # A conversation created in this transaction has no approvals to settle.
-            expired = [] if created else _approvals_settle(conversation.id)
-            user_message = Message.objects.create(
-                conversation=conversation, role=MessageRole.USER, content=message
-            )
+            expired: list[WriteApproval] = []
+            if not created:
+                has_approvals = _claim_reading_approvals(conversation.id, turn_id)
+                if has_approvals is None:
+                    raise TurnInProgress(
+                        "a turn is already running in this conversation; wait for it or cancel it"
+                    )
+                # Only a conversation that ever had an approval has one to settle or wait for.
+                if has_approvals:
+                    expired = _approvals_settle(conversation.id)
+            user_message = Message(conversation=conversation, role=MessageRole.USER, content=message)
             turn = admission.turn_build(
                 turn_id=turn_id,
                 conversation=conversation,
@@ -229,17 +256,31 @@ def _prepare(
                 definition=definition,
                 user_message=user_message,
                 new_conversation=created,
+                graph_version=0,  # read below, with the rows
             )
+            rows: list[Model] = [conversation, user_message] if created else [user_message]
             if turn.run_id is not None and definition is not None:
                 # Opened with the turn's other rows: the executor reaches the model without a write.
-                turn.run = agent_run_open(
+                turn.run = agent_run_new(
                     project_id=project.id,
                     agent_definition_id=definition.pk,
                     conversation_id=conversation.id,
                     model=turn.model,
                     run_id=turn.run_id,
-                    graph_version=turn.graph_version,
+                    graph_version=admission.graph_version_value(project.id),
                 )
+                rows.append(turn.run)
+            version, recent = admission.rows_insert(
+                rows,
+                reads=[
+                    admission.graph_version_query(project.id),
+                    None if created else admission.rate_count(principal),
+                ],
+            )
+            admission.rate_enforce(recent)  # a follow-up's: its claim and rows roll back
+            turn.graph_version = int(version or 0)
+            if turn.run is not None:
+                turn.run.graph_version = turn.graph_version
         return turn, [approval_event(approval) for approval in expired]
     except DatabaseError as exc:
         raise_if_busy(exc)
