@@ -46,7 +46,9 @@ async def test_a_follow_up_over_the_rate_limit_gets_429_and_leaves_its_conversat
     await sse_turn(world["client"], {"message": "again", "conversationId": conversation_id})
     runs_before = await AgentRun.objects.acount()
 
-    status, body = await sse_turn(world["client"], {"message": "once more", "conversationId": conversation_id})
+    status, body = await sse_turn(
+        world["client"], {"message": "once more", "conversationId": conversation_id}
+    )
 
     assert status == 429 and body["code"] == "rate_limited"
     assert await Message.objects.filter(role="user").acount() == 2
@@ -55,15 +57,11 @@ async def test_a_follow_up_over_the_rate_limit_gets_429_and_leaves_its_conversat
     assert conversation.active_turn_id is None
 
 
-def test_a_new_conversation_is_admitted_in_two_statements_with_every_row_and_the_graph_version(
-    world, agent
-):
+def test_a_new_conversation_is_admitted_in_two_statements_with_every_row_and_the_graph_version(world, agent):
     _bump(world["project"], 3)
 
     with CaptureQueriesContext(connection) as queries:
-        turn, expired = _admit(
-            world, project_id=str(world["project"].id), agent_definition_id=str(agent.id)
-        )
+        turn, expired = _admit(world, project_id=str(world["project"].id), agent_definition_id=str(agent.id))
 
     assert len(queries.captured_queries) == 2
     assert expired == [] and turn.graph_version == 3
