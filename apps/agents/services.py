@@ -23,6 +23,7 @@ from django.utils import timezone
 from apps.agents.events import ToolCallRecord, TraceMessage
 from apps.agents.llm.base import Usage
 from apps.agents.models import AgentRun, AgentRunMessage, AgentRunToolCall, RunStatus
+from apps.projects.db import rows_write
 from apps.projects.inputs import storable
 
 # Work (a run, a conversation's claim) of a process on another host is taken as orphaned once
@@ -129,15 +130,26 @@ async def agent_run_save_text(*, run_id: uuid.UUID, text: str) -> None:
     await AgentRun.objects.filter(id=run_id, status=RunStatus.RUNNING).aupdate(final_text=storable(text))
 
 
+def _closing(
+    run: AgentRun, *, status: RunStatus, stop_reason: str, error: str, **fields: object
+) -> dict[str, object]:
+    """Set what a run's end stores on ``run`` (its status, why, when, and ``fields``); the columns."""
+    values: dict[str, object] = {
+        "status": status,
+        "stop_reason": stop_reason[:64],
+        "error": storable(error),
+        "completed_at": timezone.now(),
+        **fields,
+    }
+    for name, value in values.items():
+        setattr(run, name, value)
+    return values
+
+
 def _close(run: AgentRun, *, status: RunStatus, stop_reason: str, error: str, **fields: object) -> None:
     """The one write of a run's end (its status, why, when); ``fields`` are more columns to store."""
-    run.status = status
-    run.stop_reason = stop_reason[:64]
-    run.error = storable(error)
-    run.completed_at = timezone.now()
-    for name, value in fields.items():
-        setattr(run, name, value)
-    run.save(update_fields=["status", "stop_reason", "error", "completed_at", *fields])
+    values = _closing(run, status=status, stop_reason=stop_reason, error=error, **fields)
+    run.save(update_fields=list(values))
 
 
 async def agent_run_finish(
@@ -153,7 +165,7 @@ async def agent_run_finish(
     messages: Sequence[TraceMessage] = (),
     records: Sequence[ToolCallRecord] = (),
 ) -> AgentRun:
-    """Close a run with its outcome, its messages and its tool calls: one transaction, one round trip."""
+    """Close a run with its outcome, its messages and its tool calls: one statement, one round trip."""
     usage = usage or Usage()
     closing = {
         "model": (model or run.model)[:200],
@@ -180,12 +192,10 @@ async def agent_run_finish(
 
     @sync_to_async
     def write() -> None:
-        with transaction.atomic():
-            _close(run, status=status, stop_reason=stop_reason, error=error, **closing)
-            if message_rows:
-                AgentRunMessage.objects.bulk_create(message_rows)
-            if call_rows:
-                AgentRunToolCall.objects.bulk_create(call_rows)
+        values = _closing(run, status=status, stop_reason=stop_reason, error=error, **closing)
+        rows_write(
+            inserts=[*message_rows, *call_rows], updates=[(AgentRun.objects.filter(id=run.id), values)]
+        )
 
     await write()
     return run

@@ -4,21 +4,19 @@ conversation), and the ``Turn`` it becomes.
 Plain checks and lookups the turn service (``services.turn_start``) makes inside its
 transaction, before it claims the conversation; each raises a ``ServiceError`` the transports map.
 The rows a turn starts with (a new conversation, the user message, the agent run) go to the
-database in one statement with what the turn reads at the same instant (``rows_insert``).
+database in one statement with what the turn reads at the same instant
+(``apps.projects.db.rows_write``).
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
 from datetime import timedelta
-from typing import Any
 
 from django.conf import settings
-from django.db import DEFAULT_DB_ALIAS, connection
-from django.db.models import F, Func, IntegerField, Model, QuerySet, Subquery
+from django.db import connection
+from django.db.models import F, Func, IntegerField, QuerySet, Subquery
 from django.db.models.expressions import RawSQL
-from django.db.models.sql import InsertQuery
 from django.utils import timezone
 
 from apps.agents.events import ToolResume
@@ -69,7 +67,7 @@ def message_validate(message: object) -> str:
 
 def rate_count(principal: Principal) -> QuerySet[Message] | None:
     """How many messages the user sent in the last minute, as a one-value query for
-    ``rows_insert`` (None: no limit configured, nothing to count)."""
+    ``rows_write`` (None: no limit configured, nothing to count)."""
     if settings.KGCHAT_TURNS_PER_MINUTE <= 0:
         return None
     since = timezone.now() - timedelta(minutes=1)
@@ -101,48 +99,6 @@ def graph_version_value(project_id: uuid.UUID) -> RawSQL:
     return RawSQL(f"COALESCE((SELECT version FROM {table} WHERE project_id = %s), 0)", [project_id])
 
 
-def _insert_sql(row: Model) -> tuple[str, list[Any]]:
-    """The ``INSERT`` Django would send to save ``row`` (every concrete field, defaults applied)."""
-    fields = [f for f in row._meta.local_concrete_fields if not getattr(f, "generated", False)]
-    query = InsertQuery(type(row))
-    query.insert_values(fields, [row])
-    [(sql, params)] = query.get_compiler(connection=connection).as_sql()
-    return sql, list(params)
-
-
-def rows_insert(rows: Sequence[Model], *, reads: Sequence[QuerySet[Any] | None]) -> list[Any]:
-    """Insert ``rows`` and read ``reads`` (one-value queries; None reads None) in one statement.
-
-    One round trip instead of one per row and per read. The reads see the database as it was
-    before the statement: the inserted rows are not counted in them. Parent rows may come with
-    their children (foreign keys are checked at the end of the statement). The rows are marked
-    saved, as ``save()`` would."""
-    parts: list[str] = []
-    params: list[Any] = []
-    for n, row in enumerate(rows):
-        sql, row_params = _insert_sql(row)
-        parts.append(f"i{n} AS ({sql})")
-        params += row_params
-    columns: list[str] = []
-    for read in reads:
-        if read is None:
-            columns.append("NULL")
-            continue
-        sql, read_params = read.query.sql_with_params()
-        columns.append(f"({sql})")
-        params += read_params
-    statement = (
-        f"WITH {', '.join(parts)} SELECT {', '.join(columns)}" if parts else f"SELECT {', '.join(columns)}"
-    )
-    with connection.cursor() as cursor:
-        cursor.execute(statement, params)
-        values = cursor.fetchone()
-    for row in rows:
-        row._state.adding = False
-        row._state.db = DEFAULT_DB_ALIAS
-    return list(values)
-
-
 def _title_from(message: str) -> str:
     line = " ".join(message.split())
     return line if len(line) <= 60 else line[:59].rstrip() + "…"
@@ -159,7 +115,7 @@ def conversation_for_turn(
 ) -> tuple[Conversation, Project, AgentDefinition | None, bool]:
     """The conversation a message goes to: one of mine, or a new one in a project I may use;
     with its project, its agent definition and whether it is new. A new conversation is not saved
-    yet (``rows_insert`` saves it with the turn's first rows) and is already claimed by ``turn_id``;
+    yet (``rows_write`` saves it with the turn's first rows) and is already claimed by ``turn_id``;
     its sender's rate is checked here (a follow-up's with its rows: ``rate_count``).
 
     Raises 404 (conversation, project), 400 (no project, an unknown agent definition or one the

@@ -23,7 +23,7 @@ from functools import partial
 from asgiref.sync import ThreadSensitiveContext, sync_to_async
 from django.conf import settings
 from django.db import DatabaseError, IntegrityError, connection, transaction
-from django.db.models import Model, Q
+from django.db.models import Case, F, Model, Q, Value, When
 from django.db.models.expressions import RawSQL
 from django.utils import timezone
 
@@ -49,7 +49,13 @@ from apps.chat.turn import Answer, ConversationDeleted, Turn, TurnHandle, emit
 from apps.graph_tools.models import ApprovalStatus, WriteApproval
 from apps.graph_tools.selectors import approval_result, approvals_of_conversation
 from apps.graph_tools.services import approvals_expire
-from apps.projects.db import ConnectionReleasingExecutor, is_database_busy, raise_if_busy, release_connections
+from apps.projects.db import (
+    ConnectionReleasingExecutor,
+    is_database_busy,
+    raise_if_busy,
+    release_connections,
+    rows_write,
+)
 from apps.projects.errors import ServiceError
 from apps.projects.inputs import storable
 from apps.projects.selectors import Principal, parse_uuid
@@ -137,10 +143,16 @@ def _claim_reading_approvals(conversation_id: uuid.UUID, turn_id: uuid.UUID) -> 
 
 def _release(conversation_id: uuid.UUID, turn_id: uuid.UUID) -> None:
     """Give the conversation back, if ``turn_id`` still holds it (the only place a claim ends)."""
-    Conversation.objects.filter(id=conversation_id, active_turn_id=turn_id).update(
-        active_turn_id=None, active_turn_started_at=None, active_turn_worker="", active_turn_text=""
-    )
+    Conversation.objects.filter(id=conversation_id, active_turn_id=turn_id).update(**RELEASED)
 
+
+# The claim's columns once released (what ``_release`` sets).
+RELEASED = {
+    "active_turn_id": None,
+    "active_turn_started_at": None,
+    "active_turn_worker": "",
+    "active_turn_text": "",
+}
 
 # How often a turn tries to give its conversation back when the database is busy.
 RELEASE_ATTEMPTS = 3
@@ -270,8 +282,8 @@ def _prepare(
                     graph_version=admission.graph_version_value(project.id),
                 )
                 rows.append(turn.run)
-            version, recent = admission.rows_insert(
-                rows,
+            version, recent = rows_write(
+                inserts=rows,
                 reads=[
                     admission.graph_version_query(project.id),
                     None if created else admission.rate_count(principal),
@@ -620,7 +632,7 @@ async def _run_turn_body(turn: Turn, provider: Provider | None) -> DoneFrame:
 
 
 async def _answer_persist(turn: Turn, answer: Answer) -> Message:
-    """Store the turn's tool rows and answer in one transaction, with what the turn learnt.
+    """Store the turn's tool rows and answer in one statement, with what the turn learnt.
 
     The same transaction merges the entities tools returned into the conversation's known
     entities and releases the conversation, so the next message may follow ``done`` at once.
@@ -631,27 +643,31 @@ async def _answer_persist(turn: Turn, answer: Answer) -> Message:
 
     @sync_to_async
     def write() -> Message:
-        with transaction.atomic():
-            now = timezone.now()
-            for offset, row in enumerate(answer.extra):
-                row.created_at = now + timedelta(microseconds=offset)
-                # What the model wrote or passed to a tool may hold NUL or lone surrogates.
-                row.content, row.tool_calls = storable(row.content), storable(row.tool_calls)
-                row.save(force_insert=True)
-            message = answer.answer_row or Message.objects.create(
-                conversation=turn.conversation,
-                role=MessageRole.ASSISTANT,
-                content=storable(answer.content),
-                retrieval_context=answer.retrieval_context,
-                citations=[c.model_dump() for c in answer.citations],
-                created_at=now + timedelta(microseconds=len(answer.extra)),
-            )
-            Conversation.objects.filter(id=turn.conversation.id).update(
-                updated_at=timezone.now(),
-                known_entities=RawSQL("known_entities || %s::jsonb", [json.dumps(turn.known.new)]),
-            )
-            _release(turn.conversation.id, turn.turn_id)
-            return message
+        now = timezone.now()
+        for offset, row in enumerate(answer.extra):
+            row.created_at = now + timedelta(microseconds=offset)
+            # What the model wrote or passed to a tool may hold NUL or lone surrogates.
+            row.content, row.tool_calls = storable(row.content), storable(row.tool_calls)
+        message = answer.answer_row or Message(
+            conversation=turn.conversation,
+            role=MessageRole.ASSISTANT,
+            content=storable(answer.content),
+            retrieval_context=answer.retrieval_context,
+            citations=[c.model_dump() for c in answer.citations],
+            created_at=now + timedelta(microseconds=len(answer.extra)),
+        )
+        rows = [*answer.extra] if answer.answer_row is not None else [*answer.extra, message]
+        # One statement: the rows, what the turn learnt and the release (``_release``'s condition).
+        held = Q(active_turn_id=turn.turn_id)
+        learnt: dict[str, object] = {
+            "updated_at": timezone.now(),
+            "known_entities": RawSQL("known_entities || %s::jsonb", [json.dumps(turn.known.new)]),
+        }
+        for name, cleared in RELEASED.items():
+            field = Conversation._meta.get_field(name)
+            learnt[name] = Case(When(held, then=Value(cleared)), default=F(name), output_field=field)
+        rows_write(inserts=rows, updates=[(Conversation.objects.filter(id=turn.conversation.id), learnt)])
+        return message
 
     try:
         message = await write()
