@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import uuid
 from datetime import timedelta
+from typing import Any
 
 from django.conf import settings
 from django.db import connection
@@ -65,7 +66,7 @@ def message_validate(message: object) -> str:
     return message
 
 
-def rate_count(principal: Principal) -> QuerySet[Message] | None:
+def rate_count(principal: Principal) -> QuerySet[Message, Any] | None:
     """How many messages the user sent in the last minute, as a one-value query for
     ``rows_write`` (None: no limit configured, nothing to count)."""
     if settings.KGCHAT_TURNS_PER_MINUTE <= 0:
@@ -88,7 +89,7 @@ def rate_enforce(recent: int | None) -> None:
         raise RateLimited(f"at most {limit} messages a minute; try again shortly")
 
 
-def graph_version_query(project_id: uuid.UUID) -> QuerySet[GraphVersion]:
+def graph_version_query(project_id: uuid.UUID) -> QuerySet[GraphVersion, Any]:
     """The project's graph version as a one-value query (no row: version 0)."""
     return GraphVersion.objects.filter(project_id=project_id).values("version")
 
@@ -175,7 +176,8 @@ def _project_and_definition(
             agent_definition_check_enabled(definition)
             return definition.project, definition
     if recent is not None:
-        rate_enforce(recent.values_list("n", flat=True).first())
+        counted = recent.first()
+        rate_enforce(counted["n"] if counted else None)
     project = project_get(principal=principal, project_ref=project_id)
     if not agent_definition_id:
         return project, None

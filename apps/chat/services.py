@@ -19,11 +19,12 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from functools import partial
+from typing import Any, cast
 
 from asgiref.sync import ThreadSensitiveContext, sync_to_async
 from django.conf import settings
 from django.db import DatabaseError, IntegrityError, connection, transaction
-from django.db.models import Case, F, Model, Q, Value, When
+from django.db.models import Case, F, Field, Model, Q, Value, When
 from django.db.models.expressions import RawSQL
 from django.utils import timezone
 
@@ -664,7 +665,7 @@ async def _answer_persist(turn: Turn, answer: Answer) -> Message:
             "known_entities": RawSQL("known_entities || %s::jsonb", [json.dumps(turn.known.new)]),
         }
         for name, cleared in RELEASED.items():
-            field = Conversation._meta.get_field(name)
+            field = cast("Field[Any, Any]", Conversation._meta.get_field(name))
             learnt[name] = Case(When(held, then=Value(cleared)), default=F(name), output_field=field)
         rows_write(inserts=rows, updates=[(Conversation.objects.filter(id=turn.conversation.id), learnt)])
         return message

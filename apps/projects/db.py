@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any, ParamSpec, TypeVar
+from typing import Any, ParamSpec, TypeVar, cast
 
 from django.db import DEFAULT_DB_ALIAS, DatabaseError, connections
 from django.db.models import Model, QuerySet
@@ -109,7 +109,7 @@ def _insert_sql(row: Model) -> tuple[str, list[Any]]:
 
 def _update_sql(rows: QuerySet[Any], values: Mapping[str, Any]) -> tuple[str, list[Any]]:
     """The ``UPDATE`` ``rows.update(**values)`` would send."""
-    query = rows.query.chain(UpdateQuery)
+    query = cast(UpdateQuery, rows.query.chain(UpdateQuery))
     query.add_update_values(dict(values))
     query.annotations = {}
     sql, params = query.get_compiler(DEFAULT_DB_ALIAS).as_sql()
