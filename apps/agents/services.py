@@ -13,6 +13,7 @@ import socket
 import uuid
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
+from typing import Any
 
 import psutil
 from asgiref.sync import sync_to_async
@@ -22,6 +23,7 @@ from django.utils import timezone
 from apps.agents.events import ToolCallRecord, TraceMessage
 from apps.agents.llm.base import Usage
 from apps.agents.models import AgentRun, AgentRunMessage, AgentRunToolCall, RunStatus
+from apps.projects.db import rows_write
 from apps.projects.inputs import storable
 
 # Work (a run, a conversation's claim) of a process on another host is taken as orphaned once
@@ -47,18 +49,19 @@ def worker_is_dead(worker: str, since: datetime | None) -> bool:
     return since is not None and started > since + timedelta(seconds=1)
 
 
-def agent_run_open(
+def agent_run_new(
     *,
     project_id: uuid.UUID,
     agent_definition_id: uuid.UUID | None,
     conversation_id: uuid.UUID | None,
     model: str = "",
     run_id: uuid.UUID | None = None,
-    graph_version: int | None = None,
+    graph_version: Any = None,
 ) -> AgentRun:
-    """Open a run (status ``running``) in the caller's transaction: the chat turn service opens it
-    with the turn's other rows, so the executor reaches the model without a write of its own."""
-    return AgentRun.objects.create(
+    """A run (status ``running``) not saved yet: the chat turn service inserts it with the turn's
+    other rows, so the executor reaches the model without a write of its own. ``graph_version``
+    may be an expression the insert evaluates."""
+    return AgentRun(
         graph_version=graph_version,
         id=run_id or uuid.uuid4(),
         project_id=project_id,
@@ -68,6 +71,28 @@ def agent_run_open(
         status=RunStatus.RUNNING,
         worker=worker_name()[:200],
     )
+
+
+def agent_run_open(
+    *,
+    project_id: uuid.UUID,
+    agent_definition_id: uuid.UUID | None,
+    conversation_id: uuid.UUID | None,
+    model: str = "",
+    run_id: uuid.UUID | None = None,
+    graph_version: int | None = None,
+) -> AgentRun:
+    """Open a run (status ``running``) in the caller's transaction (``agent_run_new``, saved)."""
+    run = agent_run_new(
+        project_id=project_id,
+        agent_definition_id=agent_definition_id,
+        conversation_id=conversation_id,
+        model=model,
+        run_id=run_id,
+        graph_version=graph_version,
+    )
+    run.save(force_insert=True)
+    return run
 
 
 async def agent_run_abandon(*, run_id: uuid.UUID, error: str) -> None:
@@ -105,15 +130,26 @@ async def agent_run_save_text(*, run_id: uuid.UUID, text: str) -> None:
     await AgentRun.objects.filter(id=run_id, status=RunStatus.RUNNING).aupdate(final_text=storable(text))
 
 
+def _closing(
+    run: AgentRun, *, status: RunStatus, stop_reason: str, error: str, **fields: object
+) -> dict[str, object]:
+    """Set what a run's end stores on ``run`` (its status, why, when, and ``fields``); the columns."""
+    values: dict[str, object] = {
+        "status": status,
+        "stop_reason": stop_reason[:64],
+        "error": storable(error),
+        "completed_at": timezone.now(),
+        **fields,
+    }
+    for name, value in values.items():
+        setattr(run, name, value)
+    return values
+
+
 def _close(run: AgentRun, *, status: RunStatus, stop_reason: str, error: str, **fields: object) -> None:
     """The one write of a run's end (its status, why, when); ``fields`` are more columns to store."""
-    run.status = status
-    run.stop_reason = stop_reason[:64]
-    run.error = storable(error)
-    run.completed_at = timezone.now()
-    for name, value in fields.items():
-        setattr(run, name, value)
-    run.save(update_fields=["status", "stop_reason", "error", "completed_at", *fields])
+    values = _closing(run, status=status, stop_reason=stop_reason, error=error, **fields)
+    run.save(update_fields=list(values))
 
 
 async def agent_run_finish(
@@ -129,7 +165,7 @@ async def agent_run_finish(
     messages: Sequence[TraceMessage] = (),
     records: Sequence[ToolCallRecord] = (),
 ) -> AgentRun:
-    """Close a run with its outcome, its messages and its tool calls: one transaction, one round trip."""
+    """Close a run with its outcome, its messages and its tool calls: one statement, one round trip."""
     usage = usage or Usage()
     closing = {
         "model": (model or run.model)[:200],
@@ -156,12 +192,10 @@ async def agent_run_finish(
 
     @sync_to_async
     def write() -> None:
-        with transaction.atomic():
-            _close(run, status=status, stop_reason=stop_reason, error=error, **closing)
-            if message_rows:
-                AgentRunMessage.objects.bulk_create(message_rows)
-            if call_rows:
-                AgentRunToolCall.objects.bulk_create(call_rows)
+        values = _closing(run, status=status, stop_reason=stop_reason, error=error, **closing)
+        rows_write(
+            inserts=[*message_rows, *call_rows], updates=[(AgentRun.objects.filter(id=run.id), values)]
+        )
 
     await write()
     return run

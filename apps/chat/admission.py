@@ -3,31 +3,44 @@ conversation), and the ``Turn`` it becomes.
 
 Plain checks and lookups the turn service (``services.turn_start``) makes inside its
 transaction, before it claims the conversation; each raises a ``ServiceError`` the transports map.
+The rows a turn starts with (a new conversation, the user message, the agent run) go to the
+database in one statement with what the turn reads at the same instant
+(``apps.projects.db.rows_write``).
 """
 
 from __future__ import annotations
 
 import uuid
 from datetime import timedelta
+from typing import Any
 
 from django.conf import settings
+from django.db import connection
+from django.db.models import F, Func, IntegerField, QuerySet, Subquery
+from django.db.models.expressions import RawSQL
 from django.utils import timezone
 
 from apps.agents.events import ToolResume
 from apps.agents.history import DEFAULT_HISTORY_LIMIT
 from apps.agents.llm.resolve import effective_model_name
 from apps.agents.models import AgentDefinition
-from apps.agents.selectors import agent_definition_check_usable, agent_definition_for_conversation
+from apps.agents.selectors import (
+    AgentDefinitionNotFound,
+    agent_definition_check_enabled,
+    agent_definition_for_conversation,
+    agent_definitions_visible,
+)
 from apps.agents.services import worker_name
 from apps.chat import selectors
 from apps.chat.citations import KnownEntities
 from apps.chat.context import to_history
 from apps.chat.models import Conversation, Message, MessageRole
 from apps.chat.turn import Turn
+from apps.graph_tools.models import GraphVersion
 from apps.graph_tools.versions import graph_version_current
 from apps.projects.errors import ServiceError
 from apps.projects.models import Project
-from apps.projects.selectors import Principal, project_get
+from apps.projects.selectors import Principal, parse_uuid, project_get
 
 
 class InvalidMessage(ServiceError):
@@ -53,17 +66,38 @@ def message_validate(message: object) -> str:
     return message
 
 
-def rate_check(principal: Principal) -> None:
-    """``RateLimited`` when the user sent ``KGCHAT_TURNS_PER_MINUTE`` messages in the last minute."""
-    limit = settings.KGCHAT_TURNS_PER_MINUTE
-    if limit <= 0:
-        return
+def rate_count(principal: Principal) -> QuerySet[Message, Any] | None:
+    """How many messages the user sent in the last minute, as a one-value query for
+    ``rows_write`` (None: no limit configured, nothing to count)."""
+    if settings.KGCHAT_TURNS_PER_MINUTE <= 0:
+        return None
     since = timezone.now() - timedelta(minutes=1)
-    recent = Message.objects.filter(
-        role=MessageRole.USER, conversation__user_id=principal.user_id, created_at__gte=since
-    ).count()
-    if recent >= limit:
+    return (
+        Message.objects.filter(
+            role=MessageRole.USER, conversation__user_id=principal.user_id, created_at__gte=since
+        )
+        .order_by()
+        .values(n=Func(F("id"), function="COUNT", output_field=IntegerField()))
+    )
+
+
+def rate_enforce(recent: int | None) -> None:
+    """``RateLimited`` when the user sent ``KGCHAT_TURNS_PER_MINUTE`` messages in the last minute
+    (``recent``, counted before this message by ``rate_count``)."""
+    limit = settings.KGCHAT_TURNS_PER_MINUTE
+    if limit > 0 and (recent or 0) >= limit:
         raise RateLimited(f"at most {limit} messages a minute; try again shortly")
+
+
+def graph_version_query(project_id: uuid.UUID) -> QuerySet[GraphVersion, Any]:
+    """The project's graph version as a one-value query (no row: version 0)."""
+    return GraphVersion.objects.filter(project_id=project_id).values("version")
+
+
+def graph_version_value(project_id: uuid.UUID) -> RawSQL:
+    """The project's graph version as a value an inserted row takes in the same statement."""
+    table = connection.ops.quote_name(GraphVersion._meta.db_table)
+    return RawSQL(f"COALESCE((SELECT version FROM {table} WHERE project_id = %s), 0)", [project_id])
 
 
 def _title_from(message: str) -> str:
@@ -81,32 +115,30 @@ def conversation_for_turn(
     turn_id: uuid.UUID,
 ) -> tuple[Conversation, Project, AgentDefinition | None, bool]:
     """The conversation a message goes to: one of mine, or a new one in a project I may use;
-    with its project, its agent definition and whether this call created it (then already
-    claimed by ``turn_id``).
+    with its project, its agent definition and whether it is new. A new conversation is not saved
+    yet (``rows_write`` saves it with the turn's first rows) and is already claimed by ``turn_id``;
+    its sender's rate is checked here (a follow-up's with its rows: ``rate_count``).
 
     Raises 404 (conversation, project), 400 (no project, an unknown agent definition or one the
     sender may not see) or 409 (the definition is disabled). Call it inside the turn's transaction: a refused turn creates nothing.
     """
     if conversation_id:
-        conversation = selectors.conversation_get(
-            principal=principal, conversation_id=conversation_id, with_project=True
+        conversation = selectors.conversation_get_for_turn(
+            principal=principal, conversation_id=conversation_id
         )
         definition = conversation.agent_definition
         if definition is not None:
-            agent_definition_check_usable(principal=principal, definition=definition)
+            if not conversation.definition_visible:  # type: ignore[attr-defined]
+                raise AgentDefinitionNotFound("agent definition not found", status=400)
+            agent_definition_check_enabled(definition)
         return conversation, conversation.project, definition, False
     if not project_id:
         raise InvalidMessage("projectId is required when conversationId is absent")
-    project = project_get(principal=principal, project_ref=project_id)
-    definition = (
-        agent_definition_for_conversation(
-            principal=principal, project_id=project.id, definition_id=agent_definition_id
-        )
-        if agent_definition_id
-        else None
+    project, definition = _project_and_definition(
+        principal=principal, project_id=project_id, agent_definition_id=agent_definition_id
     )
     now = timezone.now()
-    conversation = Conversation.objects.create(
+    conversation = Conversation(
         project=project,
         user_id=principal.user_id,
         title=_title_from(message),
@@ -120,6 +152,40 @@ def conversation_for_turn(
     return conversation, project, definition, True
 
 
+def _project_and_definition(
+    *, principal: Principal, project_id: object, agent_definition_id: object
+) -> tuple[Project, AgentDefinition | None]:
+    """The project of a new conversation and its agent definition, checked usable, once the
+    sender's rate is checked (``RateLimited``).
+
+    With both ids (what clients send) one query reads both and the rate; when it finds nothing,
+    the rate and the project are read alone, to tell a 404 project from a 400 definition."""
+    recent = rate_count(principal)
+    pid, did = parse_uuid(project_id), parse_uuid(agent_definition_id) if agent_definition_id else None
+    if pid and did:
+        found = (
+            agent_definitions_visible(principal=principal)
+            .select_related("project")
+            .filter(id=did, project_id=pid)
+        )
+        if recent is not None:
+            found = found.annotate(recent_messages=Subquery(recent))
+        definition = found.first()
+        if definition is not None:
+            rate_enforce(getattr(definition, "recent_messages", None))
+            agent_definition_check_enabled(definition)
+            return definition.project, definition
+    if recent is not None:
+        counted = recent.first()
+        rate_enforce(counted["n"] if counted else None)
+    project = project_get(principal=principal, project_ref=project_id)
+    if not agent_definition_id:
+        return project, None
+    return project, agent_definition_for_conversation(
+        principal=principal, project_id=project.id, definition_id=agent_definition_id
+    )
+
+
 def turn_build(
     *,
     turn_id: uuid.UUID,
@@ -129,11 +195,14 @@ def turn_build(
     user_message: Message,
     resume: ToolResume | None = None,
     new_conversation: bool = False,
+    run_id: uuid.UUID | None = None,
+    graph_version: int | None = None,
 ) -> Turn:
     """The ``Turn`` an admitted message becomes: its model, its run id (agent turns), its history.
 
     A turn that continues after a decided approval (``resume``) reads the history up to now: the
-    user message it answers and the rows of the paused turn, which end with the decided call."""
+    user message it answers and the rows of the paused turn, which end with the decided call.
+    ``graph_version`` is read when not given (the turn service reads it with the turn's rows)."""
     model_name = definition.model_choice.name if definition is not None else settings.KGCHAT_CHAT_MODEL
     limit = max(1, definition.history_limit) if definition is not None else DEFAULT_HISTORY_LIMIT
     # One more than the window, so the agent's history window knows it cut the conversation.
@@ -151,10 +220,12 @@ def turn_build(
         project=project,
         user_message=user_message,
         agent_definition=definition,
-        run_id=uuid.uuid4() if definition is not None else None,
+        run_id=(run_id or uuid.uuid4()) if definition is not None else None,
         model=effective_model_name(model_name),
         history=[to_history(m) for m in history],
         known=KnownEntities(conversation.known_entities),
         resume=resume,
-        graph_version=graph_version_current(project_id=project.id),
+        graph_version=graph_version_current(project_id=project.id)
+        if graph_version is None
+        else graph_version,
     )

@@ -6,9 +6,10 @@ import uuid
 from collections.abc import Iterable
 from typing import Any
 
-from django.db.models import QuerySet
+from django.db.models import Exists, OuterRef, QuerySet
 
 from apps.agents.models import AgentRun
+from apps.agents.selectors import agent_definitions_visible
 from apps.chat.models import Conversation, Message, MessageRole
 from apps.graph_tools.models import GraphChange, GraphObject
 from apps.graph_tools.selectors import graph_changes_since
@@ -41,6 +42,25 @@ def conversation_get(
     related = ("agent_definition", "project") if with_project else ("agent_definition",)
     conversation = (
         conversation_list(principal=principal).select_related(*related).filter(id=cid).first()
+        if cid
+        else None
+    )
+    if conversation is None:
+        raise ConversationNotFound()
+    return conversation
+
+
+def conversation_get_for_turn(*, principal: Principal, conversation_id: object) -> Conversation:
+    """``conversation_get`` with its project and agent definition, and whether the principal may
+    still see that definition (``definition_visible``), all in one query (the turn service's)."""
+    cid = parse_uuid(conversation_id)
+    visible = agent_definitions_visible(principal=principal).filter(id=OuterRef("agent_definition_id"))
+    conversation = (
+        conversation_list(principal=principal)
+        .select_related("agent_definition", "project")
+        .annotate(definition_visible=Exists(visible))
+        .filter(id=cid)
+        .first()
         if cid
         else None
     )

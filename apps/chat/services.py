@@ -19,11 +19,12 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from functools import partial
+from typing import Any, cast
 
 from asgiref.sync import ThreadSensitiveContext, sync_to_async
 from django.conf import settings
-from django.db import DatabaseError, IntegrityError, transaction
-from django.db.models import Q
+from django.db import DatabaseError, IntegrityError, connection, transaction
+from django.db.models import Case, F, Field, Model, Q, Value, When
 from django.db.models.expressions import RawSQL
 from django.utils import timezone
 
@@ -33,7 +34,7 @@ from apps.agents.models import AgentRun
 from apps.agents.services import (
     STALE_AFTER,
     agent_run_abandon,
-    agent_run_open,
+    agent_run_new,
     agent_run_save_text,
     agent_runs_interrupt_orphaned,
     worker_is_dead,
@@ -49,7 +50,13 @@ from apps.chat.turn import Answer, ConversationDeleted, Turn, TurnHandle, emit
 from apps.graph_tools.models import ApprovalStatus, WriteApproval
 from apps.graph_tools.selectors import approval_result, approvals_of_conversation
 from apps.graph_tools.services import approvals_expire
-from apps.projects.db import ConnectionReleasingExecutor, is_database_busy, raise_if_busy, release_connections
+from apps.projects.db import (
+    ConnectionReleasingExecutor,
+    is_database_busy,
+    raise_if_busy,
+    release_connections,
+    rows_write,
+)
 from apps.projects.errors import ServiceError
 from apps.projects.inputs import storable
 from apps.projects.selectors import Principal, parse_uuid
@@ -116,12 +123,37 @@ def _claim(conversation_id: uuid.UUID, turn_id: uuid.UUID) -> bool:
     )
 
 
+def _claim_reading_approvals(conversation_id: uuid.UUID, turn_id: uuid.UUID) -> bool | None:
+    """``_claim``, answering in the same statement whether the conversation has ever had a write
+    approval: None when the claim failed, else that answer."""
+    now = timezone.now()
+    conversations = connection.ops.quote_name(Conversation._meta.db_table)
+    approvals = connection.ops.quote_name(WriteApproval._meta.db_table)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"""UPDATE {conversations}
+                SET active_turn_id = %s, active_turn_started_at = %s, active_turn_worker = %s,
+                    active_turn_text = '', updated_at = %s
+                WHERE id = %s AND (active_turn_id IS NULL OR active_turn_started_at < %s)
+                RETURNING EXISTS (SELECT 1 FROM {approvals} WHERE conversation_id = %s)""",
+            [turn_id, now, worker_name(), now, conversation_id, now - STALE_AFTER, conversation_id],
+        )
+        row = cursor.fetchone()
+    return None if row is None else bool(row[0])
+
+
 def _release(conversation_id: uuid.UUID, turn_id: uuid.UUID) -> None:
     """Give the conversation back, if ``turn_id`` still holds it (the only place a claim ends)."""
-    Conversation.objects.filter(id=conversation_id, active_turn_id=turn_id).update(
-        active_turn_id=None, active_turn_started_at=None, active_turn_worker="", active_turn_text=""
-    )
+    Conversation.objects.filter(id=conversation_id, active_turn_id=turn_id).update(**RELEASED)
 
+
+# The claim's columns once released (what ``_release`` sets).
+RELEASED = {
+    "active_turn_id": None,
+    "active_turn_started_at": None,
+    "active_turn_worker": "",
+    "active_turn_text": "",
+}
 
 # How often a turn tries to give its conversation back when the database is busy.
 RELEASE_ATTEMPTS = 3
@@ -200,11 +232,17 @@ def _prepare(
     agent_definition_id: object,
 ) -> tuple[Turn, list[ApprovalDecidedFrame]]:
     """Admit the message and claim its conversation in one transaction; the ``Turn`` to run and
-    the events of the approvals this closed as expired (to announce once committed)."""
+    the events of the approvals this closed as expired (to announce once committed).
+
+    Round trips: a new conversation reads its project, definition and the sender's rate (one
+    query), then inserts the conversation, the user message and the run while reading the graph
+    version (one statement, atomic without a transaction). A follow-up, in a transaction, reads the
+    conversation (one query), claims it, reads its history window and inserts its rows while
+    reading the graph version and the rate. A refused turn (rate, claim, approvals) creates nothing."""
     try:
         turn_id = uuid.uuid4()
-        admission.rate_check(principal)
-        with transaction.atomic():
+        # A new conversation's rows go in one statement after plain reads: no transaction needed.
+        with transaction.atomic() if conversation_id else contextlib.nullcontext():
             conversation, project, definition, created = admission.conversation_for_turn(
                 principal=principal,
                 message=message,
@@ -213,15 +251,17 @@ def _prepare(
                 agent_definition_id=agent_definition_id,
                 turn_id=turn_id,
             )
-            if not created and not _claim(conversation.id, turn_id):
-                raise TurnInProgress(
-                    "a turn is already running in this conversation; wait for it or cancel it"
-                )
-            # A conversation created in this transaction has no approvals to settle.
-            expired = [] if created else _approvals_settle(conversation.id)
-            user_message = Message.objects.create(
-                conversation=conversation, role=MessageRole.USER, content=message
-            )
+            expired: list[WriteApproval] = []
+            if not created:
+                has_approvals = _claim_reading_approvals(conversation.id, turn_id)
+                if has_approvals is None:
+                    raise TurnInProgress(
+                        "a turn is already running in this conversation; wait for it or cancel it"
+                    )
+                # Only a conversation that ever had an approval has one to settle or wait for.
+                if has_approvals:
+                    expired = _approvals_settle(conversation.id)
+            user_message = Message(conversation=conversation, role=MessageRole.USER, content=message)
             turn = admission.turn_build(
                 turn_id=turn_id,
                 conversation=conversation,
@@ -229,17 +269,31 @@ def _prepare(
                 definition=definition,
                 user_message=user_message,
                 new_conversation=created,
+                graph_version=0,  # read below, with the rows
             )
+            rows: list[Model] = [conversation, user_message] if created else [user_message]
             if turn.run_id is not None and definition is not None:
                 # Opened with the turn's other rows: the executor reaches the model without a write.
-                turn.run = agent_run_open(
+                turn.run = agent_run_new(
                     project_id=project.id,
                     agent_definition_id=definition.pk,
                     conversation_id=conversation.id,
                     model=turn.model,
                     run_id=turn.run_id,
-                    graph_version=turn.graph_version,
+                    graph_version=admission.graph_version_value(project.id),
                 )
+                rows.append(turn.run)
+            version, recent = rows_write(
+                inserts=rows,
+                reads=[
+                    admission.graph_version_query(project.id),
+                    None if created else admission.rate_count(principal),
+                ],
+            )
+            admission.rate_enforce(recent)  # a follow-up's: its claim and rows roll back
+            turn.graph_version = int(version or 0)
+            if turn.run is not None:
+                turn.run.graph_version = turn.graph_version
         return turn, [approval_event(approval) for approval in expired]
     except DatabaseError as exc:
         raise_if_busy(exc)
@@ -579,7 +633,7 @@ async def _run_turn_body(turn: Turn, provider: Provider | None) -> DoneFrame:
 
 
 async def _answer_persist(turn: Turn, answer: Answer) -> Message:
-    """Store the turn's tool rows and answer in one transaction, with what the turn learnt.
+    """Store the turn's tool rows and answer in one statement, with what the turn learnt.
 
     The same transaction merges the entities tools returned into the conversation's known
     entities and releases the conversation, so the next message may follow ``done`` at once.
@@ -590,27 +644,31 @@ async def _answer_persist(turn: Turn, answer: Answer) -> Message:
 
     @sync_to_async
     def write() -> Message:
-        with transaction.atomic():
-            now = timezone.now()
-            for offset, row in enumerate(answer.extra):
-                row.created_at = now + timedelta(microseconds=offset)
-                # What the model wrote or passed to a tool may hold NUL or lone surrogates.
-                row.content, row.tool_calls = storable(row.content), storable(row.tool_calls)
-                row.save(force_insert=True)
-            message = answer.answer_row or Message.objects.create(
-                conversation=turn.conversation,
-                role=MessageRole.ASSISTANT,
-                content=storable(answer.content),
-                retrieval_context=answer.retrieval_context,
-                citations=[c.model_dump() for c in answer.citations],
-                created_at=now + timedelta(microseconds=len(answer.extra)),
-            )
-            Conversation.objects.filter(id=turn.conversation.id).update(
-                updated_at=timezone.now(),
-                known_entities=RawSQL("known_entities || %s::jsonb", [json.dumps(turn.known.new)]),
-            )
-            _release(turn.conversation.id, turn.turn_id)
-            return message
+        now = timezone.now()
+        for offset, row in enumerate(answer.extra):
+            row.created_at = now + timedelta(microseconds=offset)
+            # What the model wrote or passed to a tool may hold NUL or lone surrogates.
+            row.content, row.tool_calls = storable(row.content), storable(row.tool_calls)
+        message = answer.answer_row or Message(
+            conversation=turn.conversation,
+            role=MessageRole.ASSISTANT,
+            content=storable(answer.content),
+            retrieval_context=answer.retrieval_context,
+            citations=[c.model_dump() for c in answer.citations],
+            created_at=now + timedelta(microseconds=len(answer.extra)),
+        )
+        rows = [*answer.extra] if answer.answer_row is not None else [*answer.extra, message]
+        # One statement: the rows, what the turn learnt and the release (``_release``'s condition).
+        held = Q(active_turn_id=turn.turn_id)
+        learnt: dict[str, object] = {
+            "updated_at": timezone.now(),
+            "known_entities": RawSQL("known_entities || %s::jsonb", [json.dumps(turn.known.new)]),
+        }
+        for name, cleared in RELEASED.items():
+            field = cast("Field[Any, Any]", Conversation._meta.get_field(name))
+            learnt[name] = Case(When(held, then=Value(cleared)), default=F(name), output_field=field)
+        rows_write(inserts=rows, updates=[(Conversation.objects.filter(id=turn.conversation.id), learnt)])
+        return message
 
     try:
         message = await write()

@@ -8,11 +8,13 @@ that started it and waits on the model between its queries, so its work runs on
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any, ParamSpec, TypeVar
+from typing import Any, ParamSpec, TypeVar, cast
 
-from django.db import DatabaseError, connections
+from django.db import DEFAULT_DB_ALIAS, DatabaseError, connections
+from django.db.models import Model, QuerySet
+from django.db.models.sql import InsertQuery, UpdateQuery
 
 from apps.projects.errors import ServiceError
 
@@ -94,3 +96,61 @@ class ConnectionReleasingExecutor(ThreadPoolExecutor):
                 release_connections()
 
         return super().submit(call)
+
+
+def _insert_sql(row: Model) -> tuple[str, list[Any]]:
+    """The ``INSERT`` Django would send to save ``row`` (every concrete field, defaults applied)."""
+    fields = [f for f in row._meta.local_concrete_fields if not getattr(f, "generated", False)]
+    query = InsertQuery(type(row))
+    query.insert_values(fields, [row])
+    [(sql, params)] = query.get_compiler(DEFAULT_DB_ALIAS).as_sql()
+    return sql, list(params)
+
+
+def _update_sql(rows: QuerySet[Any], values: Mapping[str, Any]) -> tuple[str, list[Any]]:
+    """The ``UPDATE`` ``rows.update(**values)`` would send."""
+    query = cast(UpdateQuery, rows.query.chain(UpdateQuery))
+    query.add_update_values(dict(values))
+    query.annotations = {}
+    sql, params = query.get_compiler(DEFAULT_DB_ALIAS).as_sql()
+    return sql, list(params)
+
+
+def rows_write(
+    *,
+    inserts: Sequence[Model] = (),
+    updates: Sequence[tuple[QuerySet[Any], Mapping[str, Any]]] = (),
+    reads: Sequence[QuerySet[Any] | None] = (),
+) -> list[Any]:
+    """Insert ``inserts``, apply ``updates`` (``queryset.update(**values)``) and read ``reads``
+    (one-value queries; None reads None), all in one statement: one round trip, atomic without a
+    transaction of its own.
+
+    The reads and the updates' conditions see the database as it was before the statement (not
+    the rows it inserts); a parent row may come with its children (foreign keys are checked at the
+    end of the statement); no two updates may touch the same row. The inserted rows are marked
+    saved, as ``save()`` would."""
+    parts: list[str] = []
+    params: list[Any] = []
+    statements = [_insert_sql(row) for row in inserts] + [
+        _update_sql(rows, values) for rows, values in updates
+    ]
+    for n, (sql, statement_params) in enumerate(statements):
+        parts.append(f"w{n} AS ({sql})")
+        params += statement_params
+    columns: list[str] = []
+    for read in reads:
+        if read is None:
+            columns.append("NULL")
+            continue
+        sql, read_params = read.query.sql_with_params()
+        columns.append(f"({sql})")
+        params += read_params
+    select = f"SELECT {', '.join(columns) or 'NULL'}"
+    with connections[DEFAULT_DB_ALIAS].cursor() as cursor:
+        cursor.execute(f"WITH {', '.join(parts)} {select}" if parts else select, params)
+        values = cursor.fetchone()
+    for row in inserts:
+        row._state.adding = False
+        row._state.db = DEFAULT_DB_ALIAS
+    return list(values)

@@ -104,7 +104,8 @@ if KGCHAT_DB_POOL_MAX > 0:
     }
 # Pooled connections are returned after each use, never kept by a thread (Django requires 0).
 DATABASES["default"]["CONN_MAX_AGE"] = 0
-# The pool checks a connection before lending it, replacing one the server closed.
+# The pool checks a connection before lending it, replacing one the server closed (a socket probe,
+# no round trip unless the server closed it: config/db/base.py).
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 # PostgreSQL plus the kb schema's tables in introspection (see config/db/base.py).
 DATABASES["default"]["ENGINE"] = "config.db"

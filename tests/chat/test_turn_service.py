@@ -70,14 +70,14 @@ async def test_a_failed_database_write_ends_the_turn_with_an_error_and_no_half_w
     world, agent, scripted, monkeypatch
 ):
     scripted.turns += [[tool_call("hybrid_search", {"query": "Paris"}, id="x")], text("answer")]
-    original = Message.objects.create
+    original = services.rows_write
 
-    def failing_create(**kwargs):
-        if kwargs.get("role") == "assistant":
+    def failing_write(**kwargs):
+        if any(getattr(row, "role", None) == "assistant" for row in kwargs.get("inserts", ())):
             raise DatabaseError("disk full")
         return original(**kwargs)
 
-    monkeypatch.setattr(Message.objects, "create", failing_create)
+    monkeypatch.setattr(services, "rows_write", failing_write)
 
     _, frames = await sse_turn(world["client"], agent_request(world, agent))
 
@@ -339,18 +339,26 @@ async def test_the_claim_is_released_when_the_database_was_busy_for_the_answer_a
 ):
     scripted.turns += [text("lost answer"), text("next")]
     attempts: list[str] = []
-    release = services._release
+    release, write = services._release, services.rows_write
 
-    def busy_twice(conversation_id, turn_id):
+    def busy_for_the_answer(**kwargs):
+        if any(getattr(row, "role", None) == "assistant" for row in kwargs.get("inserts", ())):
+            attempts.append("busy")
+            raise PoolTimeout("couldn't get a connection after 2.00 sec")
+        return write(**kwargs)
+
+    def busy_once(conversation_id, turn_id):
         attempts.append("busy" if len(attempts) < 2 else "released")
         if len(attempts) <= 2:
             raise PoolTimeout("couldn't get a connection after 2.00 sec")
         release(conversation_id, turn_id)
 
-    monkeypatch.setattr(services, "_release", busy_twice)
+    monkeypatch.setattr(services, "rows_write", busy_for_the_answer)
+    monkeypatch.setattr(services, "_release", busy_once)
 
     _, frames = await sse_turn(world["client"], {"message": "hi", "projectId": str(world["project"].id)})
     monkeypatch.setattr(services, "_release", release)
+    monkeypatch.setattr(services, "rows_write", write)
     status, after = await sse_turn(
         world["client"], {"message": "again", "conversationId": frames[0]["conversationId"]}
     )

@@ -38,7 +38,7 @@ from opentelemetry import trace
 
 from apps.agents.adk.model_adapter import ModelAdapter
 from apps.agents.adk.session import HistorySessionService
-from apps.agents.adk.tools import adk_name, graph_tools, mcp_toolsets
+from apps.agents.adk.tools import GraphToolset, adk_name, graph_tools, mcp_toolsets
 from apps.agents.approvals import WriteGate
 from apps.agents.events import (
     ApprovalPending,
@@ -273,7 +273,8 @@ def build_agent(
         return prompt
 
     gate = gate_for(definition) if gate_for is not None else None
-    tools: list[Any] = [*graph_tools(list(definition.tools or []), project_id=project_id, gate=gate)]
+    graph = graph_tools(list(definition.tools or []), project_id=project_id, gate=gate)
+    tools: list[Any] = [GraphToolset(graph)] if graph else []
     tools += mcp_toolsets(list(definition.mcp_servers or []))
     subs: list[BaseAgent] = [
         build_agent(

@@ -13,6 +13,7 @@ from typing import Any, cast
 from django.conf import settings
 from google.adk.agents.readonly_context import ReadonlyContext
 from google.adk.tools.base_tool import BaseTool
+from google.adk.tools.base_toolset import BaseToolset
 from google.adk.tools.mcp_tool.mcp_session_manager import (
     CheckableMcpHttpClientFactory,
     SseConnectionParams,
@@ -129,6 +130,22 @@ def graph_tools(names: list[str], *, project_id: uuid.UUID, gate: WriteGate | No
         except ServiceError:
             logger.warning("agent definition names unknown graph tool %r; skipped", name)
     return tools
+
+
+class GraphToolset(BaseToolset):
+    """An agent's graph tools as one toolset.
+
+    ADK prepares every model request tool union by tool union: a task to resolve it, then a
+    ``ToolContext`` for it. Ten graph tools listed one by one cost ten of each per model call; as
+    one toolset, one. The model sees the same declarations and ADK calls the same tools.
+    """
+
+    def __init__(self, tools: list[BaseTool]) -> None:
+        super().__init__()
+        self.tools = tools
+
+    async def get_tools(self, readonly_context: ReadonlyContext | None = None) -> list[BaseTool]:
+        return self.tools
 
 
 class SafeMcpToolset(McpToolset):

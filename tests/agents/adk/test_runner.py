@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import uuid
+
 from google.adk.events.event import Event
 from google.genai import types
 
@@ -33,3 +35,41 @@ async def test_non_streaming_mode_collects_from_final_event() -> None:
     await state.on_event(model_event("Hello world", partial=False))
 
     assert "".join(state.text) == "Hello world"
+
+
+def _graph_agent_definition(tools: list[str]):
+    from apps.agents.models import AgentDefinition
+
+    return AgentDefinition(name="grapher", tools=tools, model={"name": "scripted/test", "temperature": 0.1})
+
+
+async def test_graph_tools_reach_adk_as_one_toolset_and_the_model_is_offered_each_of_them() -> None:
+    from apps.agents.adk.runner import adk_run, build_agent
+    from apps.agents.adk.tools import GraphToolset
+    from apps.agents.llm.scripted import ScriptedProvider, text
+    from apps.graph_tools.registry import tool_names
+
+    names = tool_names(read_only=True)
+    definition = _graph_agent_definition(names)
+    provider = ScriptedProvider(turns=[text("Nothing to look up.")])
+    state = RunState(callback=None, max_steps=5)
+    project_id = uuid.uuid4()
+
+    agent = build_agent(definition, provider, state, project_id=project_id, sub_definitions=[])
+    await adk_run(
+        state,
+        definition=definition,
+        provider=provider,
+        message="Hello",
+        history=[],
+        project_id=project_id,
+        sub_definitions=[],
+        session_id="s",
+        user_id="u",
+        stop=None,
+        share_provider=True,
+    )
+
+    assert len(agent.tools) == 1 and isinstance(agent.tools[0], GraphToolset)
+    assert sorted(t.name for t in provider.calls[0].tools) == sorted(names)
+    assert "".join(state.text) == "Nothing to look up."
