@@ -125,10 +125,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
             agent_definition_id=request.agentDefinitionId,
         )
         self.follow(handle.conversation_id, after_seq=0, include_finished=True)
-        try:
-            await self.watch(handle.conversation_id)
-        except Exception:  # the turn runs and streams; only later conversation events are missed
-            log.warning("websocket: could not watch conversation %s", handle.conversation_id, exc_info=True)
+        await self._watch_or_log(handle.conversation_id)
 
     async def on_cancel(self, content: dict[str, Any]) -> None:
         request = ConversationIn.model_validate(content)
@@ -142,8 +139,8 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         conversation = await selectors.aconversation_get(
             principal=self.principal, conversation_id=request.conversationId
         )
-        await self.watch(str(conversation.id))
         self.follow(str(conversation.id), after_seq=request.afterSeq, include_finished=request.afterSeq > 0)
+        await self._watch_or_log(str(conversation.id))
 
     async def on_approval(self, content: dict[str, Any]) -> None:
         request = ApprovalIn.model_validate(content)
@@ -158,6 +155,15 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         await self.send_json(decided.event.wire())
         if decided.turn is not None:
             self.follow(decided.turn.conversation_id, after_seq=0, include_finished=True)
+
+    async def _watch_or_log(self, conversation_id: str) -> None:
+        """Watch, after the turn's frames are already followed: a watch that fails (Redis did not
+        confirm in time under a starved loop) loses later conversation events, not the turn, so it
+        is logged rather than answered with ``internal_error``."""
+        try:
+            await self.watch(conversation_id)
+        except Exception:
+            log.warning("websocket: could not watch conversation %s", conversation_id, exc_info=True)
 
     async def watch(self, conversation_id: str) -> None:
         """Watch the conversation's events from now on (registered before this returns)."""

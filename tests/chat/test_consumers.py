@@ -182,3 +182,31 @@ async def test_a_turn_whose_conversation_watch_fails_still_streams_to_the_end_wi
     assert types(frames)[-1] == "done"
     assert tokens(frames) == "Paris is in France."
     await communicator.disconnect()
+
+
+async def test_a_subscribe_whose_conversation_watch_fails_still_replays_the_turn(
+    world, agent, scripted, monkeypatch
+):
+    from apps.chat.bus import get_bus
+
+    scripted.turns += [[*text("one ", "two "), Delay(0.3), *text("three")]]
+    first = await ws_connect(world["user"])
+    await first.send_json_to({"type": "chat.message", **agent_request(world, agent, QUESTION)})
+    meta = await first.receive_json_from(timeout=5)
+
+    async def unconfirmed(conversation_id):
+        raise ConnectionError(f"redis did not confirm the subscription to {conversation_id}")
+
+    monkeypatch.setattr(get_bus(), "watch", unconfirmed)
+    second = await ws_connect(world["user"])
+    await second.send_json_to(
+        {"type": "chat.subscribe", "conversationId": meta["conversationId"], "afterSeq": 1}
+    )
+    replayed = []
+    while not replayed or replayed[-1]["type"] != "done":
+        replayed.append(await second.receive_json_from(timeout=5))
+
+    assert "error" not in types(replayed)
+    assert tokens(replayed) == "one two three"
+    await first.disconnect()
+    await second.disconnect()
