@@ -108,24 +108,13 @@ async def conversation_delete(*, principal: Principal, conversation_id: object) 
 
 def _claim(conversation_id: uuid.UUID, turn_id: uuid.UUID) -> bool:
     """Claim the conversation for ``turn_id``: free, or held by a turn older than ``STALE_AFTER``."""
-    now = timezone.now()
-    return (
-        Conversation.objects.filter(id=conversation_id)
-        .filter(Q(active_turn_id__isnull=True) | Q(active_turn_started_at__lt=now - STALE_AFTER))
-        .update(
-            active_turn_id=turn_id,
-            active_turn_started_at=now,
-            active_turn_worker=worker_name(),
-            active_turn_text="",
-            updated_at=now,
-        )
-        == 1
-    )
+    return _claim_reading_approvals(conversation_id, turn_id) is not None
 
 
 def _claim_reading_approvals(conversation_id: uuid.UUID, turn_id: uuid.UUID) -> bool | None:
-    """``_claim``, answering in the same statement whether the conversation has ever had a write
-    approval: None when the claim failed, else that answer."""
+    """Claim the conversation for ``turn_id`` (free, or held by a turn older than ``STALE_AFTER``),
+    answering in the same statement whether it has ever had a write approval: None when the claim
+    failed, else that answer. The one place the claim's condition is written."""
     now = timezone.now()
     conversations = connection.ops.quote_name(Conversation._meta.db_table)
     approvals = connection.ops.quote_name(WriteApproval._meta.db_table)
