@@ -176,8 +176,8 @@ def _project_and_definition(
             agent_definition_check_enabled(definition)
             return definition.project, definition
     if recent is not None:
-        counted = recent.first()
-        rate_enforce(counted["n"] if counted else None)
+        # get(), not first(): first() orders by id, which a COUNT without GROUP BY cannot have.
+        rate_enforce(recent.get()["n"])
     project = project_get(principal=principal, project_ref=project_id)
     if not agent_definition_id:
         return project, None
