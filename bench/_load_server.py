@@ -2,7 +2,7 @@
 
 The model is a scripted provider registered in the server process (``scripted/bench-load``):
 for a new question it calls ``get_entity_edges`` once, after the tool result it streams 200
-tokens. It answers at once and costs no I/O, so the figures measure kgchat (websocket, turn
+tokens; a plain turn (no tools offered) gets the 200 tokens at once. It answers at once and costs no I/O, so the figures measure kgchat (websocket, turn
 service, frame bus, ADK executor, the tool's SQL, persistence), not a model or a fake HTTP server.
 Everything else, including the per-user rate limit, is as in ``config.settings.local``.
 """
@@ -22,7 +22,7 @@ KGCHAT_MODEL = f"scripted/{MODEL_NAME}"
 
 
 def _respond(messages: list[Any], tools: list[Any]) -> list[Any]:
-    if messages and messages[-1].role == "tool":
+    if not tools or (messages and messages[-1].role == "tool"):  # a plain turn, or after the tool
         return [
             *(TextDelta(text=f"t{i} ") for i in range(TOKENS)),
             Done(usage=Usage(input_tokens=500, output_tokens=TOKENS)),

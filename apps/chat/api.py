@@ -19,7 +19,7 @@ from apps.chat.models import Conversation, Message
 from apps.chat.search import conversation_search
 from apps.chat.usage import Usage
 from apps.graph_tools.selectors import approvals_waiting
-from apps.projects.auth import principal_of
+from apps.projects.auth import principal_of, token_or_session_releasing
 from apps.projects.inputs import ListLimit, ListOffset, search_text_check
 from apps.projects.selectors import parse_uuid
 
@@ -219,7 +219,7 @@ async def _sse(conversation_id: str) -> AsyncIterator[bytes]:
         yield f"event: {frame.type}\ndata: {frame.text()}\n\n".encode()
 
 
-@router.post("/chat/stream")
+@router.post("/chat/stream", auth=token_or_session_releasing)
 async def stream(request: HttpRequest, payload: ChatMessageIn) -> StreamingHttpResponse:
     handle = await services.turn_start(
         principal=principal_of(request),

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from asgiref.sync import sync_to_async
 from django.http import HttpRequest
 from ninja.security import APIKeyCookie
 from ninja.utils import check_csrf
 
+from apps.projects.db import release_connections
 from apps.projects.selectors import Principal, principal_from_token, principal_from_user
 
 
@@ -41,6 +43,29 @@ class TokenOrSession(APIKeyCookie):
 
 
 token_or_session = TokenOrSession()
+
+
+class TokenOrSessionReleasing(TokenOrSession):
+    """``TokenOrSession`` for a route whose answer streams for as long as a turn runs.
+
+    The token or session is read on the request's thread, and Django gives that thread's database
+    connection back only when the response ends. A streamed turn would hold it all along while its
+    own work borrows others, so fifty SSE turns at once emptied a pool of twenty and every one
+    waited for the pool's timeout (issue #23). Here the connection goes back as soon as the
+    caller is known, in the same hop to that thread.
+    """
+
+    async def __call__(self, request: HttpRequest) -> Principal | None:  # type: ignore[override]
+        return await sync_to_async(self._known_then_release)(request)
+
+    def _known_then_release(self, request: HttpRequest) -> Principal | None:
+        try:
+            return super().__call__(request)
+        finally:
+            release_connections()
+
+
+token_or_session_releasing = TokenOrSessionReleasing()
 
 
 def principal_of(request: HttpRequest) -> Principal:

@@ -126,7 +126,7 @@ async def _sse_post(client: httpx.AsyncClient, token: str, body: dict) -> tuple[
     return 200, parse_sse(response.content)
 
 
-async def test_50_concurrent_sse_turns_from_10_users_stay_within_the_pool_and_are_stored_whole(
+async def test_50_concurrent_sse_turns_from_10_users_are_all_answered_within_the_pool_and_stored_whole(
     world, responder, pool
 ):
     project = world["project"]
@@ -147,25 +147,20 @@ async def test_50_concurrent_sse_turns_from_10_users_stay_within_the_pool_and_ar
             results = await asyncio.gather(*(_sse_post(client, token, body) for token, body in bodies))
         await turn_wait_all()
 
+    # Every one is answered: a streamed turn holds no connection its request borrowed (issue #23:
+    # the session or token read on the request's thread kept one per stream, and 50 turns at once
+    # emptied the pool of 20, each waiting for a connection another held: 32 answered 503).
     statuses = [status for status, _ in results]
-    assert set(statuses) <= {200, 503}, statuses
-    for status, body in results:
-        if status == 503:
-            assert body["code"] == "database_busy"
-            continue
+    assert statuses == [200] * 50, statuses
+    for _, body in results:
         assert types(body)[0] == "meta" and types(body)[-1] == "done"
-        errors = [f["code"] for f in body if f["type"] == "error"]
-        assert set(errors) <= {"database_busy"}, errors
+        assert [f for f in body if f["type"] == "error"] == []
         conversation_id = body[0]["conversationId"]
         stored = [
             m async for m in Message.objects.filter(conversation_id=conversation_id).order_by("created_at")
         ]
-        if body[-1]["messageId"] is None:
-            # A turn the database refused midway keeps the question and nothing else.
-            assert errors == ["database_busy"] and [m.role for m in stored] == ["user"]
-        else:
-            assert [m.role for m in stored] == ["user", "assistant"]
-            assert stored[-1].content == tokens(body) == f"Answer to {stored[0].content}"
+        assert [m.role for m in stored] == ["user", "assistant"]
+        assert stored[-1].content == tokens(body) == f"Answer to {stored[0].content}"
     conversations = await Conversation.objects.filter(project=project).acount()
     assert conversations == statuses.count(200)
     assert not await Conversation.objects.filter(active_turn_id__isnull=False).aexists()
