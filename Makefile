@@ -85,10 +85,13 @@ bench: migrate
 bench-scale: migrate
 	BENCH_ENTITIES=1000000 BENCH_RELATIONSHIPS=5000000 DJANGO_SETTINGS_MODULE=config.settings.test $(PY) -m bench graph_tools
 
-# Answer quality through the real turn path (apps/evals): the perfect planner on the demo and the
-# fictional sets by default; EVAL_ARGS adds models, e.g. EVAL_ARGS="--model openai/qwen --plain".
-EVAL_ARGS ?=
+# Answer quality through the real turn path (apps/evals) on the demo and the fictional sets: the
+# perfect planner (agent), and the offline default model as an agent and in plain chat (RAG), two
+# questions of each kind. EVAL_ARGS replaces that choice, e.g. EVAL_ARGS="--model openai/qwen --plain --per-kind 5".
+# The eval's own user asks hundreds of questions a minute, so its rate limit is off.
+EVAL_ARGS ?= --model scripted/perfect-planner --model $(LOCAL_MODEL) --plain --per-kind 2
 eval: migrate
+	@bash scripts/local_llm.sh serve || echo "local-llm: FAILED to install or start the offline model; its questions will fail"
 	KGCHAT_MODEL= KGCHAT_TURNS_PER_MINUTE=0 $(PY) manage.py eval --set demo --set fictional $(EVAL_ARGS)
 
 clean: stop

@@ -11,9 +11,9 @@ from ninja.errors import AuthenticationError, HttpError, ValidationError
 from ninja.parser import Parser
 
 from apps.projects.auth import token_or_session
-from apps.projects.db import DatabaseBusy, is_database_busy
 from apps.projects.errors import ServiceError
-from apps.projects.inputs import InvalidInput, bad_input_from, json_parse
+from apps.projects.failures import error_classify
+from apps.projects.inputs import InvalidInput, json_parse
 
 log = logging.getLogger("kgchat.api")
 
@@ -74,16 +74,7 @@ def on_http_error(request: HttpRequest, exc: HttpError) -> HttpResponse:
 
 @api.exception_handler(Exception)
 def on_unexpected(request: HttpRequest, exc: Exception) -> HttpResponse:
-    if is_database_busy(exc):
-        log.warning("database busy in %s %s: %s", request.method, request.path, exc)
-        busy = DatabaseBusy()
-        return _error(request, busy.status, busy.message, busy.code)
-    bad_input = bad_input_from(exc)
-    if bad_input is not None:
-        log.warning("refused input the checks missed in %s %s: %s", request.method, request.path, exc)
-        return on_service_error(request, bad_input)
-    log.exception("unhandled error in %s %s", request.method, request.path)
-    return _error(request, 500, "internal error", "internal_error")
+    return on_service_error(request, error_classify(exc, where=f"{request.method} {request.path}"))
 
 
 def _register_routers() -> None:

@@ -56,7 +56,8 @@ def _url_problem(request: HttpRequest) -> HttpResponse | None:
         input_check(request.path, field="path")
         for name, values in request.GET.lists():
             input_check(name, field="query")
-            input_check(values, field=name)
+            for value in values:  # each value of a repeated parameter is that parameter, not name.0
+                input_check(value, field=name)
     except InvalidInput as exc:
         return JsonResponse({"error": exc.message, "code": exc.code, **exc.extra}, status=400)
     return None

@@ -18,9 +18,8 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from apps.chat import approvals, selectors, services
 from apps.chat.bus import Watch, get_bus
 from apps.chat.frames import ChatMessageIn, ErrorFrame
-from apps.projects.db import DatabaseBusy, is_database_busy
-from apps.projects.errors import ServiceError
-from apps.projects.inputs import InvalidInput, bad_input_from, json_parse
+from apps.projects.failures import error_classify
+from apps.projects.inputs import InvalidInput, json_parse
 from apps.projects.selectors import Principal, principal_from_user
 
 log = logging.getLogger("kgchat.ws")
@@ -96,20 +95,9 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         except ValidationError as exc:
             problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())
             await self.send_error(f"invalid {kind}: {problems}", "invalid_request")
-        except ServiceError as exc:
-            await self.send_error(exc.message, exc.code)
         except Exception as exc:
-            if is_database_busy(exc):
-                busy = DatabaseBusy()
-                await self.send_error(busy.message, busy.code)
-                return
-            bad_input = bad_input_from(exc)
-            if bad_input is not None:
-                log.warning("websocket %s: refused input the checks missed: %s", kind, exc)
-                await self.send_error(bad_input.message, bad_input.code)
-                return
-            log.exception("websocket %s failed", kind)
-            await self.send_error("internal error", "internal_error")
+            failure = error_classify(exc, where=f"websocket {kind}")
+            await self.send_error(failure.message, failure.code)
 
     async def send_error(self, message: str, code: str) -> None:
         await self.send_json(ErrorFrame(error=message, code=code).model_dump(mode="json", exclude={"seq"}))

@@ -58,6 +58,7 @@ from apps.projects.db import (
     rows_write,
 )
 from apps.projects.errors import ServiceError
+from apps.projects.failures import error_classify
 from apps.projects.inputs import storable
 from apps.projects.selectors import Principal, parse_uuid
 
@@ -599,14 +600,8 @@ async def _run_turn_body(turn: Turn, provider: Provider | None) -> DoneFrame:
             await emit(turn, ErrorFrame(error="the conversation was deleted", code="conversation_deleted"))
         done = DoneFrame(messageId=None, runId=run_id)
     except Exception as exc:
-        if is_database_busy(exc):
-            log.warning("turn %s of conversation %s: database busy (%s)", turn.turn_id, conversation_key, exc)
-            await emit(
-                turn, ErrorFrame(error="the database is busy; try again shortly", code="database_busy")
-            )
-        else:
-            log.exception("turn %s of conversation %s failed", turn.turn_id, conversation_key)
-            await emit(turn, ErrorFrame(error="the turn failed unexpectedly", code="internal_error"))
+        failure = error_classify(exc, where=f"turn {turn.turn_id} of conversation {conversation_key}")
+        await emit(turn, ErrorFrame(error=failure.message, code=failure.code))
         done = DoneFrame(messageId=None, runId=run_id)
     finally:
         if turn.run is not None and not turn.run_taken:

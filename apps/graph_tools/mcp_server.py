@@ -33,7 +33,8 @@ from apps.graph_tools.errors import McpUnauthorized, UnknownTool
 from apps.graph_tools.registry import tool_get, tool_list
 from apps.graph_tools.services import tool_call_direct
 from apps.projects.errors import ServiceError
-from apps.projects.inputs import bad_input_from, input_check
+from apps.projects.failures import error_classify
+from apps.projects.inputs import input_check
 from apps.projects.selectors import Principal, principal_from_token, project_get, project_get_by_ref
 
 log = logging.getLogger("kgchat.mcp")
@@ -89,31 +90,31 @@ class GraphMCPServer(MCPServer):
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> CallToolResult:
         project_id = self._project_of(context)
         if project_id is None:
-            return _error_result("no project: this request carries no authenticated project")
+            return _error_result("no project: this request carries no authenticated project", "unauthorized")
         # Over HTTP, the token's user; the stdio server (project fixed by an operator) has none.
         principal = None if self.project_id is not None else self._scope_of(context).get(PRINCIPAL_SCOPE_KEY)
         if self.project_id is None and not isinstance(principal, Principal):
-            return _error_result("no principal: this request carries no authenticated user")
+            return _error_result("no principal: this request carries no authenticated user", "unauthorized")
         try:
             result = await tool_call_direct(
                 principal=principal, project_id=project_id, name=name, arguments=arguments
             )
-        except ServiceError as exc:
-            return _error_result(exc.message)
         except Exception as exc:
-            bad_input = bad_input_from(exc)
-            if bad_input is not None:
-                return _error_result(bad_input.message)
-            log.exception("graph tool %s failed", name)
-            return _error_result(f"internal error in tool {name}")
+            failure = error_classify(exc, where=f"MCP tool {name}")
+            return _error_result(failure.message, failure.code)
         return CallToolResult(
             content=[TextContent(type="text", text=json.dumps(result, ensure_ascii=False))],
             structured_content=result,
         )
 
 
-def _error_result(message: str) -> CallToolResult:
-    return CallToolResult(content=[TextContent(type="text", text=message)], is_error=True)
+def _error_result(message: str, code: str = "invalid_request") -> CallToolResult:
+    """An ``isError`` result: the message as text, and ``{"error", "code"}`` (REST's error body)."""
+    return CallToolResult(
+        content=[TextContent(type="text", text=message)],
+        structured_content={"error": message, "code": code},
+        is_error=True,
+    )
 
 
 def mcp_project_resolve(

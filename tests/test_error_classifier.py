@@ -1,0 +1,88 @@
+"""One error classifier for every transport (issue #23 item 4): REST, SSE, the websocket, a running
+turn and MCP answer the same ``code`` for the same unexpected failure. The MCP copy once answered
+"internal error" where the others said ``database_busy``."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from pathlib import Path
+
+import pytest
+from django.db import DataError, OperationalError
+from psycopg_pool import PoolTimeout
+
+from apps.graph_tools import mcp_server
+from apps.graph_tools.mcp_server import GraphMCPServer
+from apps.projects.errors import NotFound
+from apps.projects.failures import error_classify
+
+ROOT = Path(__file__).resolve().parent.parent
+TRANSPORTS = ["config/api.py", "apps/chat/consumers.py", "apps/graph_tools/mcp_server.py", "apps/chat/services.py"]
+
+
+def busy_error() -> OperationalError:
+    """What Django raises when the pool lent no connection within its timeout."""
+    try:
+        raise OperationalError("couldn't get a connection after 10.00 sec") from PoolTimeout("timeout")
+    except OperationalError as exc:
+        return exc
+
+
+def test_a_service_error_is_answered_as_itself():
+    refused = NotFound("no such thing", code="thing_not_found")
+
+    assert error_classify(refused, where="test") is refused
+
+
+def test_a_pool_without_a_connection_to_give_is_database_busy_503(caplog):
+    failure = error_classify(busy_error(), where="test")
+
+    assert (failure.status, failure.code) == (503, "database_busy")
+    assert [r.levelno for r in caplog.records] == [logging.WARNING]
+
+
+def test_a_value_the_database_refused_is_the_clients_400():
+    failure = error_classify(DataError("invalid byte sequence for encoding UTF8: 0x00"), where="test")
+
+    assert (failure.status, failure.code) == (400, "invalid_request")
+
+
+def test_anything_else_is_internal_error_500_logged_with_its_traceback(caplog):
+    failure = error_classify(KeyError("oops"), where="GET /api/x")
+
+    assert (failure.status, failure.code, failure.message) == (500, "internal_error", "internal error")
+    assert caplog.records[-1].exc_info is not None and "GET /api/x" in caplog.records[-1].getMessage()
+
+
+async def test_an_mcp_tool_call_on_a_busy_database_says_database_busy(monkeypatch):
+    async def busy(**kwargs):
+        raise busy_error()
+
+    monkeypatch.setattr(mcp_server, "tool_call_direct", busy)
+
+    result = await GraphMCPServer(project_id=uuid.uuid4()).call_tool("list_entity_types", {})
+
+    assert result.is_error
+    assert result.structured_content == {"error": "the database is busy; try again shortly", "code": "database_busy"}
+
+
+async def test_an_mcp_tool_call_that_fails_unexpectedly_says_internal_error(monkeypatch):
+    async def broken(**kwargs):
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(mcp_server, "tool_call_direct", broken)
+
+    result = await GraphMCPServer(project_id=uuid.uuid4()).call_tool("list_entity_types", {})
+
+    assert result.is_error and result.structured_content["code"] == "internal_error"
+    assert "a bug" not in result.content[0].text
+
+
+@pytest.mark.parametrize("path", TRANSPORTS)
+def test_no_transport_classifies_errors_on_its_own(path):
+    source = (ROOT / path).read_text()
+
+    assert "error_classify(" in source
+    assert "bad_input_from(" not in source
+    assert "is_database_busy(exc)" not in source or path == "apps/chat/services.py"
