@@ -18,7 +18,12 @@ from apps.projects.errors import NotFound
 from apps.projects.failures import error_classify
 
 ROOT = Path(__file__).resolve().parent.parent
-TRANSPORTS = ["config/api.py", "apps/chat/consumers.py", "apps/graph_tools/mcp_server.py", "apps/chat/services.py"]
+TRANSPORTS = [
+    "config/api.py",
+    "apps/chat/consumers.py",
+    "apps/graph_tools/mcp_server.py",
+    "apps/chat/services.py",
+]
 
 
 def busy_error() -> OperationalError:
@@ -64,7 +69,10 @@ async def test_an_mcp_tool_call_on_a_busy_database_says_database_busy(monkeypatc
     result = await GraphMCPServer(project_id=uuid.uuid4()).call_tool("list_entity_types", {})
 
     assert result.is_error
-    assert result.structured_content == {"error": "the database is busy; try again shortly", "code": "database_busy"}
+    assert result.structured_content == {
+        "error": "the database is busy; try again shortly",
+        "code": "database_busy",
+    }
 
 
 async def test_an_mcp_tool_call_that_fails_unexpectedly_says_internal_error(monkeypatch):
