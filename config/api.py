@@ -82,10 +82,10 @@ def _register_routers() -> None:
     from apps.chat.api import router as chat_router
     from apps.chat.approvals_api import router as approvals_router
     from apps.chat.team_api import router as chat_team_router
-    from apps.chat.usage_api import router as chat_usage_router
     from apps.graph_tools.api import router as graph_router
     from apps.graph_tools.tools_api import router as graph_tools_router
     from apps.projects.api import router as projects_router
+    from apps.usage.api import router as usage_router
 
     api.add_router("/", projects_router)
     api.add_router("/", graph_router)
@@ -94,7 +94,7 @@ def _register_routers() -> None:
     api.add_router("/", chat_router)
     api.add_router("/", chat_team_router)
     api.add_router("/", approvals_router)
-    api.add_router("/", chat_usage_router)
+    api.add_router("/", usage_router)
 
 
 _register_routers()

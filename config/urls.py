@@ -9,4 +9,5 @@ urlpatterns = [
     path("api/", api.urls),
     path("", include("apps.projects.urls")),
     path("", include("apps.chat.urls")),
+    path("", include("apps.usage.urls")),
 ]

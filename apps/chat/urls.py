@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from apps.chat import share_views, usage_views, views
+from apps.chat import share_views, views
 
 app_name = "chat"
 
@@ -11,5 +11,4 @@ urlpatterns = [
     path("chat/", views.chat_page, name="new"),
     path("chat/<uuid:conversation_id>/", views.chat_page, name="conversation"),
     path("share/<str:token>", share_views.share_page, name="share"),
-    path("projects/<uuid:project_id>/usage", usage_views.usage_page, name="usage"),
 ]

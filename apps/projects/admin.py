@@ -28,7 +28,7 @@ class ProjectAdmin(admin.ModelAdmin):
     def usage(self, obj: Project) -> str:
         if obj.pk is None or obj._state.adding:  # the add form's unsaved instance has a uuid already
             return "-"
-        return format_html('<a href="{}">Usage statistics</a>', reverse("chat:usage", args=[obj.pk]))
+        return format_html('<a href="{}">Usage statistics</a>', reverse("usage:page", args=[obj.pk]))
 
 
 @admin.register(ProjectMembership)

@@ -51,6 +51,7 @@ INSTALLED_APPS = [
     "apps.graph_tools",
     "apps.agents",
     "apps.chat",
+    "apps.usage",
     "apps.evals",
 ]
 

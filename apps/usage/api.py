@@ -8,8 +8,8 @@ from datetime import date
 from django.http import HttpRequest
 from ninja import Field, Query, Router, Schema
 
-from apps.chat.usage_stats import DayUsage, ProjectUsage, project_usage, ratio, usage_cost
 from apps.projects.auth import principal_of
+from apps.usage.stats import DayUsage, ProjectUsage, project_usage, ratio, usage_cost
 
 router = Router(tags=["chat"])
 

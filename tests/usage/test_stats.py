@@ -212,7 +212,7 @@ def test_the_usage_page_draws_svg_charts_for_the_owner_and_refuses_an_editor(see
 
 
 def test_the_period_is_capped_at_366_days_and_starts_29_days_before_today():
-    from apps.chat.usage_stats import InvalidUsageQuery, usage_period
+    from apps.usage.stats import InvalidUsageQuery, usage_period
 
     assert usage_period(today=date(2026, 3, 31)) == (date(2026, 3, 2), date(2026, 3, 31))
     assert usage_period(start="2025-03-01", end="2026-03-01") == (date(2025, 3, 1), date(2026, 3, 1))

@@ -9,11 +9,11 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 
 from apps.agents.models import AgentDefinition
-from apps.chat.usage_api import figures
-from apps.chat.usage_charts import bar_chart, breakdown_chart, line_chart
-from apps.chat.usage_stats import InvalidUsageQuery, project_usage, usage_period, usage_project_get
 from apps.projects.errors import NotFound
 from apps.projects.selectors import RoleTooLow, principal_from_user
+from apps.usage.api import figures
+from apps.usage.charts import bar_chart, breakdown_chart, line_chart
+from apps.usage.stats import InvalidUsageQuery, project_usage, usage_period, usage_project_get
 
 
 @login_required
@@ -27,7 +27,7 @@ def usage_page(request: HttpRequest, project_id: uuid.UUID) -> HttpResponse:
     except NotFound:
         raise Http404("project not found") from None
     except RoleTooLow as exc:
-        return render(request, "chat/usage_denied.html", {"required": exc.required}, status=403)
+        return render(request, "usage/usage_denied.html", {"required": exc.required}, status=403)
     agents = AgentDefinition.objects.filter(project=project).order_by("name")
     form = {k: request.GET.get(k, "") for k in ("from", "to", "agentDefinitionId")}
     context: dict[str, object] = {"project": project, "agents": agents, "form": form}
@@ -42,7 +42,7 @@ def usage_page(request: HttpRequest, project_id: uuid.UUID) -> HttpResponse:
     except (InvalidUsageQuery, NotFound) as exc:
         start, end = usage_period()
         context.update(error=str(exc), start=start, end=end)
-        return render(request, "chat/usage.html", context, status=400)
+        return render(request, "usage/usage.html", context, status=400)
     labels = [d.day.strftime("%m-%d") for d in usage.days]
     totals = figures(usage.totals)
     context.update(
@@ -66,4 +66,4 @@ def usage_page(request: HttpRequest, project_id: uuid.UUID) -> HttpResponse:
             [("p50", [d.done_p50_ms for d in usage.days]), ("p95", [d.done_p95_ms for d in usage.days])],
         ),
     )
-    return render(request, "chat/usage.html", context)
+    return render(request, "usage/usage.html", context)
