@@ -170,7 +170,28 @@ def graph_import(
     entities, relationships = parse_lines(lines)
     project_write_turn(project.id)
     result = ImportResult()
+    keys = [e.key for e in entities]
+    _entities_upsert(project=project, entities=entities, result=result)
+    ids = _ids_of_keys(
+        project=project, keys={r.src for r in relationships} | {r.dst for r in relationships} | set(keys)
+    )
+    for rel in relationships:
+        for end in (rel.src, rel.dst):
+            if end not in ids:
+                raise GraphImportError(
+                    f"relationship {rel.type!r} refers to unknown entity key {end!r}", line=rel.line
+                )
+    _relationships_upsert(project=project, relationships=relationships, ids=ids, result=result)
+    result.entity_ids = [ids[k] for k in keys]
+    if entities or relationships:
+        result.graph_version = _record_import(
+            project=project, result=result, relationships=relationships, ids=ids, user_id=user_id
+        )
+    return result
 
+
+def _entities_upsert(*, project: Project, entities: list[_Entity], result: ImportResult) -> None:
+    """Insert or update the entities by key, counting which existed; stale vectors go first."""
     keys = [e.key for e in entities]
     existing: set[str] = set()
     for start in range(0, len(keys), BATCH):
@@ -183,7 +204,6 @@ def graph_import(
     result.entities_created = len(entities) - len(existing)
     for start in range(0, len(entities), BATCH):
         _stale_vectors_clear(project_id=project.id, entities=entities[start : start + BATCH])
-
     for start in range(0, len(entities), BATCH):
         chunk = entities[start : start + BATCH]
         GraphObject.objects.bulk_create(
@@ -203,22 +223,24 @@ def graph_import(
             update_fields=["type", "name", "description", "properties", "updated_at"],
         )
 
-    needed = {r.src for r in relationships} | {r.dst for r in relationships}
+
+def _ids_of_keys(*, project: Project, keys: set[str]) -> dict[str, Any]:
+    """The ids of the project's entities with these keys (a key not found is absent)."""
     ids: dict[str, Any] = {}
-    needed_list = sorted(needed | set(keys))
+    needed_list = sorted(keys)
     for start in range(0, len(needed_list), BATCH):
         ids.update(
             GraphObject.objects.filter(
                 project=project, key__in=needed_list[start : start + BATCH]
             ).values_list("key", "id")
         )
-    for rel in relationships:
-        for end in (rel.src, rel.dst):
-            if end not in ids:
-                raise GraphImportError(
-                    f"relationship {rel.type!r} refers to unknown entity key {end!r}", line=rel.line
-                )
+    return ids
 
+
+def _relationships_upsert(
+    *, project: Project, relationships: list[_Relationship], ids: dict[str, Any], result: ImportResult
+) -> None:
+    """Insert or update the relationships by (src, type, dst), counting which existed."""
     pairs = {(ids[r.src], r.type, ids[r.dst]) for r in relationships}
     existing_rels = 0
     pair_list = list(pairs)
@@ -233,7 +255,6 @@ def graph_import(
         existing_rels += len(found & set(pair_chunk))
     result.relationships_updated = existing_rels
     result.relationships_created = len(relationships) - existing_rels
-
     for start in range(0, len(relationships), BATCH):
         GraphRelationship.objects.bulk_create(
             [
@@ -250,13 +271,6 @@ def graph_import(
             unique_fields=["src", "type", "dst"],
             update_fields=["properties", "updated_at"],
         )
-
-    result.entity_ids = [ids[k] for k in keys]
-    if entities or relationships:
-        result.graph_version = _record_import(
-            project=project, result=result, relationships=relationships, ids=ids, user_id=user_id
-        )
-    return result
 
 
 def _stale_vectors_clear(*, project_id: Any, entities: list[_Entity]) -> None:
