@@ -26,7 +26,7 @@ import asyncio
 import contextlib
 import json
 from collections import deque
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any
 
 from google.adk.models.base_llm import BaseLlm
@@ -295,80 +295,115 @@ async def coalesce_text(
     wake it for more text (only a loop timer at the end of the hold, or a non-text event, which
     the merged text precedes), so a held delta costs the reader's step alone.
     """
-    loop = asyncio.get_running_loop()
-    probe = loop_lag(loop) if lag is None else None
-    items: deque[StreamEvent | _End] = deque()
-    waiter: asyncio.Future[None] | None = None
-    holding = False
-
-    def wake() -> None:
-        if waiter is not None and not waiter.done():
-            waiter.set_result(None)
-
-    async def pump() -> None:
-        try:
-            async for event in events:
-                items.append(event)
-                if not holding or not isinstance(event, TextDelta):
-                    wake()
-        except Exception as exc:  # handed to the consumer, which raises it in order
-            items.append(_End(exc))
-        else:
-            items.append(_End())
-        wake()
-
-    def hold() -> float:
-        behind = (probe.value if probe is not None else lag()) * LAG_FACTOR  # type: ignore[misc]
-        return window if behind <= window else min(behind, max(window, max_hold))
-
-    reader = asyncio.ensure_future(pump())
-    pending: list[str] = []
-    sent_at = -float("inf")
-    timer: asyncio.TimerHandle | None = None
-    measuring = probe.hold() if probe is not None else contextlib.nullcontext()
+    merger = _TextMerger(events, window, lag=lag, max_hold=max_hold)
     try:
-        with measuring:
+        with merger.measuring():
             while True:
-                if not items:
-                    waiter = loop.create_future()
-                    if pending:
-                        holding = True
-                        timer = loop.call_at(sent_at + hold(), wake)
-                    await waiter
-                    waiter, holding = None, False
-                    if timer is not None:
-                        timer.cancel()
-                        timer = None
-                while items:
-                    event = items.popleft()
-                    if isinstance(event, TextDelta):
-                        if not pending and loop.time() - sent_at >= hold():
-                            sent_at = loop.time()
-                            yield event
-                        else:
-                            pending.append(event.text)
-                        continue
-                    if pending:
-                        yield TextDelta(text="".join(pending))
-                        pending.clear()
-                        sent_at = loop.time()
-                    if isinstance(event, _End):
-                        if event.error is not None:
-                            raise event.error
-                        return
+                if not merger.items:
+                    await merger.wait()
+                for event in merger.take():
                     yield event
-                if pending and loop.time() - sent_at >= hold():
-                    yield TextDelta(text="".join(pending))
-                    pending.clear()
-                    sent_at = loop.time()
+                if merger.ended is not None:
+                    if merger.ended.error is not None:
+                        raise merger.ended.error
+                    return
     finally:
-        if timer is not None:
-            timer.cancel()
-        if not reader.done():
-            reader.cancel()
+        await merger.close()
+
+
+class _TextMerger:
+    """The state of one ``coalesce_text``: the reader task, the queue it fills, the held text."""
+
+    def __init__(
+        self,
+        events: AsyncIterator[StreamEvent],
+        window: float,
+        *,
+        lag: Callable[[], float] | None,
+        max_hold: float,
+    ) -> None:
+        self.events, self.window, self.lag, self.max_hold = events, window, lag, max_hold
+        self.loop = asyncio.get_running_loop()
+        self.probe = loop_lag(self.loop) if lag is None else None
+        self.items: deque[StreamEvent | _End] = deque()
+        self.waiter: asyncio.Future[None] | None = None
+        self.holding = False
+        self.pending: list[str] = []
+        self.sent_at = -float("inf")
+        self.timer: asyncio.TimerHandle | None = None
+        self.ended: _End | None = None
+        self.reader = asyncio.ensure_future(self._pump())
+
+    def measuring(self) -> contextlib.AbstractContextManager[Any]:
+        return self.probe.hold() if self.probe is not None else contextlib.nullcontext()
+
+    def _wake(self) -> None:
+        if self.waiter is not None and not self.waiter.done():
+            self.waiter.set_result(None)
+
+    async def _pump(self) -> None:
+        try:
+            async for event in self.events:
+                self.items.append(event)
+                if not self.holding or not isinstance(event, TextDelta):
+                    self._wake()
+        except Exception as exc:  # handed to the consumer, which raises it in order
+            self.items.append(_End(exc))
+        else:
+            self.items.append(_End())
+        self._wake()
+
+    def _hold(self) -> float:
+        behind = (self.probe.value if self.probe is not None else self.lag()) * LAG_FACTOR  # type: ignore[misc]
+        return self.window if behind <= self.window else min(behind, max(self.window, self.max_hold))
+
+    async def wait(self) -> None:
+        """Sleep until the reader queues something, or until held text is due."""
+        self.waiter = self.loop.create_future()
+        if self.pending:
+            self.holding = True
+            self.timer = self.loop.call_at(self.sent_at + self._hold(), self._wake)
+        await self.waiter
+        self.waiter, self.holding = None, False
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+
+    def _flush(self) -> TextDelta:
+        merged = TextDelta(text="".join(self.pending))
+        self.pending.clear()
+        self.sent_at = self.loop.time()
+        return merged
+
+    def take(self) -> Iterator[StreamEvent]:
+        """The events to send of everything queued; stops at the end of the stream (``ended``)."""
+        items = self.items
+        while items:
+            event = items.popleft()
+            if isinstance(event, TextDelta):
+                if not self.pending and self.loop.time() - self.sent_at >= self._hold():
+                    self.sent_at = self.loop.time()
+                    yield event
+                else:
+                    self.pending.append(event.text)
+                continue
+            if self.pending:
+                yield self._flush()
+            if isinstance(event, _End):
+                self.ended = event
+                return
+            yield event
+        if self.pending and self.loop.time() - self.sent_at >= self._hold():
+            yield self._flush()
+
+    async def close(self) -> None:
+        if self.timer is not None:
+            self.timer.cancel()
+        if not self.reader.done():
+            self.reader.cancel()
             with contextlib.suppress(BaseException):
-                await reader
-        aclose = getattr(events, "aclose", None)
+                await self.reader
+        aclose = getattr(self.events, "aclose", None)
         if aclose is not None:
             with contextlib.suppress(Exception):
                 await aclose()
