@@ -9,8 +9,16 @@ from typing import Any
 from django.conf import settings
 
 from apps.agents.defaults import CITATION_INSTRUCTIONS
-from apps.agents.events import ApprovalPending, RunError, RunEvent, TextDelta, ToolCallEnd, ToolCallStart
-from apps.agents.executor import AgentExecutor, ExecuteRequest
+from apps.agents.events import (
+    ApprovalPending,
+    RunError,
+    RunEvent,
+    TextDelta,
+    ToolCallEnd,
+    ToolCallStart,
+    ToolResume,
+)
+from apps.agents.executor import AgentExecutor, ExecuteRequest, ExecuteResult
 from apps.agents.history import HistoryMessage
 from apps.agents.llm.base import Provider
 from apps.agents.models import RunStatus
@@ -65,32 +73,34 @@ def _chat_rows(turn: Turn, messages: list[HistoryMessage], *, waiting: str | Non
     return rows
 
 
-async def run_agent_turn(turn: Turn, provider: Provider | None) -> Answer | None:
-    """Run the agent with a stream callback mapped to frames; return the answer to store, if any."""
-    definition = turn.agent_definition
-    assert definition is not None and turn.run_id is not None
-    run_id = turn.run_id
-    known = turn.known
-    citations = CitationFilter(known)
-    parts: list[str] = []
-    saver = PartialTextSaver(turn)
+class _AgentStream:
+    """What one agent turn streams: its run's events as frames, its text through the citation
+    filter, and the entities its tool results gave (which citations may name)."""
 
-    async def send_text(text: str) -> None:
+    def __init__(self, turn: Turn) -> None:
+        self.turn = turn
+        self.known = turn.known
+        self.citations = CitationFilter(turn.known)
+        self.parts: list[str] = []
+        self.saver = PartialTextSaver(turn)
+        self.waiting: list[ApprovalPending] = []
+        self.used: dict[str, None] = {}  # ids of the entities tool results gave this turn, in order
+
+    async def send_text(self, text: str) -> None:
         if text:
-            parts.append(text)
-            await emit(turn, TokenFrame(token=text))
-            await saver.maybe_save(parts)
+            self.parts.append(text)
+            await emit(self.turn, TokenFrame(token=text))
+            await self.saver.maybe_save(self.parts)
 
-    waiting: list[ApprovalPending] = []
-    used: dict[str, None] = {}  # ids of the entities tool results gave this turn, in order
+    def use(self, result: Any) -> None:
+        self.known.add_result(result)
+        self.used.update((e["id"], None) for e in iter_entities(result))
 
-    def use(result: Any) -> None:
-        known.add_result(result)
-        used.update((e["id"], None) for e in iter_entities(result))
-
-    async def on_event(event: RunEvent) -> None:
+    async def on_event(self, event: RunEvent) -> None:
+        """The executor's stream callback."""
+        turn = self.turn
         if isinstance(event, ApprovalPending):
-            waiting.append(event)
+            self.waiting.append(event)
             await emit(
                 turn,
                 ApprovalRequiredFrame(
@@ -103,47 +113,42 @@ async def run_agent_turn(turn: Turn, provider: Provider | None) -> Answer | None
                     canDecide=event.can_decide,
                 ),
             )
-        elif isinstance(event, ToolCallEnd) and waiting and event.call_id == waiting[0].call_id:
+        elif isinstance(event, ToolCallEnd) and self.waiting and event.call_id == self.waiting[0].call_id:
             return  # not completed: the approval frame stands for it until the decision
         elif isinstance(event, TextDelta):
-            await send_text(citations.feed(event.text))
+            await self.send_text(self.citations.feed(event.text))
         elif isinstance(event, ToolCallStart):
             await emit(
                 turn, McpToolFrame(tool=event.tool, callId=event.call_id, status="started", input=event.input)
             )
         elif isinstance(event, ToolCallEnd):
-            if event.error:
-                await emit(
-                    turn,
-                    McpToolFrame(tool=event.tool, callId=event.call_id, status="error", error=event.error),
-                )
-            else:
-                use(event.output)
-                await emit(
-                    turn,
-                    McpToolFrame(
-                        tool=event.tool,
-                        callId=event.call_id,
-                        status="completed",
-                        result=_bounded(event.output),
-                    ),
-                )
+            await emit(turn, self._tool_end(event.tool, event.call_id, event.output, event.error))
         elif isinstance(event, RunError):
-            await send_text(citations.flush())
+            await self.send_text(self.citations.flush())
             await emit(turn, ErrorFrame(error=event.message, code=event.code))
 
-    if turn.resume is not None:
-        # The decided call ends here: approved (its result, or why the graph refused it) or declined.
-        decided = turn.resume
-        error = decided.result.get("error")
+    def _tool_end(self, tool: str, call_id: str, output: Any, error: str | None) -> McpToolFrame:
         if error:
-            frame = McpToolFrame(tool=decided.tool, callId=decided.call_id, status="error", error=str(error))
-        else:
-            use(decided.result)
-            frame = McpToolFrame(
-                tool=decided.tool, callId=decided.call_id, status="completed", result=_bounded(decided.result)
-            )
-        await emit(turn, frame)
+            return McpToolFrame(tool=tool, callId=call_id, status="error", error=error)
+        self.use(output)
+        return McpToolFrame(tool=tool, callId=call_id, status="completed", result=_bounded(output))
+
+    async def resumed(self, decided: ToolResume) -> None:
+        """The decided call ends here: approved (its result, or why the graph refused it) or declined."""
+        error = decided.result.get("error")
+        await emit(
+            self.turn,
+            self._tool_end(decided.tool, decided.call_id, decided.result, str(error) if error else None),
+        )
+
+
+async def run_agent_turn(turn: Turn, provider: Provider | None) -> Answer | None:
+    """Run the agent with a stream callback mapped to frames; return the answer to store, if any."""
+    definition = turn.agent_definition
+    assert definition is not None and turn.run_id is not None
+    stream = _AgentStream(turn)
+    if turn.resume is not None:
+        await stream.resumed(turn.resume)
     turn.run_taken = True
     agent = copy.copy(definition)
     agent.system_prompt = "\n\n".join(p for p in (definition.system_prompt, CITATION_INSTRUCTIONS) if p)
@@ -155,26 +160,32 @@ async def run_agent_turn(turn: Turn, provider: Provider | None) -> Answer | None
             history=turn.history,
             conversation_id=turn.conversation.id,
             user_id=str(turn.conversation.user_id),
-            stream_callback=on_event,
+            stream_callback=stream.on_event,
             provider=provider,
             stop=turn.stop,
-            run_id=run_id,
+            run_id=turn.run_id,
             run=turn.run,
             graph_version=turn.graph_version,
             writer_user_id=turn.conversation.user_id,
             resume=turn.resume,
         )
     )
-    await send_text(citations.flush())
+    await stream.send_text(stream.citations.flush())
+    return _answer(turn, stream, result)
+
+
+def _answer(turn: Turn, stream: _AgentStream, result: ExecuteResult) -> Answer | None:
+    """The answer a finished run leaves to store (None: nothing, e.g. a failed or empty cancelled run)."""
+    parts, citations = stream.parts, stream.citations
     if result.status != RunStatus.SUCCESS and result.stop_reason not in KEEP_PARTIAL:
         return None
     if result.status != RunStatus.SUCCESS and not parts and result.stop_reason in {"cancelled", "timeout"}:
         return None
-    used.update((c.id, None) for c in citations.citations)
+    stream.used.update((c.id, None) for c in citations.citations)
     context: dict[str, Any] = {
-        "agent_run_id": str(run_id),
+        "agent_run_id": str(turn.run_id),
         "graph_version": turn.graph_version,
-        "entity_ids": list(used),
+        "entity_ids": list(stream.used),
     }
     if result.approval is not None:
         return _paused_answer(turn, result.messages, "".join(parts), context, citations, result.approval)
