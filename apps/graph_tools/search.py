@@ -260,6 +260,63 @@ def _query_words(query: str) -> tuple[list[str], list[str], bool]:
     return lexemes, words, dropped
 
 
+def _text_branch(params: dict[str, Any], where: str, lexemes: list[str], dropped: bool) -> str:
+    """The full-text ranking: the entities with all the words first, then those with some, at most
+    FTS_RANKED in all; a GIN bitmap cannot be read in rank order, so ranking every match of a
+    common word would dominate the latency (and such a word carries little signal)."""
+    all_words = f"websearch_to_tsquery('{TEXT_SEARCH_CONFIG}', %(q)s)"
+    any_word = f"replace({all_words}::text, ' & ', ' | ')::tsquery"
+    # Some of the words: only the words that are not common find candidates (all the words still
+    # rank them), and none when every word is common.
+    some_words = ""
+    if not dropped:
+        some_words = f"o.search_vector @@ {any_word}"
+    elif lexemes:
+        params["rare_q"] = " | ".join(_tsquery_lexeme(x) for x in lexemes)
+        some_words = "o.search_vector @@ %(rare_q)s::tsquery"
+    fts_parts = [
+        f"""(SELECT o.id, o.search_vector, true AS all_words FROM kb.graph_objects o
+             WHERE o.project_id = %(project)s AND o.search_vector @@ {all_words} {where})"""
+    ]
+    if some_words:
+        fts_parts.append(
+            f"""(SELECT o.id, o.search_vector, false FROM kb.graph_objects o
+                 WHERE o.project_id = %(project)s AND {some_words}
+                   AND NOT o.search_vector @@ {all_words} {where})"""
+        )
+    return f"""(SELECT m.id, row_number() OVER (
+                    ORDER BY m.all_words DESC, ts_rank_cd(m.search_vector, {any_word}) DESC, m.id) AS rank
+            FROM ({" UNION ALL ".join(fts_parts)} LIMIT %(fts_ranked)s) m
+            ORDER BY rank LIMIT %(candidates)s)"""
+
+
+def _name_branch(params: dict[str, Any], where: str, words: list[str], dropped: bool) -> str:
+    """The name-trigram ranking ("" when every word of the query is common)."""
+    if not dropped:
+        # Names at least TRIGRAM_MIN_SIMILARITY similar (``%`` with pg_trgm.similarity_threshold,
+        # through the GIN trigram index), the most similar first.
+        return f"""(SELECT t.id, row_number() OVER (ORDER BY t.similarity DESC, t.id) AS rank
+                FROM (SELECT o.id, similarity(o.name, %(trgm_q)s) AS similarity
+                      FROM kb.graph_objects o
+                      WHERE o.project_id = %(project)s AND o.name %% %(trgm_q)s {where}
+                      ORDER BY 2 DESC, o.id
+                      LIMIT %(candidates)s) t)"""
+    if not words:
+        return ""
+    # The same, but the candidates are found through the words that are not common (names
+    # holding a near match of them: ``<%`` with pg_trgm.word_similarity_threshold), at most
+    # TRIGRAM_CANDIDATES, then compared with the whole query.
+    params["trgm_rare"] = " ".join(words)[:200]
+    return f"""(SELECT t.id, row_number() OVER (ORDER BY t.similarity DESC, t.id) AS rank
+                FROM (SELECT c.id, similarity(c.name, %(trgm_q)s) AS similarity
+                      FROM (SELECT o.id, o.name FROM kb.graph_objects o
+                            WHERE o.project_id = %(project)s AND %(trgm_rare)s <%% o.name {where}
+                            LIMIT %(trgm_candidates)s) c
+                      WHERE similarity(c.name, %(trgm_q)s) >= {TRIGRAM_MIN_SIMILARITY}
+                      ORDER BY 2 DESC, c.id
+                      LIMIT %(candidates)s) t)"""
+
+
 def hybrid_search(
     *,
     project_id: uuid.UUID,
@@ -294,62 +351,11 @@ def hybrid_search(
         "k": RRF_K,
     }
     where = _type_clause(types, params)
-    all_words = f"websearch_to_tsquery('{TEXT_SEARCH_CONFIG}', %(q)s)"
-    any_word = f"replace({all_words}::text, ' & ', ' | ')::tsquery"
     lexemes, words, dropped = _query_words(query)
-    # Some of the words: only the words that are not common find candidates (all the words still
-    # rank them), and none when every word is common.
-    some_words = ""
-    if not dropped:
-        some_words = f"o.search_vector @@ {any_word}"
-    elif lexemes:
-        params["rare_q"] = " | ".join(_tsquery_lexeme(x) for x in lexemes)
-        some_words = "o.search_vector @@ %(rare_q)s::tsquery"
-    fts_parts = [
-        f"""(SELECT o.id, o.search_vector, true AS all_words FROM kb.graph_objects o
-             WHERE o.project_id = %(project)s AND o.search_vector @@ {all_words} {where})"""
-    ]
-    if some_words:
-        fts_parts.append(
-            f"""(SELECT o.id, o.search_vector, false FROM kb.graph_objects o
-                 WHERE o.project_id = %(project)s AND {some_words}
-                   AND NOT o.search_vector @@ {all_words} {where})"""
-        )
-    branches = [
-        # Full text: the entities with all the words first, then those with some, at most
-        # FTS_RANKED in all; a GIN bitmap cannot be read in rank order, so ranking every match of
-        # a common word would dominate the latency (and such a word carries little signal).
-        f"""(SELECT m.id, row_number() OVER (
-                    ORDER BY m.all_words DESC, ts_rank_cd(m.search_vector, {any_word}) DESC, m.id) AS rank
-            FROM ({" UNION ALL ".join(fts_parts)} LIMIT %(fts_ranked)s) m
-            ORDER BY rank LIMIT %(candidates)s)""",
-    ]
-    if not dropped:
-        # Name trigrams: names at least TRIGRAM_MIN_SIMILARITY similar (``%`` with
-        # pg_trgm.similarity_threshold, through the GIN trigram index), the most similar first.
-        branches.append(
-            f"""(SELECT t.id, row_number() OVER (ORDER BY t.similarity DESC, t.id) AS rank
-                FROM (SELECT o.id, similarity(o.name, %(trgm_q)s) AS similarity
-                      FROM kb.graph_objects o
-                      WHERE o.project_id = %(project)s AND o.name %% %(trgm_q)s {where}
-                      ORDER BY 2 DESC, o.id
-                      LIMIT %(candidates)s) t)"""
-        )
-    elif words:
-        # The same, but the candidates are found through the words that are not common (names
-        # holding a near match of them: ``<%`` with pg_trgm.word_similarity_threshold), at most
-        # TRIGRAM_CANDIDATES, then compared with the whole query.
-        params["trgm_rare"] = " ".join(words)[:200]
-        branches.append(
-            f"""(SELECT t.id, row_number() OVER (ORDER BY t.similarity DESC, t.id) AS rank
-                FROM (SELECT c.id, similarity(c.name, %(trgm_q)s) AS similarity
-                      FROM (SELECT o.id, o.name FROM kb.graph_objects o
-                            WHERE o.project_id = %(project)s AND %(trgm_rare)s <%% o.name {where}
-                            LIMIT %(trgm_candidates)s) c
-                      WHERE similarity(c.name, %(trgm_q)s) >= {TRIGRAM_MIN_SIMILARITY}
-                      ORDER BY 2 DESC, c.id
-                      LIMIT %(candidates)s) t)"""
-        )
+    branches = [_text_branch(params, where, lexemes, dropped)]
+    name_branch = _name_branch(params, where, words, dropped)
+    if name_branch:
+        branches.append(name_branch)
     if embedder is not None:
         vector = query_vector if query_vector is not None else embedder.embed_query(query)
         nearest = _vector_ranked(embedder, vector, params, types)
