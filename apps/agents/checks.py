@@ -28,3 +28,21 @@ def mcp_settings_check(app_configs: Any = None, **kwargs: Any) -> list[CheckMess
                 )
             )
     return found
+
+
+@register()
+def stale_claim_check(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """Report a turn timeout that reaches the stale-claim time: a turn still running would then
+    count as abandoned, and another process could claim its conversation and mark it interrupted."""
+    from apps.agents.services import STALE_AFTER
+
+    timeout = settings.KGCHAT_TURN_TIMEOUT_SECONDS
+    if timeout >= STALE_AFTER.total_seconds():
+        return [
+            Error(
+                f"KGCHAT_TURN_TIMEOUT_SECONDS ({timeout}) must be shorter than the time after which a "
+                f"running turn's claim counts as stale ({int(STALE_AFTER.total_seconds())} s)",
+                id="kgchat.E103",
+            )
+        ]
+    return []
