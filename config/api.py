@@ -10,10 +10,10 @@ from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, HttpError, ValidationError
 from ninja.parser import Parser
 
+from apps.core.errors import ServiceError
+from apps.core.failures import error_classify
+from apps.core.inputs import InvalidInput, json_parse
 from apps.projects.auth import token_or_session
-from apps.projects.errors import ServiceError
-from apps.projects.failures import error_classify
-from apps.projects.inputs import InvalidInput, json_parse
 
 log = logging.getLogger("kgchat.api")
 

@@ -8,7 +8,7 @@ from http import HTTPStatus
 from asgiref.sync import iscoroutinefunction, markcoroutinefunction
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
-from apps.projects.inputs import InvalidInput, input_check
+from apps.core.inputs import InvalidInput, input_check
 
 CODES = {404: "not_found", 405: "method_not_allowed", 413: "payload_too_large", 500: "internal_error"}
 

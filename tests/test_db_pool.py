@@ -14,7 +14,7 @@ import pytest
 from django.db import connection
 
 from apps.chat.models import Conversation
-from apps.projects.db import release_connections
+from apps.core.db import release_connections
 from config.db.base import check_pooled_connection
 
 pytestmark = pytest.mark.django_db(transaction=True)

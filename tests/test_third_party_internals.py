@@ -25,7 +25,7 @@ INTERNALS = [
     (
         "django",
         "5.2.19",
-        "apps/projects/db.py _insert_sql, _update_sql (rows_write)",
+        "apps/core/db.py _insert_sql, _update_sql (rows_write)",
         "InsertQuery.insert_values and the SQL compilers' as_sql() give the statements Django would send",
     ),
     (

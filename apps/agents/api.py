@@ -12,8 +12,9 @@ from ninja import Router, Schema, Status
 from apps.agents import definitions, selectors
 from apps.agents.mcp_servers import mcp_servers_public
 from apps.agents.models import AgentDefinition
+from apps.core.inputs import ListLimit, ListOffset
+from apps.core.paging import page_of
 from apps.projects.auth import principal_of
-from apps.projects.inputs import ListLimit, ListOffset
 
 router = Router(tags=["agents"])
 
@@ -125,8 +126,8 @@ def list_definitions(
     request: HttpRequest, project_id: str, limit: ListLimit = PAGE_SIZE, offset: ListOffset = 0
 ) -> AgentDefinitionList:
     found = selectors.agent_definition_list(principal=principal_of(request), project_ref=project_id)
-    page = found[offset : offset + min(limit, PAGE_SIZE)]
-    return AgentDefinitionList(items=[definition_out(d) for d in page], count=found.count())
+    page = page_of(found, limit=limit, offset=offset, size=PAGE_SIZE)
+    return AgentDefinitionList(items=[definition_out(d) for d in page.items], count=page.count)
 
 
 @router.post("/projects/{project_id}/agent-definitions", response={201: AgentDefinitionOut})

@@ -14,9 +14,9 @@ from apps.agents.defaults import DEFAULT_AGENTS
 from apps.agents.mcp_servers import mcp_servers_public, mcp_servers_validate
 from apps.agents.models import AgentDefinition, FlowType, Visibility
 from apps.agents.selectors import agent_definition_get
+from apps.core.errors import ServiceError
+from apps.core.inputs import InvalidInput, input_check
 from apps.graph_tools.registry import tool_names
-from apps.projects.errors import ServiceError
-from apps.projects.inputs import InvalidInput, input_check
 from apps.projects.models import Project, Role
 from apps.projects.selectors import Principal, project_get, project_get_by_ref
 

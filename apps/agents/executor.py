@@ -42,7 +42,7 @@ from apps.agents.llm.resolve import effective_model_name, resolve_model
 from apps.agents.models import AgentDefinition, AgentRun, RunStatus
 from apps.agents.selectors import agent_definition_check_enabled, agent_definitions_by_names
 from apps.agents.services import agent_run_finish, agent_run_start
-from apps.projects.errors import ServiceError
+from apps.core.errors import ServiceError
 
 logger = logging.getLogger(__name__)
 

@@ -27,7 +27,7 @@ from urllib.parse import urlsplit
 from django.conf import settings
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from apps.projects.errors import ServiceError
+from apps.core.errors import ServiceError
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 

@@ -12,9 +12,9 @@ import uuid
 from django.db.models import Exists, Q, QuerySet
 
 from apps.agents.models import AgentDefinition, Visibility
+from apps.core.errors import NotFound, ServiceError
 from apps.graph_tools.registry import tool_get, tool_names
 from apps.graph_tools.selectors import approval_allowed
-from apps.projects.errors import NotFound, ServiceError
 from apps.projects.models import Project, ProjectMembership, Role
 from apps.projects.selectors import Principal, parse_uuid, project_get, project_list
 

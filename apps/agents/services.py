@@ -23,8 +23,8 @@ from django.utils import timezone
 from apps.agents.events import ToolCallRecord, TraceMessage
 from apps.agents.llm.base import Usage
 from apps.agents.models import AgentRun, AgentRunMessage, AgentRunToolCall, RunStatus
-from apps.projects.db import rows_write
-from apps.projects.inputs import storable
+from apps.core.db import rows_write
+from apps.core.inputs import storable
 
 # Work (a run, a conversation's claim) of a process on another host is taken as orphaned once
 # it is this old: there, whether the process still lives cannot be checked.

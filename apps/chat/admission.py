@@ -5,7 +5,7 @@ Plain checks and lookups the turn service (``services.turn_start``) makes inside
 transaction, before it claims the conversation; each raises a ``ServiceError`` the transports map.
 The rows a turn starts with (a new conversation, the user message, the agent run) go to the
 database in one statement with what the turn reads at the same instant
-(``apps.projects.db.rows_write``).
+(``apps.core.db.rows_write``).
 """
 
 from __future__ import annotations
@@ -36,9 +36,9 @@ from apps.chat.citations import KnownEntities
 from apps.chat.context import to_history
 from apps.chat.models import Conversation, Message, MessageRole
 from apps.chat.turn import Turn
+from apps.core.errors import ServiceError
 from apps.graph_tools.models import GraphVersion
 from apps.graph_tools.versions import graph_version_current
-from apps.projects.errors import ServiceError
 from apps.projects.models import Project
 from apps.projects.selectors import Principal, parse_uuid, project_get
 

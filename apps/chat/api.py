@@ -18,9 +18,10 @@ from apps.chat.frames import ChatMessageIn
 from apps.chat.models import Conversation, Message
 from apps.chat.search import conversation_search
 from apps.chat.usage import Usage
+from apps.core.inputs import ListLimit, ListOffset, search_text_check
+from apps.core.paging import page_of
 from apps.graph_tools.selectors import approvals_waiting
 from apps.projects.auth import principal_of, token_or_session_releasing
-from apps.projects.inputs import ListLimit, ListOffset, search_text_check
 from apps.projects.selectors import parse_uuid
 
 router = Router(tags=["chat"])
@@ -137,6 +138,9 @@ def message_out(
     )
 
 
+CONVERSATION_PAGE = 200
+
+
 @router.get("/chat/conversations", response=ConversationList | ConversationSearchList)
 def list_conversations(
     request: HttpRequest,
@@ -149,7 +153,7 @@ def list_conversations(
     query = search_text_check(q) if q is not None else ""
     if projectId and project_id is None:
         return ConversationSearchList(items=[], count=0) if query else ConversationList(items=[], count=0)
-    limit, offset = max(1, min(limit, 200)), max(0, offset)
+    limit = min(limit, CONVERSATION_PAGE)
     if query:
         hits, total = conversation_search(
             principal=principal_of(request), q=query, project_id=project_id, limit=limit, offset=offset
@@ -161,9 +165,8 @@ def list_conversations(
             count=total,
         )
     qs = selectors.conversation_list(principal=principal_of(request), project_id=project_id)
-    return ConversationList(
-        items=[conversation_out(c) for c in qs[offset : offset + limit]], count=qs.count()
-    )
+    page = page_of(qs, limit=limit, offset=offset, size=CONVERSATION_PAGE)
+    return ConversationList(items=[conversation_out(c) for c in page.items], count=page.count)
 
 
 @router.get("/chat/conversations/{conversation_id}", response=ConversationWithMessagesOut)

@@ -16,11 +16,11 @@ from apps.chat import services
 from apps.chat.admission import InvalidMessage
 from apps.chat.frames import ApprovalDecidedFrame
 from apps.chat.turn import TurnHandle
+from apps.core.db import release_connections
 from apps.graph_tools import services as graph_services
 from apps.graph_tools.errors import ApprovalNotPending
 from apps.graph_tools.models import WriteApproval
 from apps.graph_tools.selectors import approval_get
-from apps.projects.db import release_connections
 from apps.projects.selectors import Principal
 
 DECISIONS = {"approve": True, "reject": False}

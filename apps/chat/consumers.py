@@ -18,8 +18,8 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from apps.chat import approvals, selectors, services
 from apps.chat.bus import Watch, get_bus
 from apps.chat.frames import ChatMessageIn, ErrorFrame
-from apps.projects.failures import error_classify
-from apps.projects.inputs import InvalidInput, json_parse
+from apps.core.failures import error_classify
+from apps.core.inputs import InvalidInput, json_parse
 from apps.projects.selectors import Principal, principal_from_user
 
 log = logging.getLogger("kgchat.ws")

@@ -15,8 +15,8 @@ from django.utils import timezone
 
 from apps.agents.models import AgentRun
 from apps.chat.models import Conversation, ConversationShare, Message, MessageFeedback, MessageRole, Rating
-from apps.projects.errors import NotFound, ServiceError
-from apps.projects.inputs import input_check
+from apps.core.errors import NotFound, ServiceError
+from apps.core.inputs import input_check
 from apps.projects.models import ProjectMembership
 from apps.projects.selectors import Principal, parse_uuid, project_list
 

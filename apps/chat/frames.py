@@ -8,7 +8,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
-from apps.projects.inputs import storable
+from apps.core.inputs import storable
 
 
 class ChatMessageIn(BaseModel):

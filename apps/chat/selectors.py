@@ -11,10 +11,10 @@ from django.db.models import Exists, OuterRef, QuerySet
 from apps.agents.models import AgentRun
 from apps.agents.selectors import agent_definitions_visible
 from apps.chat.models import Conversation, Message, MessageRole
+from apps.core.errors import NotFound
 from apps.graph_tools.models import GraphChange, GraphObject
 from apps.graph_tools.selectors import graph_changes_since
 from apps.graph_tools.versions import graph_version_current
-from apps.projects.errors import NotFound
 from apps.projects.selectors import Principal, parse_uuid, project_list
 
 

@@ -47,19 +47,19 @@ from apps.chat.frames import ApprovalDecidedFrame, DoneFrame, ErrorFrame, MetaFr
 from apps.chat.models import Conversation, Message, MessageRole
 from apps.chat.plain_turn import run_plain_turn
 from apps.chat.turn import Answer, ConversationDeleted, Turn, TurnHandle, emit
-from apps.graph_tools.models import ApprovalStatus, WriteApproval
-from apps.graph_tools.selectors import approval_result, approvals_of_conversation
-from apps.graph_tools.services import approvals_expire
-from apps.projects.db import (
+from apps.core.db import (
     ConnectionReleasingExecutor,
     is_database_busy,
     raise_if_busy,
     release_connections,
     rows_write,
 )
-from apps.projects.errors import ServiceError
-from apps.projects.failures import error_classify
-from apps.projects.inputs import storable
+from apps.core.errors import ServiceError
+from apps.core.failures import error_classify
+from apps.core.inputs import storable
+from apps.graph_tools.models import ApprovalStatus, WriteApproval
+from apps.graph_tools.selectors import approval_result, approvals_of_conversation
+from apps.graph_tools.services import approvals_expire
 from apps.projects.selectors import Principal, parse_uuid
 
 log = logging.getLogger("kgchat.chat")

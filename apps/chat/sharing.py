@@ -21,8 +21,8 @@ from apps.chat.feedback import feedback_mine
 from apps.chat.models import Conversation, ConversationShare, Message, MessageFeedback
 from apps.chat.selectors import conversation_get, message_list
 from apps.chat.usage import Usage, answer_usage
-from apps.projects.errors import NotFound, ServiceError
-from apps.projects.inputs import input_problem
+from apps.core.errors import NotFound, ServiceError
+from apps.core.inputs import input_problem
 from apps.projects.models import ProjectMembership
 from apps.projects.selectors import Principal, parse_uuid, project_list, token_hash
 

@@ -16,8 +16,9 @@ from apps.chat.export import conversation_export
 from apps.chat.feedback import feedback_clear, feedback_set
 from apps.chat.models import ConversationShare, MessageFeedback
 from apps.chat.sharing import share_create, share_list, share_revoke, shared_conversation_detail
+from apps.core.inputs import ListLimit, ListOffset
+from apps.core.paging import page_of
 from apps.projects.auth import principal_of
-from apps.projects.inputs import ListLimit, ListOffset
 
 router = Router(tags=["chat"])
 
@@ -82,6 +83,9 @@ def create_share(request: HttpRequest, conversation_id: str, payload: ShareIn) -
     return Status(201, ShareCreatedOut(**share_out(share).dict(), token=token, url=url))
 
 
+SHARE_PAGE = 100
+
+
 @router.get("/chat/conversations/{conversation_id}/shares", response=ShareList)
 def list_shares(
     request: HttpRequest, conversation_id: str, limit: ListLimit = 100, offset: ListOffset = 0
@@ -89,8 +93,8 @@ def list_shares(
     qs = share_list(principal=principal_of(request), conversation_id=conversation_id).select_related(
         "created_by"
     )
-    limit = max(1, min(limit, 100))
-    return ShareList(items=[share_out(s) for s in qs[offset : offset + limit]], count=qs.count())
+    page = page_of(qs, limit=limit, offset=offset, size=SHARE_PAGE)
+    return ShareList(items=[share_out(s) for s in page.items], count=page.count)
 
 
 @router.delete("/chat/conversations/{conversation_id}/shares/{share_id}", response={204: None})

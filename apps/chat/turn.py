@@ -15,7 +15,7 @@ from apps.chat.bus import FrameBus, get_bus
 from apps.chat.citations import KnownEntities
 from apps.chat.frames import AnyFrame, Citation
 from apps.chat.models import Conversation, Message
-from apps.projects.inputs import storable
+from apps.core.inputs import storable
 from apps.projects.models import Project
 
 

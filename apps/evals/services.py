@@ -42,6 +42,7 @@ from apps.chat.bus import get_bus
 from apps.chat.citations import iter_entities
 from apps.chat.models import Message
 from apps.chat.services import turn_start
+from apps.core.errors import ServiceError
 from apps.evals.generated import generated_questions
 from apps.evals.planner import PLANNER_MODEL, planner_register
 from apps.evals.questions import Question
@@ -58,7 +59,6 @@ from apps.graph_tools.demo import demo_graph_lines
 from apps.graph_tools.embeddings import get_embedder
 from apps.graph_tools.importer import graph_import, graph_import_embed
 from apps.graph_tools.models import GraphObject
-from apps.projects.errors import ServiceError
 from apps.projects.models import Project, ProjectMembership, Role
 from apps.projects.selectors import Principal
 from apps.projects.services import membership_set, project_create

@@ -11,12 +11,13 @@ from django.http import HttpRequest
 from ninja import Router, Schema
 from pydantic import Field
 
+from apps.core.inputs import ListLimit, ListOffset
+from apps.core.paging import page_of
 from apps.graph_tools import selectors, services
 from apps.graph_tools.errors import ImportTooLarge
 from apps.graph_tools.importer import MAX_TYPE
 from apps.graph_tools.models import GraphChange, GraphObject
 from apps.projects.auth import principal_of
-from apps.projects.inputs import ListLimit, ListOffset
 
 router = Router(tags=["graph"])
 
@@ -161,8 +162,8 @@ def list_entities(
     offset: ListOffset = 0,
 ) -> EntityList:
     qs = selectors.entity_list(principal=principal_of(request), project_ref=project_id, type=type, q=q)
-    limit, offset = max(1, min(limit, 500)), max(0, offset)
-    return EntityList(items=[entity_out(o) for o in qs[offset : offset + limit]], count=qs.count())
+    page = page_of(qs, limit=limit, offset=offset)
+    return EntityList(items=[entity_out(o) for o in page.items], count=page.count)
 
 
 @router.get("/projects/{project_id}/graph/entities/{id_or_key}", response=EntityWithEdgesOut)
@@ -182,5 +183,5 @@ def entity_history(
     request: HttpRequest, project_id: str, id_or_key: str, limit: ListLimit = 100, offset: ListOffset = 0
 ) -> ChangeList:
     changes = selectors.entity_history(principal=principal_of(request), project_ref=project_id, ref=id_or_key)
-    limit, offset = max(1, min(limit, 500)), max(0, offset)
-    return ChangeList(items=[change_out(c) for c in changes[offset : offset + limit]], count=changes.count())
+    page = page_of(changes, limit=limit, offset=offset)
+    return ChangeList(items=[change_out(c) for c in page.items], count=page.count)

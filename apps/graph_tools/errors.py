@@ -6,7 +6,7 @@ MCP as an ``isError`` result, an agent turn as a tool result ``{"error", "code"}
 
 from __future__ import annotations
 
-from apps.projects.errors import NotFound, ServiceError
+from apps.core.errors import NotFound, ServiceError
 
 
 class ToolError(ServiceError):

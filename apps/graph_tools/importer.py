@@ -10,12 +10,12 @@ from typing import Any
 from asgiref.sync import sync_to_async
 from django.db import connection, transaction
 
+from apps.core.inputs import InvalidInput, json_parse
 from apps.graph_tools.embeddings import get_embedder, graph_objects_embed
 from apps.graph_tools.errors import GraphImportError
 from apps.graph_tools.models import ChangeAction, ChangeAuthority, GraphChange, GraphObject, GraphRelationship
 from apps.graph_tools.selectors import EmbeddingProgress, embedding_progress
 from apps.graph_tools.versions import graph_version_bump
-from apps.projects.inputs import InvalidInput, json_parse
 from apps.projects.models import Project
 
 log = logging.getLogger("kgchat.import")

@@ -29,12 +29,12 @@ from mcp.server.transport_security import TransportSecuritySettings
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from mcp_types import Tool as MCPTool
 
+from apps.core.errors import ServiceError
+from apps.core.failures import error_classify
+from apps.core.inputs import input_check
 from apps.graph_tools.errors import McpUnauthorized, UnknownTool
 from apps.graph_tools.registry import tool_get, tool_list
 from apps.graph_tools.services import tool_call_direct
-from apps.projects.errors import ServiceError
-from apps.projects.failures import error_classify
-from apps.projects.inputs import input_check
 from apps.projects.selectors import Principal, principal_from_token, project_get, project_get_by_ref
 
 log = logging.getLogger("kgchat.mcp")

@@ -20,8 +20,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 from pydantic import ValidationError as PydanticValidationError
 
+from apps.core.inputs import input_problem
 from apps.graph_tools.errors import ToolArgumentError, UnknownTool
-from apps.projects.inputs import input_problem
 
 
 class ToolArgs(BaseModel):

@@ -18,6 +18,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from apps.core.inputs import input_check
 from apps.graph_tools.embeddings import EMBED_BATCH_SIZE, embed_worker_run, get_embedder, graph_objects_embed
 from apps.graph_tools.errors import ApprovalNotPending, ApprovalRequired, ToolError
 from apps.graph_tools.importer import ImportResult, graph_import_async, graph_import_with_progress
@@ -25,7 +26,6 @@ from apps.graph_tools.models import ApprovalStatus, ChangeAuthority, WriteApprov
 from apps.graph_tools.registry import GraphTool, WriteAuthorization, tool_call, tool_get, validate_arguments
 from apps.graph_tools.selectors import approval_allowed, approval_get
 from apps.graph_tools.writes import write_apply, write_plan
-from apps.projects.inputs import input_check
 from apps.projects.models import Project, Role
 from apps.projects.selectors import Principal, RoleTooLow, project_get, project_get_by_ref
 

@@ -12,12 +12,12 @@ from asgiref.sync import async_to_sync
 from django.http import HttpRequest
 from ninja import Router, Schema
 
+from apps.core.inputs import InvalidInput, json_parse
 from apps.graph_tools.errors import ToolArgumentError
 from apps.graph_tools.registry import GraphTool
 from apps.graph_tools.selectors import tool_list_for
 from apps.graph_tools.services import tool_call_as_member
 from apps.projects.auth import principal_of
-from apps.projects.inputs import InvalidInput, json_parse
 
 router = Router(tags=["graph tools"])
 

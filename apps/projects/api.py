@@ -12,9 +12,10 @@ from django.utils import timezone
 from ninja import Router, Schema, Status
 from pydantic import Field
 
+from apps.core.inputs import ListLimit, ListOffset
+from apps.core.paging import page_of
 from apps.projects import selectors, services
 from apps.projects.auth import principal_of
-from apps.projects.inputs import ListLimit, ListOffset
 from apps.projects.models import ProjectInvitation, ProjectMembership
 
 router = Router(tags=["projects"])
@@ -51,8 +52,8 @@ def _project_out(project: object, role: str | None) -> ProjectOut:
 def list_projects(request: HttpRequest, limit: ListLimit = 100, offset: ListOffset = 0) -> ProjectList:
     principal = principal_of(request)
     rows = selectors.project_list_with_roles(principal=principal)
-    page = rows[offset : offset + max(0, min(limit, 500))]
-    return ProjectList(items=[_project_out(p, role) for p, role in page], count=len(rows))
+    page = page_of(rows, limit=limit, offset=offset, size=PAGE_SIZE)
+    return ProjectList(items=[_project_out(p, role) for p, role in page.items], count=page.count)
 
 
 @router.post("/projects", response={201: ProjectOut})
@@ -114,8 +115,8 @@ def list_members(
     request: HttpRequest, project_id: str, limit: ListLimit = PAGE_SIZE, offset: ListOffset = 0
 ) -> MemberList:
     members = selectors.member_list(principal=principal_of(request), project_ref=project_id)
-    page = members[offset : offset + min(limit, PAGE_SIZE)]
-    return MemberList(items=[_member_out(m) for m in page], count=members.count())
+    page = page_of(members, limit=limit, offset=offset, size=PAGE_SIZE)
+    return MemberList(items=[_member_out(m) for m in page.items], count=page.count)
 
 
 @router.post("/projects/{project_id}/members", response={201: MemberOut})
@@ -202,8 +203,8 @@ def list_invitations(
     request: HttpRequest, project_id: str, limit: ListLimit = PAGE_SIZE, offset: ListOffset = 0
 ) -> InvitationList:
     invitations = selectors.invitation_list(principal=principal_of(request), project_ref=project_id)
-    page = invitations[offset : offset + min(limit, PAGE_SIZE)]
-    return InvitationList(items=[_invitation_out(i) for i in page], count=invitations.count())
+    page = page_of(invitations, limit=limit, offset=offset, size=PAGE_SIZE)
+    return InvitationList(items=[_invitation_out(i) for i in page.items], count=page.count)
 
 
 @router.post("/projects/{project_id}/invitations", response={201: InvitationCreatedOut})

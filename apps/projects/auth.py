@@ -9,7 +9,7 @@ from django.http import HttpRequest
 from ninja.security import APIKeyCookie
 from ninja.utils import check_csrf
 
-from apps.projects.db import release_connections
+from apps.core.db import release_connections
 from apps.projects.selectors import Principal, principal_from_token, principal_from_user
 
 

@@ -11,8 +11,8 @@ from django.contrib.auth.models import AbstractBaseUser, AnonymousUser, User
 from django.db.models import Case, IntegerField, QuerySet, Value, When
 from django.utils import timezone
 
-from apps.projects.errors import NotFound, PermissionDenied
-from apps.projects.inputs import input_problem
+from apps.core.errors import NotFound, PermissionDenied
+from apps.core.inputs import input_problem
 from apps.projects.models import (
     ApiToken,
     InvitationStatus,

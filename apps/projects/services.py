@@ -13,8 +13,8 @@ from django.db import transaction
 from django.utils import timezone
 from django.utils.text import slugify
 
-from apps.projects.errors import NotFound, PermissionDenied, ServiceError
-from apps.projects.inputs import InvalidInput, input_check
+from apps.core.errors import NotFound, PermissionDenied, ServiceError
+from apps.core.inputs import InvalidInput, input_check
 from apps.projects.models import ApiToken, Project, ProjectInvitation, ProjectMembership, Role
 from apps.projects.selectors import (
     ROLE_RANK,

@@ -7,8 +7,8 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods
 
+from apps.core.errors import ServiceError
 from apps.projects import selectors, services
-from apps.projects.errors import ServiceError
 from apps.projects.selectors import principal_from_user
 
 

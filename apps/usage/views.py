@@ -9,7 +9,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 
 from apps.agents.models import AgentDefinition
-from apps.projects.errors import NotFound
+from apps.core.errors import NotFound
 from apps.projects.selectors import RoleTooLow, principal_from_user
 from apps.usage.api import figures
 from apps.usage.charts import bar_chart, breakdown_chart, line_chart

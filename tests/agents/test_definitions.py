@@ -8,7 +8,7 @@ from django.core.management.base import CommandError
 
 from apps.agents.definitions import agent_definition_create, agent_definition_update
 from apps.agents.models import AgentDefinition
-from apps.projects.errors import PermissionDenied
+from apps.core.errors import PermissionDenied
 from apps.projects.selectors import Principal
 from tests.factories import add_member, make_agent_definition, make_project, make_user
 

@@ -25,7 +25,7 @@ from apps.agents.llm.scripted import Delay, ScriptedProvider, register_script, t
 from apps.agents.models import AgentRun, RunStatus
 from apps.chat.models import Conversation, Message
 from apps.chat.services import turn_wait_all
-from apps.projects.db import is_database_busy, release_connections
+from apps.core.db import is_database_busy, release_connections
 from config.asgi import application
 from tests.chat.conftest import adb, parse_sse, session_cookie, tokens, types
 from tests.factories import add_member, make_agent_definition, make_token, make_user

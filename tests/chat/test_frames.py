@@ -3,7 +3,7 @@
 import json
 
 from apps.chat.frames import DoneFrame, McpToolFrame, TokenFrame, frame_from_text
-from apps.projects.inputs import storable
+from apps.core.inputs import storable
 
 
 def test_a_token_frames_wire_form_is_what_its_model_dump_gives_in_the_same_key_order() -> None:

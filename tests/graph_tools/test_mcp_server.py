@@ -22,10 +22,10 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
+from apps.core.errors import ServiceError
 from apps.graph_tools.mcp_server import mcp_project_resolve
 from apps.graph_tools.models import GraphObject
 from apps.graph_tools.registry import tool_get, tool_names
-from apps.projects.errors import ServiceError
 from bench.support import start_daphne, wait_ready
 from tests.factories import add_member, make_project, make_token, make_user
 from tests.graph_tools.conftest import SmallGraph, build_small_graph

@@ -3,9 +3,9 @@
 import pytest
 from asgiref.sync import async_to_sync
 
+from apps.core.errors import PermissionDenied
 from apps.graph_tools.models import GraphObject
 from apps.graph_tools.services import graph_import_as_member, tool_call_as_member
-from apps.projects.errors import PermissionDenied
 from apps.projects.selectors import Principal, ProjectNotFound
 from tests.factories import add_member, make_entity, make_project, make_user
 from tests.graph_tools.records import ALICE, jsonl

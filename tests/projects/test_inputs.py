@@ -1,4 +1,4 @@
-"""The input boundary's parser (apps.projects.inputs.json_parse): what it refuses and what it lets through.
+"""The input boundary's parser (apps.core.inputs.json_parse): what it refuses and what it lets through.
 
 The transports' tests (tests/test_bad_input.py, tests/chat/test_bad_input.py) prove the findings
 end to end; these pin the parser's shortcut (documents without a risky escape or enough brackets
@@ -8,7 +8,7 @@ are not walked) to the same answers as a full walk.
 import pytest
 from django.db import DataError, OperationalError, connection, transaction
 
-from apps.projects.inputs import MAX_JSON_DEPTH, InvalidInput, bad_input_from, json_parse
+from apps.core.inputs import MAX_JSON_DEPTH, InvalidInput, bad_input_from, json_parse
 
 
 @pytest.mark.parametrize(

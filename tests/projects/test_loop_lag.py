@@ -4,7 +4,7 @@ probe runs only while held."""
 import asyncio
 import time
 
-from apps.projects.loop_lag import LoopLag, loop_lag
+from apps.core.loop_lag import LoopLag, loop_lag
 
 
 async def first_reading(probe: LoopLag) -> float:

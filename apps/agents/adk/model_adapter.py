@@ -48,7 +48,7 @@ from apps.agents.llm.base import (
     ToolCallRequest,
     ToolSpec,
 )
-from apps.projects.loop_lag import loop_lag
+from apps.core.loop_lag import loop_lag
 
 LLM_ERROR_CODE = "llm_error"
 
@@ -285,7 +285,7 @@ async def coalesce_text(
 
     The hold is ``window``, or ``LAG_FACTOR`` times the event loop's lag when that is longer (at
     most ``max_hold``): ``lag`` returns the lag, by default the running loop's probe
-    (``apps.projects.loop_lag``). On an
+    (``apps.core.loop_lag``). On an
     idle loop a delta that comes ``window`` or more after the last text sent goes at once; when
     the loop is behind, each frame carries everything that came during a few lags, so a
     loaded process sends fewer, larger frames instead of falling further behind.

@@ -35,8 +35,8 @@ from apps.agents.mcp_servers import (
     stdio_server_get,
     url_check,
 )
+from apps.core.errors import ServiceError
 from apps.graph_tools.registry import GraphTool, tool_call, tool_get
-from apps.projects.errors import ServiceError
 
 logger = logging.getLogger(__name__)
 

@@ -1,7 +1,7 @@
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from apps.agents.definitions import default_agents_install_as_operator
-from apps.projects.errors import ServiceError
+from apps.core.errors import ServiceError
 
 
 class Command(BaseCommand):

@@ -3,7 +3,7 @@ import asyncio
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from apps.agents.batch import agent_question_answer
-from apps.projects.errors import ServiceError
+from apps.core.errors import ServiceError
 
 
 class Command(BaseCommand):

@@ -1,8 +1,8 @@
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from apps.core.errors import ServiceError
 from apps.graph_tools.demo import demo_graph_lines
 from apps.graph_tools.services import graph_import_as_operator
-from apps.projects.errors import ServiceError
 
 
 class Command(BaseCommand):

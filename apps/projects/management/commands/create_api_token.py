@@ -1,7 +1,7 @@
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from apps.projects.errors import ServiceError
+from apps.core.errors import ServiceError
 from apps.projects.selectors import project_get_by_ref
 from apps.projects.services import api_token_create
 

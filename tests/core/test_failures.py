@@ -12,12 +12,12 @@ import pytest
 from django.db import DataError, OperationalError
 from psycopg_pool import PoolTimeout
 
+from apps.core.errors import NotFound
+from apps.core.failures import error_classify
 from apps.graph_tools import mcp_server
 from apps.graph_tools.mcp_server import GraphMCPServer
-from apps.projects.errors import NotFound
-from apps.projects.failures import error_classify
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 TRANSPORTS = [
     "config/api.py",
     "apps/chat/consumers.py",

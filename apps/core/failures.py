@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import logging
 
-from apps.projects.db import DatabaseBusy, is_database_busy
-from apps.projects.errors import ServiceError
-from apps.projects.inputs import bad_input_from
+from apps.core.db import DatabaseBusy, is_database_busy
+from apps.core.errors import ServiceError
+from apps.core.inputs import bad_input_from
 
 log = logging.getLogger("kgchat.failures")
 

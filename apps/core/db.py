@@ -16,7 +16,7 @@ from django.db import DEFAULT_DB_ALIAS, DatabaseError, connections
 from django.db.models import Model, QuerySet
 from django.db.models.sql import InsertQuery, UpdateQuery
 
-from apps.projects.errors import ServiceError
+from apps.core.errors import ServiceError
 
 P = ParamSpec("P")
 R = TypeVar("R")

@@ -22,7 +22,7 @@ from typing import Annotated, Any
 from django.db import DataError, OperationalError
 from pydantic import Field
 
-from apps.projects.errors import ServiceError
+from apps.core.errors import ServiceError
 
 MAX_JSON_DEPTH = 64
 
