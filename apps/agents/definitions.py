@@ -5,6 +5,7 @@ The services of the definitions; their reads, and who may see which, are in ``se
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -48,6 +49,7 @@ MAX_TEXT = {"description": 10_000, "system_prompt": 100_000}
 
 
 def _validate(fields: dict[str, Any]) -> dict[str, Any]:
+    """The editable fields of a definition, checked and normalised; ``InvalidAgentDefinition`` names the first problem."""
     out = {k: v for k, v in fields.items() if k in EDITABLE}
     try:
         input_check(out)
@@ -56,44 +58,69 @@ def _validate(fields: dict[str, Any]) -> dict[str, Any]:
     for text, limit in MAX_TEXT.items():
         if isinstance(out.get(text), str) and len(out[text]) > limit:
             raise InvalidAgentDefinition(f"{text} is longer than {limit} characters")
-    if "name" in out:
-        name = str(out["name"] or "").strip()
-        if not name or len(name) > 100:
-            raise InvalidAgentDefinition("name must be 1 to 100 characters")
-        out["name"] = name
-    if "model" in out:
-        model = out["model"]
-        if not isinstance(model, dict) or not isinstance(model.get("name"), str) or not model["name"].strip():
-            raise InvalidAgentDefinition('model must be {"name": "<model>", "temperature": <0..2>}')
-        temperature = model.get("temperature", 0.1)
-        if not isinstance(temperature, int | float) or not 0 <= float(temperature) <= 2:
-            raise InvalidAgentDefinition("model.temperature must be a number from 0 to 2")
-        out["model"] = {"name": model["name"].strip(), "temperature": float(temperature)}
-    if "tools" in out:
-        known = set(tool_names())
-        unknown = [t for t in out["tools"] or [] if t not in known]
-        if unknown:
-            raise InvalidAgentDefinition(
-                f"unknown tools: {', '.join(unknown)}; known: {', '.join(sorted(known))}"
-            )
-        out["tools"] = list(dict.fromkeys(out["tools"] or []))
-    if "flow_type" in out and out["flow_type"] not in FlowType.values:
-        raise InvalidAgentDefinition(f"flow_type must be one of {', '.join(FlowType.values)}")
-    if "visibility" in out and out["visibility"] not in Visibility.values:
-        raise InvalidAgentDefinition(f"visibility must be one of {', '.join(Visibility.values)}")
-    for number, low, high in (
-        ("max_steps", 1, 100),
-        ("history_limit", 1, 500),
-        ("token_budget", 0, 2_000_000),
-    ):
-        if number in out and (not isinstance(out[number], int) or not low <= out[number] <= high):
-            raise InvalidAgentDefinition(f"{number} must be an integer from {low} to {high}")
-    if "tool_policy" in out:
-        out["tool_policy"] = tool_policy_validate(out["tool_policy"])
-    if "mcp_servers" in out:
-        # Users never set headers (credentials): operators do, in the admin.
-        out["mcp_servers"] = mcp_servers_validate(out["mcp_servers"], headers_allowed=False)
+    for name, check in _FIELD_CHECKS.items():  # in this order: the first problem is the one named
+        if name in out:
+            out[name] = check(out[name])
     return out
+
+
+def _name_checked(value: Any) -> str:
+    name = str(value or "").strip()
+    if not name or len(name) > 100:
+        raise InvalidAgentDefinition("name must be 1 to 100 characters")
+    return name
+
+
+def _model_checked(model: Any) -> dict[str, Any]:
+    if not isinstance(model, dict) or not isinstance(model.get("name"), str) or not model["name"].strip():
+        raise InvalidAgentDefinition('model must be {"name": "<model>", "temperature": <0..2>}')
+    temperature = model.get("temperature", 0.1)
+    if not isinstance(temperature, int | float) or not 0 <= float(temperature) <= 2:
+        raise InvalidAgentDefinition("model.temperature must be a number from 0 to 2")
+    return {"name": model["name"].strip(), "temperature": float(temperature)}
+
+
+def _tools_checked(tools: Any) -> list[str]:
+    known = set(tool_names())
+    unknown = [t for t in tools or [] if t not in known]
+    if unknown:
+        raise InvalidAgentDefinition(
+            f"unknown tools: {', '.join(unknown)}; known: {', '.join(sorted(known))}"
+        )
+    return list(dict.fromkeys(tools or []))
+
+
+def _choice_checked(field: str, choices: list[str]) -> Callable[[Any], Any]:
+    def check(value: Any) -> Any:
+        if value not in choices:
+            raise InvalidAgentDefinition(f"{field} must be one of {', '.join(choices)}")
+        return value
+
+    return check
+
+
+def _integer_checked(field: str, low: int, high: int) -> Callable[[Any], Any]:
+    def check(value: Any) -> Any:
+        if not isinstance(value, int) or not low <= value <= high:
+            raise InvalidAgentDefinition(f"{field} must be an integer from {low} to {high}")
+        return value
+
+    return check
+
+
+_FIELD_CHECKS: dict[str, Callable[[Any], Any]] = {
+    "name": _name_checked,
+    "model": _model_checked,
+    "tools": _tools_checked,
+    "flow_type": _choice_checked("flow_type", FlowType.values),
+    "visibility": _choice_checked("visibility", Visibility.values),
+    "max_steps": _integer_checked("max_steps", 1, 100),
+    "history_limit": _integer_checked("history_limit", 1, 500),
+    "token_budget": _integer_checked("token_budget", 0, 2_000_000),
+    "tool_policy": lambda value: tool_policy_validate(value),
+    # Users never set headers (credentials): operators do, in the admin.
+    "mcp_servers": lambda value: mcp_servers_validate(value, headers_allowed=False),
+}
 
 
 APPROVAL_VALUES = ("always", "never")
