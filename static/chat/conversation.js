@@ -1,7 +1,8 @@
 /*
  * The conversation on screen and its turns: persisted history drawn once, then the frames of
  * PROTOCOL.md §3 applied in seq order (a gap asks for a replay, a repeat is dropped). A turn I
- * start is drawn at once and bound to its `meta` frame; a turn started elsewhere (another tab, or
+ * start is drawn at once and bound to its `meta` frame; a turn started elsewhere (another tab or
+ * device: its `turn_started` event brings the message, then the socket follows the turn; or one
  * running when the page loaded) is drawn when its `meta` frame arrives. Stop sends chat.cancel.
  */
 
@@ -109,8 +110,18 @@ function onApprovalDecided(frame) {
   if (frame.continued && frame.conversationId === state.conversationId) state.resuming = true;
 }
 
+/* A message sent in this conversation from another tab or device: draw it now; its turn follows,
+ * starting with its meta frame (which then finds the message drawn). */
+function onTurnStarted(frame) {
+  if (frame.conversationId !== state.conversationId || state.userMessages.has(frame.messageId)) return;
+  state.userMessages.set(frame.messageId, frame.content);
+  userBubble(frame.content, frame.messageId);
+  scrollToBottom(false);
+}
+
 export function onFrame(frame) {
   if (frame.type === "meta") return onMeta(frame);
+  if (frame.type === "turn_started") return onTurnStarted(frame);
   if (frame.type === "approval_decided") return onApprovalDecided(frame);
   if (frame.type === "error" && typeof frame.seq !== "number") {
     if (state.resuming && !state.pending) {
