@@ -178,6 +178,8 @@ export function onFrame(frame) {
 
 /* An error about a request of mine (not part of a turn): a refused message, cancel or subscribe. */
 function onRequestError(frame) {
+  // Disabled since the page loaded: from now on, say so instead of letting the next message fail too.
+  if (frame.code === "agent_definition_disabled" && state.conversationId) closeComposer(frame.error);
   if (state.pending) {
     state.pending.showError(frame);
     state.pending.finish(null);
@@ -261,7 +263,7 @@ async function fillUserMessage(bubble, messageId) {
 
 export function sendMessage(text) {
   const message = (text || "").trim();
-  if (!message || state.busy) return false;
+  if (!message || state.busy || state.closedReason) return false;
   if (!state.conversationId && !state.projectId) {
     announce("Choose a project first");
     return false;
@@ -306,6 +308,20 @@ function showModel(model) {
 export function showAgentBadge(name) {
   ui.agentBadge.hidden = !name;
   ui.agentBadge.textContent = name || "";
+}
+
+/* The conversation's agent definition is disabled: say why, and offer no way to send into a 409. */
+export function closeComposer(reason) {
+  state.closedReason = reason;
+  ui.composerNotice.textContent = reason + " Start a new chat to go on.";
+  ui.composerNotice.hidden = false;
+  ui.input.disabled = true;
+  ui.send.disabled = true;
+  ui.input.setAttribute("aria-describedby", "composer-notice composer-hint");
+}
+
+export function disabledAgentReason(agent) {
+  return `This conversation's agent ${agent.name} is disabled: ${agent.disabledReason}`;
 }
 
 /* History does not store the model; the latest agent run knows which one served it. */
