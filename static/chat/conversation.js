@@ -313,7 +313,7 @@ export function showAgentBadge(name) {
 /* The conversation's agent definition is disabled: say why, and offer no way to send into a 409. */
 export function closeComposer(reason) {
   state.closedReason = reason;
-  ui.composerNotice.textContent = reason + " Start a new chat to go on.";
+  ui.composerNotice.textContent = `${/[.!?]$/.test(reason) ? reason : reason + "."} Start a new chat to go on.`;
   ui.composerNotice.hidden = false;
   ui.input.disabled = true;
   ui.send.disabled = true;

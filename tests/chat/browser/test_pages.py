@@ -88,7 +88,7 @@ def test_a_conversation_whose_agent_is_disabled_says_so_instead_of_offering_to_s
 
     notice = page.get_by_role("status").filter(has_text="is disabled")
     expect(notice).to_have_text(
-        "This conversation's agent graph-query-agent is disabled: its model was retired Start a new chat to go on."
+        "This conversation's agent graph-query-agent is disabled: its model was retired. Start a new chat to go on."
     )
     expect(page.get_by_role("textbox", name="Message")).to_be_disabled()
     expect(page.get_by_role("button", name="Send")).to_be_disabled()
