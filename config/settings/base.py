@@ -196,6 +196,10 @@ OLLAMA_BASE_URL = os.environ.get("OLLAMA_BASE_URL", "http://127.0.0.1:11434/v1")
 OPENAI_NATIVE_TOOLS = os.environ.get("OPENAI_NATIVE_TOOLS", "1").lower() not in {"0", "false", "no"}
 # Where `make run` serves the offline default (local/<model>): one llama.cpp server on loopback.
 KGCHAT_LOCAL_LLM_URL = f"http://127.0.0.1:{env_int('KGCHAT_LOCAL_LLM_PORT', 8012)}/v1"
+# The key that server wants (a Bearer token): scripts/local_llm.sh makes this file once, mode 0600.
+KGCHAT_LOCAL_LLM_KEY_FILE = os.environ.get("KGCHAT_LOCAL_LLM_KEY_FILE") or str(
+    BASE_DIR / ".data" / "llm" / "api_key"
+)
 GOOGLE_API_KEY = os.environ.get("GOOGLE_API_KEY", "")
 
 DATA_UPLOAD_MAX_MEMORY_SIZE = KGCHAT_IMPORT_MAX_BYTES

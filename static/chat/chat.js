@@ -21,6 +21,8 @@
 
 import {
   cancelTurn,
+  closeComposer,
+  disabledAgentReason,
   loadConversation,
   onFrame,
   sendMessage,
@@ -107,6 +109,7 @@ async function init() {
       showServedModel();
       const agent = state.agents.find((a) => a.id === conv.agentDefinitionId);
       showAgentBadge(conv.agentDefinitionId ? (agent ? agent.name : "Agent") : "Plain chat");
+      if (agent && agent.disabledReason) closeComposer(disabledAgentReason(agent));
     }
     subscribe();
   } else if (state.projectId) {

@@ -1,7 +1,8 @@
 /*
  * The conversation on screen and its turns: persisted history drawn once, then the frames of
  * PROTOCOL.md §3 applied in seq order (a gap asks for a replay, a repeat is dropped). A turn I
- * start is drawn at once and bound to its `meta` frame; a turn started elsewhere (another tab, or
+ * start is drawn at once and bound to its `meta` frame; a turn started elsewhere (another tab or
+ * device: its `turn_started` event brings the message, then the socket follows the turn; or one
  * running when the page loaded) is drawn when its `meta` frame arrives. Stop sends chat.cancel.
  */
 
@@ -109,8 +110,18 @@ function onApprovalDecided(frame) {
   if (frame.continued && frame.conversationId === state.conversationId) state.resuming = true;
 }
 
+/* A message sent in this conversation from another tab or device: draw it now; its turn follows,
+ * starting with its meta frame (which then finds the message drawn). */
+function onTurnStarted(frame) {
+  if (frame.conversationId !== state.conversationId || state.userMessages.has(frame.messageId)) return;
+  state.userMessages.set(frame.messageId, frame.content);
+  userBubble(frame.content, frame.messageId);
+  scrollToBottom(false);
+}
+
 export function onFrame(frame) {
   if (frame.type === "meta") return onMeta(frame);
+  if (frame.type === "turn_started") return onTurnStarted(frame);
   if (frame.type === "approval_decided") return onApprovalDecided(frame);
   if (frame.type === "error" && typeof frame.seq !== "number") {
     if (state.resuming && !state.pending) {
@@ -167,6 +178,8 @@ export function onFrame(frame) {
 
 /* An error about a request of mine (not part of a turn): a refused message, cancel or subscribe. */
 function onRequestError(frame) {
+  // Disabled since the page loaded: from now on, say so instead of letting the next message fail too.
+  if (frame.code === "agent_definition_disabled" && state.conversationId) closeComposer(frame.error);
   if (state.pending) {
     state.pending.showError(frame);
     state.pending.finish(null);
@@ -250,7 +263,7 @@ async function fillUserMessage(bubble, messageId) {
 
 export function sendMessage(text) {
   const message = (text || "").trim();
-  if (!message || state.busy) return false;
+  if (!message || state.busy || state.closedReason) return false;
   if (!state.conversationId && !state.projectId) {
     announce("Choose a project first");
     return false;
@@ -295,6 +308,20 @@ function showModel(model) {
 export function showAgentBadge(name) {
   ui.agentBadge.hidden = !name;
   ui.agentBadge.textContent = name || "";
+}
+
+/* The conversation's agent definition is disabled: say why, and offer no way to send into a 409. */
+export function closeComposer(reason) {
+  state.closedReason = reason;
+  ui.composerNotice.textContent = `${/[.!?]$/.test(reason) ? reason : reason + "."} Start a new chat to go on.`;
+  ui.composerNotice.hidden = false;
+  ui.input.disabled = true;
+  ui.send.disabled = true;
+  ui.input.setAttribute("aria-describedby", "composer-notice composer-hint");
+}
+
+export function disabledAgentReason(agent) {
+  return `This conversation's agent ${agent.name} is disabled: ${agent.disabledReason}`;
 }
 
 /* History does not store the model; the latest agent run knows which one served it. */

@@ -1,6 +1,8 @@
 /*
  * The project select in the top bar and, on a new chat, the picker of who answers: the project's
  * agent definitions (the default first chosen) or plain chat. The chosen project is remembered.
+ * A definition an operator disabled (its `disabledReason`) is shown greyed out with the reason and
+ * cannot be chosen: a conversation with it would be refused (409 agent_definition_disabled).
  */
 
 import { api } from "./api.js";
@@ -53,10 +55,16 @@ export async function loadAgents() {
 
 export function renderPicker() {
   ui.pickerList.replaceChildren();
-  const options = state.agents.map((a) => ({ id: a.id, name: a.name, description: a.description || "Agent with graph tools" }));
-  options.push({ id: "", name: "Plain chat", description: "Search the graph once, then answer — no tool loop." });
-  const preferred = state.agents.find((a) => a.isDefault) || state.agents[0];
-  if (state.selectedAgentId === null || !options.some((o) => o.id === state.selectedAgentId)) {
+  const options = state.agents.map((a) => ({
+    id: a.id,
+    name: a.name,
+    description: a.description || "Agent with graph tools",
+    disabledReason: a.disabledReason || null,
+  }));
+  options.push({ id: "", name: "Plain chat", description: "Search the graph once, then answer — no tool loop.", disabledReason: null });
+  const usable = options.filter((o) => !o.disabledReason);
+  const preferred = state.agents.find((a) => a.isDefault && !a.disabledReason) || usable[0];
+  if (state.selectedAgentId === null || !usable.some((o) => o.id === state.selectedAgentId)) {
     state.selectedAgentId = preferred ? preferred.id : "";
   }
   options.forEach((o, k) => {
@@ -73,6 +81,14 @@ export function renderPicker() {
     const text = el("span", "agent-option-text");
     text.appendChild(el("span", "agent-option-name", o.name));
     text.appendChild(el("span", "agent-option-desc", o.description));
+    if (o.disabledReason) {
+      input.disabled = true;
+      label.classList.add("disabled");
+      const reason = el("span", "agent-option-disabled", "Disabled: " + o.disabledReason);
+      reason.id = "agent-option-reason-" + k;
+      input.setAttribute("aria-describedby", reason.id);
+      text.appendChild(reason);
+    }
     label.appendChild(input);
     label.appendChild(text);
     ui.pickerList.appendChild(label);

@@ -22,6 +22,7 @@ export const ui = {
   messages: $("messages"),
   live: $("live-status"),
   composer: $("composer"),
+  composerNotice: $("composer-notice"),
   input: $("message-input"),
   send: $("send-button"),
   stop: $("stop-button"),
@@ -52,5 +53,6 @@ export const state = {
   ignoring: false, // replayed frames of a turn already drawn from history
   pendingCancel: false,
   busy: false, // a turn of mine or of this conversation is running: Stop shows instead of Send
+  closedReason: null, // why nothing can be sent here (the conversation's agent is disabled)
   stickToBottom: true, // the reader is at the end of the messages: new text scrolls into view
 };

@@ -196,6 +196,30 @@ def test_layout_of_an_empty_result_says_there_is_nothing(content: str) -> None:
     assert layout_result(content) == "(no results)"
 
 
+def test_layout_of_an_empty_search_while_entities_wait_for_vectors_says_there_is_nothing_yet() -> None:
+    content = json.dumps({"results": [], "embedding": {"pending": 3}})
+
+    text = layout_result(content)
+
+    assert (
+        text
+        == "(no results)\n(3 entities of the graph are still being indexed: this search may have missed them.)"
+    )
+
+
+def test_layout_of_a_search_while_entities_wait_for_vectors_lists_the_hits_then_says_it_may_miss_some() -> (
+    None
+):
+    content = json.dumps({"results": [PORTUGAL], "embedding": {"pending": 1}})
+
+    text = layout_result(content)
+
+    assert text == (
+        "results:\n- [Portugal](entity:country:PT) Country: Its capital is Lisbon.\n"
+        "(1 entity of the graph is still being indexed: this search may have missed it.)"
+    )
+
+
 def test_layout_of_an_error_keeps_the_message() -> None:
     assert layout_result('{"error": "unknown entity x", "code": "not_found"}') == "error: unknown entity x"
 

@@ -84,3 +84,51 @@ async def test_small_model_turn_is_forced_to_a_tool_then_answers_citing_only_wha
         ("get_entity_edges", "paris"),
         ("get_entity_edges", "france"),
     ]
+
+
+@db
+async def test_small_model_loop_reads_a_search_of_a_graph_still_being_embedded_and_shows_its_cards(
+    world, agent, small_model
+):
+    small_model.enqueue(
+        Json(completion('{"name": "hybrid_search", "arguments": {"query": "Paris"}}')),
+        Stream(text_chunks("[Paris](entity:paris) is the capital of [France](entity:france).")),
+    )
+    body = {
+        "message": "Where is Paris?",
+        "projectId": str(world["project"].id),
+        "agentDefinitionId": str(agent.id),
+    }
+
+    _, frames = await sse_turn(world["client"], body)
+
+    search = next(f for f in frames if f["type"] == "mcp_tool" and f["status"] == "completed")
+    assert search["tool"] == "hybrid_search"
+    assert search["result"]["embedding"] == {"pending": 2}
+    assert [r["key"] for r in search["result"]["results"]] == ["paris"]
+    shown = small_model.requests[-1]["messages"][-1]["content"]
+    assert "Result of hybrid_search: [Paris](entity:paris)" in shown
+    assert "- Paris capital of: [France](entity:france)" in shown
+
+
+@db
+async def test_small_model_reads_that_an_empty_search_may_have_missed_entities_still_being_embedded(
+    world, agent, small_model
+):
+    small_model.enqueue(
+        Json(completion('{"name": "hybrid_search", "arguments": {"query": "Atlantis"}}')),
+        Stream(text_chunks("I could not find it in the knowledge graph.")),
+    )
+    body = {
+        "message": "Where is Atlantis?",
+        "projectId": str(world["project"].id),
+        "agentDefinitionId": str(agent.id),
+    }
+
+    await sse_turn(world["client"], body)
+
+    shown = small_model.requests[-1]["messages"][-1]["content"]
+    assert (
+        "Result of hybrid_search:\n(no results)\n"
+        "(2 entities of the graph are still being indexed: this search may have missed them.)"
+    ) in shown

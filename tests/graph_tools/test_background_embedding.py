@@ -4,6 +4,7 @@ resumes what a dead one claimed, never holds up a turn, and reports its progress
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 from collections.abc import Sequence
 from typing import Any
@@ -15,7 +16,7 @@ from django.test import Client
 
 from apps.agents.llm.scripted import text, tool_call
 from apps.graph_tools.embeddings import embed_worker_run, get_embedder, pending_batch_embed
-from apps.graph_tools.selectors import embedding_progress
+from apps.graph_tools.selectors import embedding_pending_count, embedding_progress
 from apps.projects.models import Role
 from tests.chat import conftest as chat
 from tests.chat.conftest import agent_request, types, ws_connect, ws_turn
@@ -103,6 +104,82 @@ def test_the_worker_embeds_an_import_and_semantic_search_then_finds_it():
         "model": "",
     }
     assert by_meaning[0] == "pine"
+
+
+def tool_result(client: Client, project: Any, name: str, **arguments: Any) -> dict[str, Any]:
+    response = client.post(
+        f"/api/projects/{project.id}/graph/tools/{name}", arguments, content_type="application/json"
+    )
+    assert response.status_code == 200, response.content
+    result: dict[str, Any] = response.json()
+    return result
+
+
+def test_find_similar_right_after_an_import_says_the_entities_wait_for_vectors():
+    client, project = owner_client()
+    client.post(
+        f"/api/projects/{project.id}/graph/import", f"{OAK}\n{PINE}", content_type="application/x-ndjson"
+    )
+
+    result = tool_result(client, project, "find_similar", entity_id="oak")
+
+    assert result == {"results": [], "embedding": {"pending": 2}}
+
+
+@pytest.mark.parametrize(
+    "name, arguments",
+    [
+        ("find_similar", {"entity_id": "oak"}),
+        ("semantic_search", {"query": "evergreen conifer"}),
+        ("hybrid_search", {"query": "evergreen conifer"}),
+    ],
+)
+def test_vector_searches_say_how_many_entities_are_pending_and_nothing_once_all_are_embedded(
+    name: str, arguments: dict[str, Any]
+):
+    client, project = owner_client()
+    client.post(
+        f"/api/projects/{project.id}/graph/import", f"{OAK}\n{PINE}", content_type="application/x-ndjson"
+    )
+    pending_batch_embed(project_id=project.id, batch_size=1)
+
+    while_pending = tool_result(client, project, name, **arguments)
+    pending_batch_embed(project_id=project.id)
+    once_embedded = tool_result(client, project, name, **arguments)
+
+    assert while_pending["embedding"] == {"pending": 1}
+    assert "embedding" not in once_embedded
+    assert once_embedded["results"]
+
+
+def test_the_pending_count_of_the_search_tools_stops_at_its_cap():
+    client, project = owner_client()
+    client.post(
+        f"/api/projects/{project.id}/graph/import", f"{OAK}\n{PINE}", content_type="application/x-ndjson"
+    )
+
+    capped = embedding_pending_count(project_id=project.id, cap=1)
+    whole = embedding_pending_count(project_id=project.id)
+
+    assert (capped, whole) == (1, 2)
+
+
+async def test_an_agent_reads_in_its_tool_result_that_entities_wait_for_vectors(world, agent, scripted):
+    scripted.turns += [
+        [tool_call("find_similar", {"entity_id": "paris"}, id="s1")],
+        text("Nothing similar yet."),
+    ]
+    communicator = await ws_connect(world["user"])
+
+    frames = await ws_turn(
+        communicator, {"type": "chat.message", **agent_request(world, agent, "Like Paris?")}
+    )
+    await communicator.disconnect()
+
+    completed = next(f for f in frames if f["type"] == "mcp_tool" and f["status"] == "completed")
+    seen_by_model = json.loads(scripted.calls[1].messages[-1].content)
+    assert completed["result"] == {"results": [], "embedding": {"pending": 2}}
+    assert seen_by_model == completed["result"]
 
 
 def backend_gone(pid: int) -> None:

@@ -27,7 +27,7 @@ from apps.graph_tools.mcp_server import mcp_project_resolve
 from apps.graph_tools.models import GraphObject
 from apps.graph_tools.registry import tool_get, tool_names
 from bench.support import start_daphne, wait_ready
-from tests.factories import add_member, make_project, make_token, make_user
+from tests.factories import add_member, make_entity, make_project, make_token, make_user
 from tests.graph_tools.conftest import SmallGraph, build_small_graph
 
 BASE_DIR = Path(__file__).resolve().parents[2]
@@ -98,6 +98,18 @@ async def test_http_hybrid_search_runs_on_the_tokens_project(
     results = payload(result)["results"]
     assert results[0]["key"] == "alice"
     assert results[0]["id"] == str(live_graph.e["alice"].id)
+
+
+async def test_http_a_similarity_search_says_how_many_entities_wait_for_a_vector(
+    daphne_url: str, token: str, live_graph: SmallGraph
+):
+    await sync_to_async(make_entity)(live_graph.project, "zoe", type="Person", name="Zoe Grey")
+
+    async with http_client(daphne_url, {"Authorization": f"Bearer {token}"}) as client:
+        result = await client.call_tool("find_similar", {"entity_id": "alice", "limit": 3})
+
+    assert payload(result)["embedding"] == {"pending": 1}
+    assert len(payload(result)["results"]) == 3
 
 
 async def test_http_bad_arguments_and_unknown_entity_are_is_error_results(daphne_url: str, token: str):

@@ -5,7 +5,9 @@ llama.cpp server process on loopback (``apps.agents.llm.local_server``, started 
 through ``scripts/local_llm.sh serve``), at ``settings.KGCHAT_LOCAL_LLM_URL``. Every app process
 talks to that one server over HTTP, so the 2 GB of weights are loaded once per machine, not once per
 process. A model this small calls tools well only under a JSON Schema, so its provider is the
-``PromptedToolsProvider`` agent loop over the OpenAI-compatible one.
+``PromptedToolsProvider`` agent loop over the OpenAI-compatible one. It sends the server's key
+(``settings.KGCHAT_LOCAL_LLM_KEY_FILE``, made by the script) as a Bearer token: the server refuses
+requests without it, so that no web page open in the user's browser can make it work.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 from django.conf import settings
 
 from apps.agents.llm.base import ModelUnavailable
+from apps.agents.llm.local_server import api_key_read
 from apps.agents.llm.openai_compat import OpenAICompatProvider
 from apps.agents.llm.prompted_tools import PromptedToolsProvider
 
@@ -33,6 +36,8 @@ def provider(model: str) -> PromptedToolsProvider:
         raise ModelUnavailable(f"unknown offline model local/{model}: use {known}")
     inner = OpenAICompatProvider(
         base_url=settings.KGCHAT_LOCAL_LLM_URL,
+        # Read at every turn: a server restarted with a new key is followed without restarting kgchat.
+        api_key=api_key_read(settings.KGCHAT_LOCAL_LLM_KEY_FILE),
         model=model,
         name=f"local/{model}",
         max_retries=0,

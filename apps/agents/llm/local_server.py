@@ -1,15 +1,22 @@
 """Serve the offline default model over an OpenAI-compatible HTTP endpoint on loopback.
 
-``python -m apps.agents.llm.local_server --model <gguf> --alias qwen2.5-1.5b --port 8012`` starts
-llama.cpp's own server (through the prebuilt ``xllamacpp`` wheel) and blocks until SIGTERM or
-SIGINT. ``scripts/local_llm.sh serve`` starts it in the background for ``make run``; every app
+``python -m apps.agents.llm.local_server --model <gguf> --alias qwen2.5-1.5b --port 8012
+--api-key-file .data/llm/api_key`` starts llama.cpp's own server (through the prebuilt ``xllamacpp``
+wheel) and blocks until SIGTERM or SIGINT. ``scripts/local_llm.sh serve`` starts it in the background for ``make run``; every app
 process then talks to this one process (``local/<alias>`` in ``apps.agents.llm.resolve``) instead of
 loading 2 GB of weights each.
 
 It listens on 127.0.0.1 only, and no browser origin may call it (CORS off): the only clients are
-kgchat's own processes on this machine. One slot (``n_parallel=1``) keeps the previous prompt's
-KV cache, so a turn's system prompt and tool list, which stay the same from step to step and
-from turn to turn, are read once (``cache_prompt``).
+kgchat's own processes on this machine. CORS only keeps a web page from reading an answer, though:
+a page in the user's browser can still send a "simple" POST to loopback and make the model work.
+So every request but ``/health`` must carry the key of ``--api-key-file`` (``Authorization: Bearer
+<key>``; 401 otherwise), a file ``scripts/local_llm.sh`` makes once, readable by its owner only,
+that kgchat's local provider reads too. The key is read from a file, never taken on the command
+line, which every local user can read (``ps``).
+
+One slot (``n_parallel=1``) keeps the previous prompt's KV cache, so a turn's system prompt and
+tool list, which stay the same from step to step and from turn to turn, are read once
+(``cache_prompt``).
 """
 
 from __future__ import annotations
@@ -19,6 +26,15 @@ import os
 import signal
 import sys
 from typing import Any
+
+
+def api_key_read(path: str) -> str:
+    """The key in ``path`` (its first line), or ``""`` when the file is missing or empty."""
+    try:
+        with open(path, encoding="utf-8") as key_file:
+            return key_file.readline().strip()
+    except FileNotFoundError:
+        return ""
 
 
 def build_params(args: argparse.Namespace) -> Any:
@@ -43,6 +59,7 @@ def build_params(args: argparse.Namespace) -> Any:
     # Reading a prompt is arithmetic that every core speeds up (measured on 2 idle cores: 35 prompt
     # tokens/s with one thread, 56 with two); generating is bound by memory and gains little.
     params.cpuparams_batch.n_threads = args.batch_threads or max(threads, os.cpu_count() or 1)
+    params.api_keys = [args.api_key]
     params.ui = False
     params.verbosity = 1
     return params
@@ -59,9 +76,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--batch-threads", type=int, default=0, help="CPU threads reading prompts (0: all the cores)"
     )
+    parser.add_argument(
+        "--api-key-file", required=True, help="file holding the key every request must send (Bearer)"
+    )
     args = parser.parse_args(argv)
     if not os.path.isfile(args.model):
         print(f"local_server: no model file at {args.model}", file=sys.stderr)
+        return 2
+    args.api_key = api_key_read(args.api_key_file)
+    if not args.api_key:
+        print(f"local_server: no API key in {args.api_key_file}", file=sys.stderr)
         return 2
 
     import xllamacpp

@@ -289,6 +289,26 @@ def _lines(value: Any) -> list[str]:
     return [str(value)]
 
 
+def _pending_note(data: Any) -> tuple[Any, str]:
+    """A search result without its ``embedding`` key, and the line saying what that key said.
+
+    A search that ranks by vectors says ``"embedding": {"pending": n}`` while ``n`` entities have
+    no vector yet (PROTOCOL §6); the model reads it as a sentence, not as a field of the results.
+    """
+    if not isinstance(data, dict) or "embedding" not in data:
+        return data, ""
+    pending = data["embedding"].get("pending") if isinstance(data["embedding"], dict) else None
+    rest = {k: v for k, v in data.items() if k != "embedding"}
+    if not isinstance(pending, int) or pending <= 0:
+        return rest, ""
+    if pending == 1:
+        return rest, "(1 entity of the graph is still being indexed: this search may have missed it.)"
+    return (
+        rest,
+        f"({pending} entities of the graph are still being indexed: this search may have missed them.)",
+    )
+
+
 def layout_result(content: str, limit: int = RESULT_MAX_CHARS) -> str:
     """A tool result as the model reads it: short lines, entities as citable links, ``limit`` chars."""
     try:
@@ -297,13 +317,15 @@ def layout_result(content: str, limit: int = RESULT_MAX_CHARS) -> str:
         return _clip(content, limit)
     if isinstance(data, dict) and "error" in data and len(data) <= 2:
         return f"error: {data['error']}"
+    data, note = _pending_note(data)
+    note = f"\n{note}" if note else ""
     if data in ({}, [], None) or (isinstance(data, dict) and all(v in ([], {}, None) for v in data.values())):
-        return "(no results)"
+        return "(no results)" + note
     text = "\n".join(_lines(data))
     if len(text) <= limit:
-        return text
+        return text + note
     cut = text.rfind("\n", 0, limit)
-    return text[: cut if cut > 0 else limit] + "\n… (more results cut)"
+    return text[: cut if cut > 0 else limit] + "\n… (more results cut)" + note
 
 
 def _signature(tool: ToolSpec) -> str:

@@ -6,6 +6,7 @@ says, call by call: first a tool call, then the streamed answer.
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
@@ -289,3 +290,68 @@ def test_a_dropped_socket_reconnects_and_resumes_the_turn(
     expect(turn).to_have_attribute("data-state", "done", timeout=30_000)
     assert len(sockets) == 2
     assert turn.locator(".md").inner_text().strip() == "".join(chunks).strip()
+
+
+def open_watching(tab: Page, url: str) -> None:
+    """Open ``url`` in ``tab`` and wait until its socket watches the conversation on screen.
+
+    The socket is routed through the test: right after the page's ``chat.subscribe`` it sends a
+    ``chat.cancel`` of its own. The server handles a socket's messages in order, so its answer
+    (``not_running``, kept from the page) means the subscription, and the watch, are in place.
+    """
+    conversation_id = url.rstrip("/").rsplit("/", 1)[-1]
+    barrier: list[str] = []
+
+    def through(ws: WebSocketRoute) -> None:
+        server = ws.connect_to_server()
+
+        def from_page(message: str | bytes) -> None:
+            server.send(message)
+            if isinstance(message, str) and '"chat.subscribe"' in message:
+                server.send(json.dumps({"type": "chat.cancel", "conversationId": conversation_id}))
+
+        def from_server(message: str | bytes) -> None:
+            if isinstance(message, str) and '"not_running"' in message and not barrier:
+                barrier.append(message)
+                return
+            ws.send(message)
+
+        ws.on_message(from_page)
+        server.on_message(from_server)
+
+    tab.route_web_socket(re.compile(r"/ws/chat/$"), through)
+    tab.goto(url)
+    for _ in range(300):
+        if barrier:
+            return
+        tab.wait_for_timeout(50)
+    raise AssertionError("the second tab's socket never confirmed its subscription")
+
+
+def test_a_message_sent_in_one_tab_appears_in_another_tab_on_the_conversation_and_its_answer_streams(
+    page: Page, live_server_url: str, world: World, llm_server: LLMTestServer
+) -> None:
+    llm_server.enqueue(Stream(text_chunks("Paris is in France.")))
+    log_in(page, live_server_url, "ada")
+    send(page, "Where is Paris?")
+    expect(answer(page)).to_have_attribute("data-state", "done")
+    other = page.context.new_page()
+    open_watching(other, page.url)
+    expect(answer(other).locator(".md")).to_have_text("Paris is in France.")
+    # From now on the other tab cannot read the conversation over REST: what it shows came over its socket.
+    conversation_id = page.url.rstrip("/").rsplit("/", 1)[-1]
+    other.route(f"**/api/chat/conversations/{conversation_id}", lambda route: route.abort())
+    chunks = [f"step{n:02d} " for n in range(20)]
+    llm_server.enqueue(Stream(text_chunks(*chunks), delay=0.15))
+
+    send(page, "And Lyon?")
+
+    expect(other.locator("article.message-user")).to_have_count(2)
+    expect(other.locator("article.message-user").last).to_have_text("And Lyon?")
+    expect(answer(other)).to_have_attribute("data-state", "streaming")
+    expect(other.get_by_role("button", name="Stop")).to_be_visible()
+    expect(answer(other)).to_have_attribute("data-state", "done", timeout=30_000)
+    assert answer(other).locator(".md").inner_text().strip() == "".join(chunks).strip()
+    expect(other.get_by_role("button", name="Send")).to_be_visible()
+    expect(page.locator("article.message-user")).to_have_count(2)
+    other.close()

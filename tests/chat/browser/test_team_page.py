@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import re
+from datetime import timedelta
 from urllib.parse import urlparse
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.test import Client
+from django.utils import timezone
 from playwright.sync_api import Browser, Page, expect
 
-from apps.chat.models import MessageFeedback
+from apps.chat.models import ConversationShare, MessageFeedback
+from apps.chat.sharing import share_create
+from apps.projects.selectors import principal_from_user
 from tests.chat.browser.helpers import PASSWORD, World, log_in, screenshot
 from tests.factories import add_member, make_agent_answer, make_conversation, make_user
 
@@ -81,6 +86,7 @@ def test_export_downloads_markdown_and_a_share_link_opens_read_only_for_a_member
         page.get_by_role("link", name="Export Markdown").click()
     markdown = open(download.value.path(), encoding="utf-8").read()
     page.get_by_role("button", name="Share…").click()
+    page.get_by_role("button", name="Create link").click()
     url = page.get_by_label("Share link").input_value()
 
     assert markdown.startswith("# Capitals") and "It is Paris." in markdown
@@ -105,3 +111,43 @@ def test_export_downloads_markdown_and_a_share_link_opens_read_only_for_a_member
                 expect(other.locator("body")).not_to_contain_text("Capital of France?")
         finally:
             context.close()
+
+
+def test_the_share_dialog_lists_the_links_with_status_and_expiry_and_revokes_one(
+    page: Page, live_server_url: str, world: World
+) -> None:
+    conversation = make_conversation(world.user, world.project, "Capitals", [("user", "Capital of France?")])
+    make_agent_answer(conversation, "It is Paris.")
+    principal = principal_from_user(world.user)
+    expired, _ = share_create(principal=principal, conversation_id=conversation.id, expires_in_hours=1)
+    ConversationShare.objects.filter(id=expired.id).update(
+        created_at=timezone.now() - timedelta(hours=3), expires_at=timezone.now() - timedelta(hours=2)
+    )
+    lasting, _ = share_create(principal=principal, conversation_id=conversation.id)
+    log_in(page, live_server_url, "ada")
+    page.goto(f"{live_server_url}/chat/{conversation.id}/")
+
+    page.get_by_role("button", name="Share…").click()
+    dialog = page.get_by_role("dialog", name="Share read-only")
+    links = dialog.get_by_role("list", name="Links").get_by_role("listitem")
+    expect(links).to_have_count(2)
+    expect(links.nth(0)).to_contain_text("Active, no expiry")
+    expect(links.nth(1)).to_contain_text("Expired")
+    expect(links.nth(1).get_by_role("button", name=re.compile("Revoke"))).to_have_count(0)
+    dialog.get_by_label("Expires").select_option(label="In 7 days")
+    dialog.get_by_role("button", name="Create link").click()
+    url = dialog.get_by_label("Share link").input_value()
+    expect(links).to_have_count(3)
+    expect(links.nth(0)).to_contain_text("Active, expires")
+    expect(links.nth(0)).to_contain_text("by ada")
+    links.nth(0).get_by_role("button", name=re.compile("Revoke")).click()
+
+    expect(links.nth(0)).to_contain_text("Revoked")
+    expect(links.nth(0).get_by_role("button", name=re.compile("Revoke"))).to_have_count(0)
+    expect(links.nth(1)).to_contain_text("Active, no expiry")
+    newest = ConversationShare.objects.exclude(id__in=[expired.id, lasting.id]).get()
+    assert newest.revoked_at is not None and newest.expires_at is not None
+    assert ConversationShare.objects.get(id=lasting.id).revoked_at is None
+    client = Client()
+    client.force_login(world.user)
+    assert client.get(f"/api/shares/{url.rsplit('/', 1)[-1]}").status_code == 404
