@@ -17,7 +17,7 @@ import uuid
 from django.contrib.auth import get_user_model
 from django.db import connection
 
-from apps.chat.search import conversation_search
+from apps.chat.conversations.search import conversation_search
 from apps.projects.selectors import Principal
 from apps.projects.services import project_create
 

@@ -6,7 +6,7 @@
    ``stream`` being called for it. One user sends the turns one after the other, in pairs: a
    question in a new conversation, then a follow-up in it (graph-query-agent: one tool call, then
    20 deltas). Printed p50 / p90 / p99 per transport and kind. Target: p50 <= 10 ms.
-2. ``--profile``: the same turns (websocket-free: ``chat.services.turn_start`` then the frame
+2. ``--profile``: the same turns (websocket-free: ``chat.turns.service.turn_start`` then the frame
    bus, as a transport does) in this process, under cProfile, on every thread (the turn's database
    calls run on a thread of their own): the functions with the most cumulative and own time per
    turn, the in-process message -> first model request delay, and the SQL statements a turn sends
@@ -245,8 +245,8 @@ def _count_sql() -> Iterator[list[float]]:
 async def _inprocess_turns(
     principal: Any, project_id: str, agent_id: str, provider: Any, pairs: int
 ) -> list[tuple[float, str]]:
-    from apps.chat import services
-    from apps.chat.bus import get_bus
+    from apps.chat.streams.bus import get_bus
+    from apps.chat.turns import service as services
 
     started: list[tuple[float, str]] = []
     for n in range(pairs):

@@ -1,6 +1,6 @@
 """CPU per streaming turn, in this process: where ``bench.stream_load``'s one-process ceiling comes from.
 
-N graph-query-agent turns start together in this process (``chat.services.turn_start``, then the
+N graph-query-agent turns start together in this process (``chat.turns.service.turn_start``, then the
 frame bus, as the websocket consumer does; every frame is turned into its JSON text as the consumer
 would send it), with the paced scripted model of ``bench.stream_load`` (0.5 s to the first item of
 every request, then 50 tokens/s; a tool call, then 200 one-word deltas). No daphne, no sockets, no
@@ -49,8 +49,8 @@ def _provider(tokens: int) -> Any:
 
 
 async def _turn(principal: Any, project_id: str, agent_id: str, provider: Any, n: int) -> tuple[int, str]:
-    from apps.chat import services
-    from apps.chat.bus import get_bus
+    from apps.chat.streams.bus import get_bus
+    from apps.chat.turns import service as services
 
     handle = await services.turn_start(
         principal=principal,
@@ -80,8 +80,8 @@ async def _all(principal: Any, ids: tuple[str, str], provider: Any, turns: int) 
 async def _frame_path(streams: int, frames: int) -> float:
     """CPU seconds (this thread) to send ``streams`` x ``frames`` token frames through the frame bus
     to one subscriber each, which builds the JSON text a socket sends; one frame per pass of the loop."""
-    from apps.chat.bus import InProcessFrameBus
-    from apps.chat.frames import DoneFrame, TokenFrame
+    from apps.chat.streams.bus import InProcessFrameBus
+    from apps.chat.streams.frames import DoneFrame, TokenFrame
 
     bus = InProcessFrameBus(retention_seconds=0)
 
@@ -125,9 +125,9 @@ async def _delta_path(streams: int, deltas: int, window: float) -> tuple[float, 
 
 
 def _admissions(principal: Any, ids: tuple[str, str], count: int) -> None:
-    """CPU of admitting a message (``chat.services._prepare``: checks, conversation, user message,
+    """CPU of admitting a message (``chat.turns.service._prepare``: checks, conversation, user message,
     run row, in one transaction), one after another in this thread; the turns are not run."""
-    from apps.chat import services
+    from apps.chat.turns import service as services
 
     def admit(n: int) -> None:
         services._prepare(

@@ -79,9 +79,9 @@ def on_unexpected(request: HttpRequest, exc: Exception) -> HttpResponse:
 
 def _register_routers() -> None:
     from apps.agents.api import router as agents_router
-    from apps.chat.api import router as chat_router
-    from apps.chat.approvals_api import router as approvals_router
-    from apps.chat.team_api import router as chat_team_router
+    from apps.chat.transports.api import router as chat_router
+    from apps.chat.transports.approvals_api import router as approvals_router
+    from apps.chat.transports.conversations_api import router as chat_team_router
     from apps.graph_tools.api import router as graph_router
     from apps.graph_tools.tools_api import router as graph_tools_router
     from apps.projects.api import router as projects_router

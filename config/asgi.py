@@ -16,8 +16,8 @@ from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E40
 from django.conf import settings  # noqa: E402
 from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
 
-from apps.chat.routing import websocket_urlpatterns  # noqa: E402
-from apps.chat.services import recover_once  # noqa: E402
+from apps.chat.transports.routing import websocket_urlpatterns  # noqa: E402
+from apps.chat.turns.recovery import recover_once  # noqa: E402
 from apps.graph_tools.mcp_server import mcp_asgi_app  # noqa: E402
 
 mcp_app = mcp_asgi_app()

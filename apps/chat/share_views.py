@@ -6,8 +6,8 @@ from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
-from apps.chat.export import shared_messages
-from apps.chat.sharing import ShareNotFound, shared_conversation_get
+from apps.chat.conversations.export import shared_messages
+from apps.chat.conversations.sharing import ShareNotFound, shared_conversation_get
 from apps.projects.selectors import principal_from_user
 
 

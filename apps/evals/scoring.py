@@ -21,7 +21,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from apps.chat.citations import LINK
+from apps.chat.turns.citations import LINK
 from apps.evals.questions import Question, normalise
 
 NOT_FOUND_PHRASES = (

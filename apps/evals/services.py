@@ -1,6 +1,6 @@
 """Run eval questions through the real turn service and score the answers.
 
-Every question is one new conversation started with ``apps.chat.services.turn_start`` — the
+Every question is one new conversation started with ``apps.chat.turns.service.turn_start`` — the
 code SSE and the websocket use — with the project's agent definition (or none: plain RAG). The
 frames are read from the frame bus like a transport does; the answer, the run's steps, tokens
 and tool calls are read back from what the turn stored (``kb.chat_messages``, ``kb.agent_runs``,
@@ -37,11 +37,11 @@ from apps.agents.llm.base import (
 )
 from apps.agents.llm.resolve import resolve_model
 from apps.agents.models import AgentDefinition, AgentRun, AgentRunToolCall
-from apps.chat.admission import RateLimited
-from apps.chat.bus import get_bus
-from apps.chat.citations import iter_entities
 from apps.chat.models import Message
-from apps.chat.services import turn_start
+from apps.chat.streams.bus import get_bus
+from apps.chat.turns.admission import RateLimited
+from apps.chat.turns.citations import iter_entities
+from apps.chat.turns.service import turn_start
 from apps.core.errors import ServiceError
 from apps.evals.generated import generated_questions
 from apps.evals.planner import PLANNER_MODEL, planner_register

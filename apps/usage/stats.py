@@ -23,7 +23,7 @@ from django.db import connection
 from django.utils import timezone
 
 from apps.agents.models import AgentDefinition
-from apps.chat.usage import run_cost
+from apps.chat.conversations.usage import run_cost
 from apps.core.errors import NotFound, ServiceError
 from apps.projects.models import Project, Role
 from apps.projects.selectors import Principal, ProjectNotFound, parse_uuid, project_get

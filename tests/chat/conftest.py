@@ -15,8 +15,8 @@ from django.test import AsyncClient, Client
 from apps.agents.definitions import default_agents_install
 from apps.agents.llm.scripted import ScriptedProvider, register_script, unregister_script
 from apps.agents.models import AgentDefinition
-from apps.chat.bus import InProcessFrameBus, set_bus
-from apps.chat.services import turn_wait_all
+from apps.chat.streams.bus import InProcessFrameBus, set_bus
+from apps.chat.turns.service import turn_wait_all
 from config.asgi import application
 from tests.factories import make_entity, make_project, make_relationship, make_user
 from tests.llm_server import LLMTestServer

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from concurrent.futures import TimeoutError as FutureTimeout
 
-from apps.chat import services
+from apps.chat.turns import service as services
 
 
 def test_a_forked_child_admits_turns_after_the_parent_already_has_admission_threads():

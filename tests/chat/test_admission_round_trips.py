@@ -9,8 +9,9 @@ from django.test.utils import CaptureQueriesContext
 
 from apps.agents.llm.scripted import text
 from apps.agents.models import AgentRun
-from apps.chat import services
 from apps.chat.models import Conversation, Message
+from apps.chat.turns import claim
+from apps.chat.turns import service as services
 from apps.graph_tools.versions import graph_version_bump
 from apps.projects.selectors import principal_from_user
 from tests.chat.conftest import adb, agent_request, sse_turn, types
@@ -74,7 +75,7 @@ def test_a_new_conversation_is_admitted_in_two_statements_with_every_row_and_the
 
 def test_a_follow_up_is_claimed_and_admitted_in_four_statements_with_its_history(world, agent):
     first, _ = _admit(world, project_id=str(world["project"].id), agent_definition_id=str(agent.id))
-    services._release(first.conversation.id, first.turn_id)
+    claim.claim_release(first.conversation.id, first.turn_id)
     _bump(world["project"], 2)
 
     with CaptureQueriesContext(connection) as queries:
@@ -90,7 +91,7 @@ def test_a_follow_up_is_claimed_and_admitted_in_four_statements_with_its_history
 def test_a_follow_up_while_a_turn_runs_is_refused_and_writes_nothing(world, agent):
     first, _ = _admit(world, project_id=str(world["project"].id), agent_definition_id=str(agent.id))
 
-    with pytest.raises(services.TurnInProgress):
+    with pytest.raises(claim.TurnInProgress):
         _admit(world, message="And France?", conversation_id=str(first.conversation.id))
 
     assert Message.objects.filter(conversation_id=first.conversation.id).count() == 1

@@ -11,9 +11,10 @@ from django.utils import timezone
 
 from apps.agents.llm.scripted import text, tool_call
 from apps.agents.models import AgentDefinition, AgentRun
-from apps.chat import services
-from apps.chat.bus import InProcessFrameBus, set_bus
 from apps.chat.models import Conversation, Message
+from apps.chat.streams.bus import InProcessFrameBus, set_bus
+from apps.chat.turns import recovery
+from apps.chat.turns import service as services
 from apps.graph_tools.models import GraphChange, GraphObject, WriteApproval
 from apps.graph_tools.versions import graph_version_current
 from tests.chat.conftest import adb, agent_request, sse_turn, tokens, types, ws_connect, ws_turn
@@ -228,7 +229,7 @@ async def test_restart_while_pending_then_approve_continues_from_stored_state(wo
     frames = await paused_turn(world, curator, scripted, text("Renamed after the restart."))
     # A restart: a fresh frame bus, and recovery as a new process runs it before serving.
     set_bus(InProcessFrameBus())
-    await adb(services.interrupted_turns_recover)()
+    await adb(recovery.interrupted_turns_recover)()
     conversation = await Conversation.objects.aget(id=frames[0]["conversationId"])
 
     status, body = await decide(world["client"], frames[3]["approvalId"], "approve")

@@ -12,10 +12,10 @@ from django.utils import timezone
 
 from apps.agents.llm.scripted import text
 from apps.agents.models import AgentDefinition
-from apps.chat import services
-from apps.chat.bus import set_bus
 from apps.chat.models import Message
-from apps.chat.redis_bus import RedisFrameBus
+from apps.chat.streams.bus import set_bus
+from apps.chat.streams.redis_bus import RedisFrameBus
+from apps.chat.turns import service as services
 from apps.graph_tools.models import WriteApproval
 from tests.chat.conftest import adb, agent_request, sse_turn, tokens, types, ws_connect, ws_turn
 from tests.chat.test_approval_turns import decide, paused_turn, rename_script

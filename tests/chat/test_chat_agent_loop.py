@@ -6,9 +6,9 @@ from apps.agents.definitions import default_agents_install
 from apps.agents.history import HistoryMessage, HistoryToolCall
 from apps.agents.llm.scripted import text, tool_call
 from apps.agents.models import AgentDefinition
-from apps.chat.context import FullHistoryContextStrategy, load_prompt
 from apps.chat.models import Message
-from apps.chat.retrieval import NO_RESULTS, AlwaysRetrieveStrategy, format_entities
+from apps.chat.turns.context import FullHistoryContextStrategy, load_prompt
+from apps.chat.turns.retrieval import NO_RESULTS, AlwaysRetrieveStrategy, format_entities
 from apps.graph_tools.registry import tool_get
 from tests.chat.conftest import sse_turn
 

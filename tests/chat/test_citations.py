@@ -1,6 +1,6 @@
 """Checked citations while streaming: however the text is split into deltas, the result is the same."""
 
-from apps.chat.citations import CitationFilter, KnownEntities, check_citations
+from apps.chat.turns.citations import CitationFilter, KnownEntities, check_citations
 
 PARIS = {"id": "11111111-1111-1111-1111-111111111111", "key": "paris", "type": "City", "name": "Paris"}
 TEXT = (

@@ -151,7 +151,7 @@ async def test_closing_the_socket_does_not_lose_the_turn(world, agent, scripted)
     meta = await communicator.receive_json_from(timeout=5)
 
     await communicator.disconnect()
-    from apps.chat.services import turn_wait_all
+    from apps.chat.turns.service import turn_wait_all
 
     await turn_wait_all()
 
@@ -167,7 +167,7 @@ async def test_a_turn_whose_conversation_watch_fails_still_streams_to_the_end_wi
 ):
     # Under a starved event loop, Redis's subscription confirmation can time out after the turn
     # has started: the message did not fail, so the socket must not get internal_error.
-    from apps.chat.bus import get_bus
+    from apps.chat.streams.bus import get_bus
 
     async def unconfirmed(conversation_id):
         raise ConnectionError(f"redis did not confirm the subscription to {conversation_id}")
@@ -187,7 +187,7 @@ async def test_a_turn_whose_conversation_watch_fails_still_streams_to_the_end_wi
 async def test_a_subscribe_whose_conversation_watch_fails_still_replays_the_turn(
     world, agent, scripted, monkeypatch
 ):
-    from apps.chat.bus import get_bus
+    from apps.chat.streams.bus import get_bus
 
     scripted.turns += [[*text("one ", "two "), Delay(0.3), *text("three")]]
     first = await ws_connect(world["user"])

@@ -6,7 +6,7 @@ import pytest
 from django.db import connection
 from django.test import Client
 
-from apps.chat.search import snippet_html
+from apps.chat.conversations.search import snippet_html
 from apps.projects.selectors import Principal
 from apps.projects.services import member_remove
 from tests.factories import add_member, make_conversation, make_project, make_token, make_user

@@ -26,7 +26,7 @@ import pytest
 from apps.agents.definitions import default_agents_install
 from apps.agents.models import AgentDefinition, AgentRun
 from apps.chat.models import Conversation, Message
-from apps.chat.services import interrupted_turns_recover
+from apps.chat.turns.recovery import interrupted_turns_recover
 from tests.chat.conftest import adb
 from tests.chat.test_multiprocess import WAIT, _database_url, _start, _wait_ready, slow_answer, sse_frames
 from tests.factories import make_token

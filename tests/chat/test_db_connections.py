@@ -24,7 +24,7 @@ from psycopg_pool import PoolTimeout
 from apps.agents.llm.scripted import Delay, ScriptedProvider, register_script, text, unregister_script
 from apps.agents.models import AgentRun, RunStatus
 from apps.chat.models import Conversation, Message
-from apps.chat.services import turn_wait_all
+from apps.chat.turns.service import turn_wait_all
 from apps.core.db import is_database_busy, release_connections
 from config.asgi import application
 from tests.chat.conftest import adb, parse_sse, session_cookie, tokens, types

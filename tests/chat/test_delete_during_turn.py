@@ -17,7 +17,7 @@ from apps.agents.definitions import default_agents_install
 from apps.agents.llm.scripted import Delay, text
 from apps.agents.models import AgentDefinition, AgentRun
 from apps.chat.models import Conversation, Message
-from apps.chat.services import turn_wait_all
+from apps.chat.turns.service import turn_wait_all
 from config.asgi import application
 from tests.chat.conftest import adb, session_cookie, types
 

@@ -9,8 +9,8 @@ import pytest
 from django.test import Client
 from django.utils import timezone
 
+from apps.chat.conversations.sharing import ShareNotFound, shared_conversation_get
 from apps.chat.models import ConversationShare, Message
-from apps.chat.sharing import ShareNotFound, shared_conversation_get
 from apps.projects.selectors import Principal, token_hash
 from apps.projects.services import member_remove
 from tests.factories import (

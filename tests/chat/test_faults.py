@@ -50,7 +50,7 @@ async def ws_turn(user, payload):
     while not frames or frames[-1]["type"] != "done":
         frames.append(await communicator.receive_json_from(timeout=20))
     await communicator.disconnect()
-    from apps.chat.services import turn_wait_all
+    from apps.chat.turns.service import turn_wait_all
 
     await turn_wait_all()
     return frames

@@ -4,9 +4,9 @@ import asyncio
 
 import pytest
 
-from apps.chat.bus import InProcessFrameBus
-from apps.chat.frames import ApprovalDecidedFrame, DoneFrame, MetaFrame, TokenFrame
-from apps.chat.redis_bus import RedisFrameBus
+from apps.chat.streams.bus import InProcessFrameBus
+from apps.chat.streams.frames import ApprovalDecidedFrame, DoneFrame, MetaFrame, TokenFrame
+from apps.chat.streams.redis_bus import RedisFrameBus
 from tests.support.redis_server import redis_server
 
 

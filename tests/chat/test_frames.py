@@ -2,7 +2,7 @@
 
 import json
 
-from apps.chat.frames import DoneFrame, McpToolFrame, TokenFrame, frame_from_text
+from apps.chat.streams.frames import DoneFrame, McpToolFrame, TokenFrame, frame_from_text
 from apps.core.inputs import storable
 
 

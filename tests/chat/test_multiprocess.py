@@ -23,7 +23,7 @@ from websockets.asyncio.client import ClientConnection, connect
 
 from apps.agents.models import AgentDefinition, AgentRun
 from apps.chat.models import Message
-from apps.chat.redis_bus import BLOCK_MS, RedisFrameBus
+from apps.chat.streams.redis_bus import BLOCK_MS, RedisFrameBus
 from apps.graph_tools.models import GraphObject
 from bench.support import ServerProcess as Server
 from bench.support import start_daphne, wait_ready

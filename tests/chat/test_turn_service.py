@@ -1,4 +1,4 @@
-"""The turn service (apps/chat/services.py, admission.py): what it admits and refuses, one turn per
+"""The turn service (apps/chat/turns/service.py, claim.py, admission.py): what it admits and refuses, one turn per
 conversation (the claim), limits and crash safety (issue 7): rate limit, timeout, result caps,
 recovery, failed writes."""
 
@@ -17,9 +17,11 @@ from apps.agents.adk.tools import shrink_result
 from apps.agents.llm.scripted import Delay, text, tool_call
 from apps.agents.models import AgentRun
 from apps.agents.services import worker_is_dead
-from apps.chat import services
 from apps.chat.models import Conversation, Message
-from apps.chat.services import interrupted_turns_recover, turn_wait_all
+from apps.chat.turns import claim
+from apps.chat.turns import service as services
+from apps.chat.turns.recovery import interrupted_turns_recover
+from apps.chat.turns.service import turn_wait_all
 from tests.chat.conftest import adb, agent_request, sse_turn, tokens, types
 from tests.factories import make_project, make_user
 
@@ -168,7 +170,7 @@ async def test_sse_client_disconnect_does_not_lose_the_turn(world, agent, script
     stream = response.streaming_content.__aiter__()
     first = await stream.__anext__()
     await stream.aclose()
-    from apps.chat.services import turn_wait_all
+    from apps.chat.turns.service import turn_wait_all
 
     await turn_wait_all()
 
@@ -186,7 +188,7 @@ async def test_cancel_while_a_tool_runs_stores_every_call_with_its_answer(
     import asyncio
     import dataclasses
 
-    from apps.chat.services import turn_cancel
+    from apps.chat.turns.service import turn_cancel
     from apps.graph_tools import registry
     from apps.projects.selectors import Principal
 
@@ -225,7 +227,7 @@ def test_a_tool_call_nothing_answered_is_not_stored():
     from types import SimpleNamespace
 
     from apps.agents.history import HistoryMessage, HistoryToolCall
-    from apps.chat.agent_turn import _chat_rows
+    from apps.chat.turns.agent_turn import _chat_rows
 
     done = HistoryToolCall(id="a", name="hybrid_search", input={"query": "x"})
     lost = HistoryToolCall(id="b", name="get_entity_edges", input={"entity_id": "y"})
@@ -339,7 +341,7 @@ async def test_the_claim_is_released_when_the_database_was_busy_for_the_answer_a
 ):
     scripted.turns += [text("lost answer"), text("next")]
     attempts: list[str] = []
-    release, write = services._release, services.rows_write
+    release, write = claim.claim_release, services.rows_write
 
     def busy_for_the_answer(**kwargs):
         if any(getattr(row, "role", None) == "assistant" for row in kwargs.get("inserts", ())):
@@ -354,7 +356,7 @@ async def test_the_claim_is_released_when_the_database_was_busy_for_the_answer_a
         release(conversation_id, turn_id)
 
     monkeypatch.setattr(services, "rows_write", busy_for_the_answer)
-    monkeypatch.setattr(services, "_release", busy_once)
+    monkeypatch.setattr(claim, "claim_release", busy_once)
 
     _, frames = await sse_turn(world["client"], {"message": "hi", "projectId": str(world["project"].id)})
     monkeypatch.setattr(services, "_release", release)

@@ -9,9 +9,9 @@ import asyncio
 import pytest
 
 from apps.agents.llm.scripted import text
-from apps.chat.bus import set_bus
-from apps.chat.frames import MetaFrame, TurnStartedFrame
-from apps.chat.redis_bus import RedisFrameBus
+from apps.chat.streams.bus import set_bus
+from apps.chat.streams.frames import MetaFrame, TurnStartedFrame
+from apps.chat.streams.redis_bus import RedisFrameBus
 from tests.chat.conftest import sse_turn, tokens, types, ws_connect, ws_turn
 from tests.chat.test_approval_watchers import frames_until_done, watching_tab
 from tests.support.redis_server import redis_server

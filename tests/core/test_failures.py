@@ -20,9 +20,9 @@ from apps.graph_tools.mcp_server import GraphMCPServer
 ROOT = Path(__file__).resolve().parents[2]
 TRANSPORTS = [
     "config/api.py",
-    "apps/chat/consumers.py",
+    "apps/chat/transports/consumers.py",
     "apps/graph_tools/mcp_server.py",
-    "apps/chat/services.py",
+    "apps/chat/turns/service.py",
 ]
 
 
@@ -93,4 +93,4 @@ def test_no_transport_classifies_errors_on_its_own(path):
 
     assert "error_classify(" in source
     assert "bad_input_from(" not in source
-    assert "is_database_busy(exc)" not in source or path == "apps/chat/services.py"
+    assert "is_database_busy(exc)" not in source

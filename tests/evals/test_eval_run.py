@@ -8,8 +8,8 @@ from asgiref.sync import sync_to_async
 from apps.agents.definitions import default_agents_install
 from apps.agents.llm.scripted import ScriptedProvider, register_script, text, unregister_script
 from apps.agents.models import AgentRunToolCall
-from apps.chat.bus import InProcessFrameBus, set_bus
 from apps.chat.models import Conversation
+from apps.chat.streams.bus import InProcessFrameBus, set_bus
 from apps.evals.planner import PLANNER_MODEL
 from apps.evals.services import eval_plan, eval_run
 from apps.evals.sets import fictional_world, world_graph_lines

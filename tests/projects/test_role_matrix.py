@@ -21,9 +21,9 @@ from django.test import Client
 
 from apps.agents.llm.scripted import ScriptedProvider, register_script, text, unregister_script
 from apps.agents.models import AgentDefinition
-from apps.chat.bus import InProcessFrameBus, set_bus
 from apps.chat.models import Conversation
-from apps.chat.services import turn_wait_all
+from apps.chat.streams.bus import InProcessFrameBus, set_bus
+from apps.chat.turns.service import turn_wait_all
 from apps.graph_tools.models import GraphObject
 from apps.graph_tools.registry import tool_get
 from apps.projects.models import ProjectInvitation, ProjectMembership

@@ -12,8 +12,8 @@ from django.test import Client
 from django.utils import timezone
 from playwright.sync_api import Browser, Page, expect
 
+from apps.chat.conversations.sharing import share_create
 from apps.chat.models import ConversationShare, MessageFeedback
-from apps.chat.sharing import share_create
 from apps.projects.selectors import principal_from_user
 from tests.chat.browser.helpers import PASSWORD, World, log_in, screenshot
 from tests.factories import add_member, make_agent_answer, make_conversation, make_user

@@ -1,6 +1,6 @@
 from django.core.management.base import BaseCommand
 
-from apps.chat.services import interrupted_turns_recover
+from apps.chat.turns.recovery import interrupted_turns_recover
 
 
 class Command(BaseCommand):

@@ -17,10 +17,10 @@ from django.db import transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 
-from apps.chat.feedback import feedback_mine
+from apps.chat.conversations.feedback import feedback_mine
+from apps.chat.conversations.usage import Usage, answer_usage
 from apps.chat.models import Conversation, ConversationShare, Message, MessageFeedback
 from apps.chat.selectors import conversation_get, message_list
-from apps.chat.usage import Usage, answer_usage
 from apps.core.errors import NotFound, ServiceError
 from apps.core.inputs import input_problem
 from apps.projects.models import ProjectMembership

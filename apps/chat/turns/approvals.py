@@ -1,7 +1,7 @@
 """Deciding a graph change an agent proposed in a chat, for every transport (REST, websocket).
 
 The decision itself (who may, what is written, the audit) is ``graph_tools.services.approval_decide``;
-here it is followed by the turn that continues the paused conversation (``services.turn_resume``)
+here it is followed by the turn that continues the paused conversation (``turn_resume``)
 and announced to every socket watching the conversation (``approval_decided``).
 """
 
@@ -12,10 +12,11 @@ from dataclasses import dataclass
 from asgiref.sync import sync_to_async
 
 from apps.agents.llm.base import Provider
-from apps.chat import services
-from apps.chat.admission import InvalidMessage
-from apps.chat.frames import ApprovalDecidedFrame
-from apps.chat.turn import TurnHandle
+from apps.chat.streams.frames import ApprovalDecidedFrame
+from apps.chat.turns.admission import InvalidMessage
+from apps.chat.turns.approval_events import approval_event, approvals_announce, approvals_settle
+from apps.chat.turns.service import turn_resume
+from apps.chat.turns.turn import TurnHandle
 from apps.core.db import release_connections
 from apps.graph_tools import services as graph_services
 from apps.graph_tools.errors import ApprovalNotPending
@@ -52,7 +53,7 @@ def _settle_refused(*, principal: Principal, approval_id: object) -> list[Approv
         approval = approval_get(principal=principal, approval_id=approval_id)
         if approval.conversation_id is None:
             return []
-        return services.approvals_settle(conversation_id=approval.conversation_id)
+        return approvals_settle(conversation_id=approval.conversation_id)
     finally:
         release_connections()
 
@@ -84,16 +85,16 @@ async def approval_decide(
             principal=principal, approval_id=approval_id, approve=DECISIONS[decision], reason=reason
         )
     except ApprovalNotPending:
-        await services.approvals_announce(
+        await approvals_announce(
             await sync_to_async(_settle_refused)(principal=principal, approval_id=approval_id)
         )
         raise
     handle = None
     try:
         if approval.conversation_id is not None and approval.call_id:
-            handle = await services.turn_resume(approval=approval, provider=provider)
+            handle = await turn_resume(approval=approval, provider=provider)
     finally:
         # Announced after the continuing turn is open on the bus, so a watcher can follow it.
-        event = services.approval_event(approval, continued=handle is not None)
-        await services.approvals_announce([event])
+        event = approval_event(approval, continued=handle is not None)
+        await approvals_announce([event])
     return Decided(approval=approval, turn=handle, event=event)

@@ -6,15 +6,11 @@ message and claims the conversation, all before anything streams (so a bad reque
 to the frame bus; transports subscribe to the bus and only translate frames to their medium.
 """
 
-from __future__ import annotations
-
 import asyncio
 import contextlib
-import contextvars
 import json
 import logging
 import os
-import threading
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
@@ -23,176 +19,53 @@ from typing import Any, cast
 
 from asgiref.sync import ThreadSensitiveContext, sync_to_async
 from django.conf import settings
-from django.db import DatabaseError, IntegrityError, connection, transaction
+from django.db import DatabaseError, IntegrityError, transaction
 from django.db.models import Case, F, Field, Model, Q, Value, When
 from django.db.models.expressions import RawSQL
 from django.utils import timezone
 
 from apps.agents.events import StopReason, StopSignal, ToolResume
 from apps.agents.llm.base import Provider
-from apps.agents.models import AgentRun
 from apps.agents.services import (
-    STALE_AFTER,
     agent_run_abandon,
     agent_run_new,
-    agent_run_save_text,
-    agent_runs_interrupt_orphaned,
-    worker_is_dead,
-    worker_name,
 )
-from apps.chat import admission, selectors
-from apps.chat.agent_turn import run_agent_turn
-from apps.chat.bus import get_bus
-from apps.chat.frames import ApprovalDecidedFrame, DoneFrame, ErrorFrame, MetaFrame, TurnStartedFrame
+from apps.chat import selectors
 from apps.chat.models import Conversation, Message, MessageRole
-from apps.chat.plain_turn import run_plain_turn
-from apps.chat.turn import Answer, ConversationDeleted, Turn, TurnHandle, emit
+from apps.chat.streams.bus import get_bus
+from apps.chat.streams.frames import ApprovalDecidedFrame, DoneFrame, ErrorFrame, MetaFrame, TurnStartedFrame
+from apps.chat.turns import admission
+from apps.chat.turns.agent_turn import run_agent_turn
+from apps.chat.turns.approval_events import (
+    approval_event,
+    approval_expiry_arm,
+    approvals_announce,
+    approvals_settle_claimed,
+)
+from apps.chat.turns.claim import (
+    RELEASED,
+    TurnInProgress,
+    claim_release_retrying,
+    claim_take,
+    claim_take_reading_approvals,
+    turn_text_save,
+)
+from apps.chat.turns.plain_turn import run_plain_turn
+from apps.chat.turns.recovery import recover_once
+from apps.chat.turns.turn import Answer, ConversationDeleted, Turn, TurnHandle, emit
 from apps.core.db import (
     ConnectionReleasingExecutor,
-    is_database_busy,
     raise_if_busy,
     release_connections,
     rows_write,
 )
-from apps.core.errors import ServiceError
 from apps.core.failures import error_classify
 from apps.core.inputs import storable
-from apps.graph_tools.models import ApprovalStatus, WriteApproval
-from apps.graph_tools.selectors import approval_result, approvals_of_conversation
-from apps.graph_tools.services import approvals_expire
+from apps.graph_tools.models import WriteApproval
+from apps.graph_tools.selectors import approval_result
 from apps.projects.selectors import Principal, parse_uuid
 
 log = logging.getLogger("kgchat.chat")
-
-
-class TurnInProgress(ServiceError):
-    """a turn is already running in this conversation"""
-
-    status = 409
-    code = "turn_in_progress"
-
-
-# --- conversations ---------------------------------------------------------------------------
-
-
-def conversation_rename(*, principal: Principal, conversation_id: object, title: str) -> Conversation:
-    conversation = selectors.conversation_get(principal=principal, conversation_id=conversation_id)
-    title = (title or "").strip()
-    if not title or len(title) > 200:
-        raise admission.InvalidMessage("title must be 1 to 200 characters")
-    Conversation.objects.filter(id=conversation.id).update(title=title, updated_at=timezone.now())
-    conversation.refresh_from_db()
-    return conversation
-
-
-def _delete(conversation_id: uuid.UUID) -> bool:
-    with transaction.atomic():
-        conversation = Conversation.objects.select_for_update().get(id=conversation_id)
-        running = conversation.active_turn_id is not None
-        conversation.delete()
-    return running
-
-
-async def conversation_delete(*, principal: Principal, conversation_id: object) -> None:
-    """Delete one of my conversations with its messages, at once, even while a turn runs in it.
-
-    The running turn (in whichever process) is cancelled: it ends with an ``error`` frame of code
-    ``conversation_deleted`` and ``done``, stores nothing, and its run is ``cancelled``.
-    """
-    conversation = await selectors.aconversation_get(principal=principal, conversation_id=conversation_id)
-    if await sync_to_async(_delete)(conversation.id):
-        await get_bus().cancel(str(conversation.id))
-
-
-# --- the conversation's claim: one turn at a time -----------------------------------------------
-
-
-def _claim(conversation_id: uuid.UUID, turn_id: uuid.UUID) -> bool:
-    """Claim the conversation for ``turn_id``: free, or held by a turn older than ``STALE_AFTER``."""
-    return _claim_reading_approvals(conversation_id, turn_id) is not None
-
-
-def _claim_reading_approvals(conversation_id: uuid.UUID, turn_id: uuid.UUID) -> bool | None:
-    """Claim the conversation for ``turn_id`` (free, or held by a turn older than ``STALE_AFTER``),
-    answering in the same statement whether it has ever had a write approval: None when the claim
-    failed, else that answer. The one place the claim's condition is written."""
-    now = timezone.now()
-    conversations = connection.ops.quote_name(Conversation._meta.db_table)
-    approvals = connection.ops.quote_name(WriteApproval._meta.db_table)
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"""UPDATE {conversations}
-                SET active_turn_id = %s, active_turn_started_at = %s, active_turn_worker = %s,
-                    active_turn_text = '', updated_at = %s
-                WHERE id = %s AND (active_turn_id IS NULL OR active_turn_started_at < %s)
-                RETURNING EXISTS (SELECT 1 FROM {approvals} WHERE conversation_id = %s)""",
-            [turn_id, now, worker_name(), now, conversation_id, now - STALE_AFTER, conversation_id],
-        )
-        row = cursor.fetchone()
-    return None if row is None else bool(row[0])
-
-
-def _release(conversation_id: uuid.UUID, turn_id: uuid.UUID) -> None:
-    """Give the conversation back, if ``turn_id`` still holds it (the only place a claim ends)."""
-    Conversation.objects.filter(id=conversation_id, active_turn_id=turn_id).update(**RELEASED)
-
-
-# The claim's columns once released (what ``_release`` sets).
-RELEASED = {
-    "active_turn_id": None,
-    "active_turn_started_at": None,
-    "active_turn_worker": "",
-    "active_turn_text": "",
-}
-
-# How often a turn tries to give its conversation back when the database is busy.
-RELEASE_ATTEMPTS = 3
-
-
-async def _release_claim(turn: Turn) -> None:
-    """Release the conversation's claim, retrying while the database is busy.
-
-    A claim left behind would refuse every message of the conversation (409) until it goes stale.
-    """
-    for attempt in range(1, RELEASE_ATTEMPTS + 1):
-        try:
-            await sync_to_async(_release)(turn.conversation.id, turn.turn_id)
-            turn.released = True
-            return
-        except Exception as exc:
-            if is_database_busy(exc) and attempt < RELEASE_ATTEMPTS:
-                continue
-            log.exception("releasing conversation %s failed; the claim expires on its own", turn.key)
-            return
-
-
-async def _save_text(turn: Turn, text: str) -> None:
-    """Keep what the turn has streamed so far: on its agent run, or on a plain turn's claim."""
-    if turn.run_id is not None:
-        await agent_run_save_text(run_id=turn.run_id, text=text)
-    else:
-        await Conversation.objects.filter(id=turn.conversation.id, active_turn_id=turn.turn_id).aupdate(
-            active_turn_text=text
-        )
-
-
-def _reclaim_dead(conversation_id: uuid.UUID, turn_id: uuid.UUID) -> None:
-    """Release a dead process's claim; a plain turn's saved text becomes the interrupted answer."""
-    conversation = (
-        Conversation.objects.select_for_update(skip_locked=True)
-        .filter(id=conversation_id, active_turn_id=turn_id)
-        .first()
-    )
-    if conversation is None:  # released meanwhile, or another process is recovering it
-        return
-    if conversation.active_turn_text:
-        Message.objects.create(
-            conversation_id=conversation.id,
-            role=MessageRole.ASSISTANT,
-            content=conversation.active_turn_text,
-            retrieval_context={"strategy": "always_retrieve", "stop_reason": "interrupted"},
-        )
-    _release(conversation.id, turn_id)
 
 
 # Admission runs on a few threads of its own. With Channels every websocket consumer's
@@ -243,14 +116,14 @@ def _prepare(
             )
             expired: list[WriteApproval] = []
             if not created:
-                has_approvals = _claim_reading_approvals(conversation.id, turn_id)
+                has_approvals = claim_take_reading_approvals(conversation.id, turn_id)
                 if has_approvals is None:
                     raise TurnInProgress(
                         "a turn is already running in this conversation; wait for it or cancel it"
                     )
                 # Only a conversation that ever had an approval has one to settle or wait for.
                 if has_approvals:
-                    expired = _approvals_settle(conversation.id)
+                    expired = approvals_settle_claimed(conversation.id)
             user_message = Message(conversation=conversation, role=MessageRole.USER, content=message)
             turn = admission.turn_build(
                 turn_id=turn_id,
@@ -294,8 +167,6 @@ def _prepare(
         release_connections()
 
 
-# --- starting a turn -------------------------------------------------------------------------
-
 _tasks: set[asyncio.Task[None]] = set()
 
 
@@ -338,150 +209,13 @@ async def _launch(turn: Turn, provider: Provider | None) -> TurnHandle:
     conversation_key = str(turn.conversation.id)
     await turn.bus.begin(conversation_key, str(turn.turn_id))
     turn.stop = StopSignal(turn.bus.cancel_signal(conversation_key), explain=turn.explain_stop)
-    turn.save_text = partial(_save_text, turn)
+    turn.save_text = partial(turn_text_save, turn)
     task = asyncio.create_task(_run_turn(turn, provider), name=f"turn {turn.turn_id}")
     _tasks.add(task)
     task.add_done_callback(_tasks.discard)
     return TurnHandle(
         conversation_id=conversation_key, turn_id=str(turn.turn_id), user_message_id=str(turn.user_message.id)
     )
-
-
-# --- a turn that waits for approval, and its continuation -------------------------------------
-
-
-class ApprovalWaiting(ServiceError):
-    """a proposed graph change in this conversation waits for a decision"""
-
-    status = 409
-    code = "approval_pending"
-
-
-def _approvals_settle(conversation_id: uuid.UUID) -> list[WriteApproval]:
-    """Close the waiting calls of this conversation's expired approvals (once each) and return
-    them, and refuse a new turn while one is still pending: ``ApprovalWaiting``. Call it inside
-    the admission transaction.
-
-    An expired call gets its tool row (the model will read that nothing was written) and an empty
-    assistant message with the stop reason ``approval_expired``, which ends the paused turn.
-    """
-    approvals_expire()
-    closed: list[WriteApproval] = []
-    for approval in approvals_of_conversation(conversation_id=conversation_id):
-        if approval.status == ApprovalStatus.PENDING:
-            raise ApprovalWaiting(
-                "a proposed graph change waits for a decision: approve or reject it first "
-                f"(it expires at {approval.expires_at.isoformat()})"
-            )
-        ended = Message.objects.filter(
-            conversation_id=conversation_id, retrieval_context__approval_id=str(approval.id)
-        ).exclude(retrieval_context__stop_reason="approval_required")
-        if approval.status != ApprovalStatus.EXPIRED or ended.exists():
-            continue
-        now = timezone.now()
-        result = approval_result(approval)
-        Message.objects.create(
-            conversation_id=conversation_id,
-            role=MessageRole.TOOL,
-            content=json.dumps(result, ensure_ascii=False),
-            tool_calls=[
-                {
-                    "id": approval.call_id,
-                    "name": approval.tool_name,
-                    "output": result,
-                    "error": result["error"],
-                }
-            ],
-            created_at=now,
-        )
-        Message.objects.create(
-            conversation_id=conversation_id,
-            role=MessageRole.ASSISTANT,
-            content="",
-            retrieval_context={
-                "agent_run_id": str(approval.run_id) if approval.run_id else None,
-                "stop_reason": "approval_expired",
-                "approval_id": str(approval.id),
-            },
-            created_at=now + timedelta(microseconds=1),
-        )
-        closed.append(approval)
-    return closed
-
-
-def approvals_settle(*, conversation_id: uuid.UUID) -> list[ApprovalDecidedFrame]:
-    """``_approvals_settle`` in its own transaction (after a decision came too late); the events
-    of the approvals it closed as expired, to announce."""
-    closed: list[WriteApproval] = []
-    with transaction.atomic():
-        Conversation.objects.select_for_update().filter(id=conversation_id).first()
-        try:
-            closed = _approvals_settle(conversation_id)
-        except ApprovalWaiting:
-            pass
-    return [approval_event(approval) for approval in closed]
-
-
-def approval_event(approval: WriteApproval, *, continued: bool = False) -> ApprovalDecidedFrame:
-    """The ``approval_decided`` event of a decided or expired approval (reads who decided)."""
-    decided_by = (
-        approval.decided_by.get_username() if approval.decided_by_id and approval.decided_by else None
-    )
-    result = approval_result(approval) if approval.status == ApprovalStatus.EXPIRED else approval.result
-    return ApprovalDecidedFrame.model_validate(
-        {
-            "approvalId": str(approval.id),
-            "conversationId": str(approval.conversation_id) if approval.conversation_id else None,
-            "callId": approval.call_id,
-            "status": approval.status,
-            "decidedBy": decided_by,
-            "reason": approval.reason,
-            "result": result,
-            "continued": continued,
-        }
-    )
-
-
-async def approvals_announce(events: list[ApprovalDecidedFrame]) -> None:
-    """Tell every watcher of each event's conversation (every tab, every process) about it."""
-    for event in events:
-        if event.conversationId is not None:
-            await get_bus().announce(event.conversationId, event)
-
-
-# A paused turn's approval is closed when it expires, not only when its conversation is next used:
-# the process that paused it sets a timer (a plain loop timer, nothing to clean up if the process
-# ends first: then the next use or decision closes it, as before).
-APPROVAL_EXPIRY_GRACE_SECONDS = 2.0
-_expiry_tasks: set[asyncio.Task[None]] = set()
-
-
-def approval_expiry_arm(conversation_id: uuid.UUID) -> None:
-    """Settle and announce the conversation's approvals once the one just proposed has expired."""
-    delay = settings.KGCHAT_APPROVAL_TTL_MINUTES * 60 + APPROVAL_EXPIRY_GRACE_SECONDS
-
-    def fire() -> None:
-        task = asyncio.ensure_future(_approvals_expired(conversation_id))
-        _expiry_tasks.add(task)
-        task.add_done_callback(_expiry_tasks.discard)
-
-    # A fresh context: the turn's own (its thread-sensitive executor) has ended by then.
-    asyncio.get_running_loop().call_later(delay, fire, context=contextvars.Context())
-
-
-@sync_to_async
-def _approvals_settle_now(conversation_id: uuid.UUID) -> list[ApprovalDecidedFrame]:
-    try:
-        return approvals_settle(conversation_id=conversation_id)
-    finally:
-        release_connections()
-
-
-async def _approvals_expired(conversation_id: uuid.UUID) -> None:
-    try:
-        await approvals_announce(await _approvals_settle_now(conversation_id))
-    except Exception:
-        log.exception("closing the expired approvals of conversation %s failed", conversation_id)
 
 
 @sync_to_async
@@ -507,7 +241,7 @@ def _prepare_resume(approval: WriteApproval) -> Turn | None:
             )
             if user_message is None:
                 return None
-            if not _claim(conversation.id, turn_id):
+            if not claim_take(conversation.id, turn_id):
                 raise TurnInProgress(
                     "a turn is already running in this conversation; wait for it or cancel it"
                 )
@@ -544,9 +278,6 @@ async def turn_wait_all() -> None:
     """Wait for every turn task of this process (tests, graceful shutdown)."""
     while _tasks:
         await asyncio.gather(*list(_tasks), return_exceptions=True)
-
-
-# --- running a turn --------------------------------------------------------------------------
 
 
 async def _run_turn(turn: Turn, provider: Provider | None) -> None:
@@ -610,7 +341,7 @@ async def _run_turn_body(turn: Turn, provider: Provider | None) -> DoneFrame:
             with contextlib.suppress(Exception):
                 await agent_run_abandon(run_id=turn.run.id, error="the turn failed before its agent ran")
         if not turn.released:
-            await _release_claim(turn)
+            await claim_release_retrying(turn)
         try:
             await emit(turn, done)
         finally:
@@ -664,7 +395,7 @@ async def _answer_persist(turn: Turn, answer: Answer) -> Message:
             created_at=now + timedelta(microseconds=len(answer.extra)),
         )
         rows = [*answer.extra] if answer.answer_row is not None else [*answer.extra, message]
-        # One statement: the rows, what the turn learnt and the release (``_release``'s condition).
+        # One statement: the rows, what the turn learnt and the release (``claim_release``'s condition).
         held = Q(active_turn_id=turn.turn_id)
         learnt: dict[str, object] = {
             "updated_at": timezone.now(),
@@ -685,69 +416,3 @@ async def _answer_persist(turn: Turn, answer: Answer) -> Message:
         raise ConversationDeleted() from None
     turn.released = True
     return message
-
-
-# --- crash recovery --------------------------------------------------------------------------
-
-
-def _keep_interrupted_answer(run: AgentRun) -> None:
-    """The partial text of an interrupted agent run becomes its conversation's answer (once)."""
-    if run.conversation_id is None or not run.final_text:
-        return
-    answered = Message.objects.filter(
-        conversation_id=run.conversation_id, retrieval_context__agent_run_id=str(run.id)
-    ).exists()
-    if not answered:
-        Message.objects.create(
-            conversation_id=run.conversation_id,
-            role=MessageRole.ASSISTANT,
-            content=run.final_text,
-            retrieval_context={"agent_run_id": str(run.id), "stop_reason": "interrupted"},
-        )
-
-
-def interrupted_turns_recover() -> int:
-    """Close the runs and conversation claims of dead processes; return how many runs were closed.
-
-    A process is dead when it ran on this host and its pid is gone (or belongs to a newer
-    process); elsewhere when its work is older than ``STALE_AFTER``. The partial answer a turn
-    had streamed (saved on its run, or on the claim for a plain turn) is kept as the
-    conversation's answer with the stop reason ``interrupted``, so nothing the user saw is lost.
-    Safe when several processes start together: every row is recovered under a lock the others skip.
-    """
-    closed = agent_runs_interrupt_orphaned(on_interrupted=_keep_interrupted_answer)
-    claims = Conversation.objects.filter(active_turn_id__isnull=False).values_list(
-        "id", "active_turn_id", "active_turn_worker", "active_turn_started_at"
-    )
-    for conversation_id, turn_id, claimed_by, claimed_at in list(claims):
-        if turn_id is not None and worker_is_dead(claimed_by, claimed_at):
-            with transaction.atomic():
-                _reclaim_dead(conversation_id, turn_id)
-    if closed:
-        log.warning("marked %d agent runs of stopped processes as interrupted", closed)
-    return closed
-
-
-_recovered = False
-_recovery_lock = threading.Lock()
-
-
-def _recover_once_sync() -> None:
-    global _recovered
-    try:
-        with _recovery_lock:
-            if not _recovered:
-                interrupted_turns_recover()
-                _recovered = True
-    finally:
-        release_connections()
-
-
-async def recover_once() -> None:
-    """Recover turns orphaned by dead processes, once per process, before it serves anything.
-
-    Requests arriving meanwhile wait for it (so a page already shows the interrupted answer);
-    a failed attempt (the database is down) is tried again by the next request.
-    """
-    if not _recovered:
-        await sync_to_async(_recover_once_sync)()

@@ -5,10 +5,10 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 
-from apps.chat.feedback import feedback_mine
+from apps.chat.conversations.feedback import feedback_mine
+from apps.chat.conversations.usage import Usage, answer_usage, conversation_usage
 from apps.chat.models import Conversation, Message, MessageFeedback
 from apps.chat.selectors import conversation_get, message_list
-from apps.chat.usage import Usage, answer_usage, conversation_usage
 from apps.projects.selectors import Principal
 
 

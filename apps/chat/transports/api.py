@@ -10,14 +10,16 @@ from typing import Any
 from django.http import HttpRequest, StreamingHttpResponse
 from ninja import Router, Schema, Status
 
-from apps.chat import selectors, services
-from apps.chat.approvals_api import ApprovalOut, approval_out
-from apps.chat.bus import get_bus
-from apps.chat.details import conversation_detail
-from apps.chat.frames import ChatMessageIn
+from apps.chat import selectors
+from apps.chat.conversations import lifecycle
+from apps.chat.conversations.details import conversation_detail
+from apps.chat.conversations.search import conversation_search
+from apps.chat.conversations.usage import Usage
 from apps.chat.models import Conversation, Message
-from apps.chat.search import conversation_search
-from apps.chat.usage import Usage
+from apps.chat.streams.bus import get_bus
+from apps.chat.streams.frames import ChatMessageIn
+from apps.chat.transports.approvals_api import ApprovalOut, approval_out
+from apps.chat.turns import service as turns
 from apps.core.inputs import ListLimit, ListOffset, search_text_check
 from apps.core.paging import page_of
 from apps.graph_tools.selectors import approvals_waiting
@@ -199,7 +201,7 @@ def get_conversation(request: HttpRequest, conversation_id: str) -> Conversation
 
 @router.patch("/chat/conversations/{conversation_id}", response=ConversationOut)
 def rename_conversation(request: HttpRequest, conversation_id: str, payload: RenameIn) -> ConversationOut:
-    conversation = services.conversation_rename(
+    conversation = lifecycle.conversation_rename(
         principal=principal_of(request), conversation_id=conversation_id, title=payload.title
     )
     return conversation_out(conversation)
@@ -207,13 +209,13 @@ def rename_conversation(request: HttpRequest, conversation_id: str, payload: Ren
 
 @router.delete("/chat/conversations/{conversation_id}", response={204: None})
 async def delete_conversation(request: HttpRequest, conversation_id: str) -> Status[None]:
-    await services.conversation_delete(principal=principal_of(request), conversation_id=conversation_id)
+    await lifecycle.conversation_delete(principal=principal_of(request), conversation_id=conversation_id)
     return Status(204, None)
 
 
 @router.post("/chat/conversations/{conversation_id}/cancel", response=CancelOut)
 async def cancel_turn(request: HttpRequest, conversation_id: str) -> CancelOut:
-    cancelled = await services.turn_cancel(principal=principal_of(request), conversation_id=conversation_id)
+    cancelled = await turns.turn_cancel(principal=principal_of(request), conversation_id=conversation_id)
     return CancelOut(cancelled=cancelled)
 
 
@@ -224,7 +226,7 @@ async def _sse(conversation_id: str) -> AsyncIterator[bytes]:
 
 @router.post("/chat/stream", auth=token_or_session_releasing)
 async def stream(request: HttpRequest, payload: ChatMessageIn) -> StreamingHttpResponse:
-    handle = await services.turn_start(
+    handle = await turns.turn_start(
         principal=principal_of(request),
         message=payload.message,
         project_id=payload.projectId,

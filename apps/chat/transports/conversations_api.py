@@ -11,11 +11,11 @@ from django.urls import reverse
 from django.utils import timezone
 from ninja import Router, Schema, Status
 
-from apps.chat.api import FeedbackOut, MessageOut, message_out
-from apps.chat.export import conversation_export
-from apps.chat.feedback import feedback_clear, feedback_set
+from apps.chat.conversations.export import conversation_export
+from apps.chat.conversations.feedback import feedback_clear, feedback_set
+from apps.chat.conversations.sharing import share_create, share_list, share_revoke, shared_conversation_detail
 from apps.chat.models import ConversationShare, MessageFeedback
-from apps.chat.sharing import share_create, share_list, share_revoke, shared_conversation_detail
+from apps.chat.transports.api import FeedbackOut, MessageOut, message_out
 from apps.core.inputs import ListLimit, ListOffset
 from apps.core.paging import page_of
 from apps.projects.auth import principal_of

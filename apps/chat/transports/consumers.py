@@ -16,9 +16,11 @@ from typing import Any
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from apps.chat import approvals, selectors, services
-from apps.chat.bus import Watch, get_bus
-from apps.chat.frames import ChatMessageIn, ErrorFrame, TurnStartedFrame
+from apps.chat import selectors
+from apps.chat.streams.bus import Watch, get_bus
+from apps.chat.streams.frames import ChatMessageIn, ErrorFrame, TurnStartedFrame
+from apps.chat.turns import approvals
+from apps.chat.turns import service as turns
 from apps.core.failures import error_classify
 from apps.core.inputs import InvalidInput, json_parse
 from apps.projects.selectors import Principal, principal_from_user
@@ -109,7 +111,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
     async def on_message(self, content: dict[str, Any]) -> None:
         request = ChatMessageIn.model_validate(content)
         assert self.principal is not None
-        handle = await services.turn_start(
+        handle = await turns.turn_start(
             principal=self.principal,
             message=request.message,
             project_id=request.projectId,
@@ -124,7 +126,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
     async def on_cancel(self, content: dict[str, Any]) -> None:
         request = ConversationIn.model_validate(content)
         assert self.principal is not None
-        if not await services.turn_cancel(principal=self.principal, conversation_id=request.conversationId):
+        if not await turns.turn_cancel(principal=self.principal, conversation_id=request.conversationId):
             await self.send_error("no turn is running in this conversation", "not_running")
 
     async def on_subscribe(self, content: dict[str, Any]) -> None:

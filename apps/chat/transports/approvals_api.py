@@ -10,7 +10,7 @@ from asgiref.sync import sync_to_async
 from django.http import HttpRequest
 from ninja import Router, Schema
 
-from apps.chat import approvals
+from apps.chat.turns import approvals
 from apps.graph_tools.models import WriteApproval
 from apps.graph_tools.selectors import approval_allowed, approval_get
 from apps.projects.auth import principal_of

@@ -17,9 +17,9 @@ from typing import Any
 from django.utils import timezone
 from markdown_it import MarkdownIt
 
-from apps.chat.citations import LINK
 from apps.chat.models import Conversation, Message, MessageRole
 from apps.chat.selectors import conversation_get, message_list
+from apps.chat.turns.citations import LINK
 from apps.graph_tools.models import GraphObject
 from apps.projects.selectors import Principal, parse_uuid
 

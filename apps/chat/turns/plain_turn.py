@@ -7,12 +7,12 @@ from typing import Any
 from apps.agents.history import DEFAULT_HISTORY_LIMIT
 from apps.agents.llm.base import Done, ErrorEvent, GenerationConfig, LLMError, Provider, TextDelta, ToolCall
 from apps.agents.llm.resolve import resolve_model
-from apps.chat.bus import CANCELLED, until_cancelled
-from apps.chat.citations import CitationFilter
-from apps.chat.context import FullHistoryContextStrategy, load_prompt, to_history
-from apps.chat.frames import ErrorFrame, TokenFrame
-from apps.chat.retrieval import AlwaysRetrieveStrategy
-from apps.chat.turn import Answer, PartialTextSaver, Turn, emit
+from apps.chat.streams.bus import CANCELLED, until_cancelled
+from apps.chat.streams.frames import ErrorFrame, TokenFrame
+from apps.chat.turns.citations import CitationFilter
+from apps.chat.turns.context import FullHistoryContextStrategy, load_prompt, to_history
+from apps.chat.turns.retrieval import AlwaysRetrieveStrategy
+from apps.chat.turns.turn import Answer, PartialTextSaver, Turn, emit
 from apps.graph_tools.errors import ToolError
 
 

@@ -9,7 +9,7 @@ all of an event that is not part of a turn (an approval decided or found expired
 not a turn runs; ``watch`` is registered when it returns, so nothing announced after is missed.
 
 ``InProcessFrameBus`` serves one server process. Several processes share turns through
-``RedisFrameBus`` (see ``apps.chat.redis_bus``), chosen when ``REDIS_URL`` is set.
+``RedisFrameBus`` (see ``apps.chat.streams.redis_bus``), chosen when ``REDIS_URL`` is set.
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ import contextlib
 from collections.abc import AsyncIterator
 from typing import Any, Protocol, TypeVar
 
-from apps.chat.frames import AnyFrame, ConversationEvent
-from apps.chat.local_bus import InProcessFrameBus
+from apps.chat.streams.frames import AnyFrame, ConversationEvent
+from apps.chat.streams.local_bus import InProcessFrameBus
 
 __all__ = ["CANCELLED", "FrameBus", "InProcessFrameBus", "Watch", "get_bus", "set_bus", "until_cancelled"]
 
@@ -74,7 +74,7 @@ def get_bus() -> FrameBus:
         from django.conf import settings
 
         if getattr(settings, "REDIS_URL", ""):
-            from apps.chat.redis_bus import RedisFrameBus
+            from apps.chat.streams.redis_bus import RedisFrameBus
 
             _bus = RedisFrameBus(settings.REDIS_URL)
         else:

@@ -1,5 +1,5 @@
 """The frame bus of one server process: each conversation's running turn as a list of frames in
-memory, read by the sockets of this process (see ``apps.chat.bus``). ``RedisFrameBus`` keeps one
+memory, read by the sockets of this process (see ``apps.chat.streams.bus``). ``RedisFrameBus`` keeps one
 too, for the turns its own process runs."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import contextlib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
-from apps.chat.frames import RETENTION_SECONDS, AnyFrame, ConversationEvent
+from apps.chat.streams.frames import RETENTION_SECONDS, AnyFrame, ConversationEvent
 
 
 class _LocalWatch:

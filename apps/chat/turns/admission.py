@@ -32,10 +32,10 @@ from apps.agents.selectors import (
 )
 from apps.agents.services import worker_name
 from apps.chat import selectors
-from apps.chat.citations import KnownEntities
-from apps.chat.context import to_history
 from apps.chat.models import Conversation, Message, MessageRole
-from apps.chat.turn import Turn
+from apps.chat.turns.citations import KnownEntities
+from apps.chat.turns.context import to_history
+from apps.chat.turns.turn import Turn
 from apps.core.errors import ServiceError
 from apps.graph_tools.models import GraphVersion
 from apps.graph_tools.versions import graph_version_current

@@ -22,10 +22,10 @@ from apps.agents.executor import AgentExecutor, ExecuteRequest, ExecuteResult
 from apps.agents.history import HistoryMessage
 from apps.agents.llm.base import Provider
 from apps.agents.models import RunStatus
-from apps.chat.citations import CitationFilter, iter_entities
-from apps.chat.frames import ApprovalRequiredFrame, ErrorFrame, McpToolFrame, TokenFrame
 from apps.chat.models import Message, MessageRole
-from apps.chat.turn import Answer, PartialTextSaver, Turn, emit
+from apps.chat.streams.frames import ApprovalRequiredFrame, ErrorFrame, McpToolFrame, TokenFrame
+from apps.chat.turns.citations import CitationFilter, iter_entities
+from apps.chat.turns.turn import Answer, PartialTextSaver, Turn, emit
 
 # Stop reasons whose partial answer is kept as the assistant message, with the stop reason.
 KEEP_PARTIAL = {"max_steps", "doom_loop", "cancelled", "timeout"}

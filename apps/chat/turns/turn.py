@@ -11,10 +11,10 @@ from typing import Any
 from apps.agents.events import StopReason, StopSignal, ToolResume
 from apps.agents.history import HistoryMessage
 from apps.agents.models import AgentDefinition, AgentRun
-from apps.chat.bus import FrameBus, get_bus
-from apps.chat.citations import KnownEntities
-from apps.chat.frames import AnyFrame, Citation
 from apps.chat.models import Conversation, Message
+from apps.chat.streams.bus import FrameBus, get_bus
+from apps.chat.streams.frames import AnyFrame, Citation
+from apps.chat.turns.citations import KnownEntities
 from apps.core.inputs import storable
 from apps.projects.models import Project
 

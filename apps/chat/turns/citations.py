@@ -15,7 +15,7 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-from apps.chat.frames import Citation
+from apps.chat.streams.frames import Citation
 
 MAX_LABEL = 300
 MAX_REF = 200

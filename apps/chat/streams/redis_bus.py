@@ -27,14 +27,14 @@ from typing import Any
 
 import redis.asyncio as redis
 
-from apps.chat.frames import (
+from apps.chat.streams.frames import (
     RETENTION_SECONDS,
     AnyFrame,
     ConversationEvent,
     event_from_wire,
     frame_from_text,
 )
-from apps.chat.local_bus import InProcessFrameBus
+from apps.chat.streams.local_bus import InProcessFrameBus
 
 log = logging.getLogger("kgchat.bus")
 

@@ -2,6 +2,6 @@
 
 from django.urls import path
 
-from apps.chat.consumers import ChatConsumer
+from apps.chat.transports.consumers import ChatConsumer
 
 websocket_urlpatterns = [path("ws/chat/", ChatConsumer.as_asgi())]

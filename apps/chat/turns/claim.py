@@ -1,0 +1,119 @@
+"""The conversation's claim: one turn at a time. Taken when a turn is admitted, released when it
+ends (or when its process died), the one place each of these is written."""
+
+import logging
+import uuid
+
+from asgiref.sync import sync_to_async
+from django.db import connection
+from django.utils import timezone
+
+from apps.agents.services import (
+    STALE_AFTER,
+    agent_run_save_text,
+    worker_name,
+)
+from apps.chat.models import Conversation, Message, MessageRole
+from apps.chat.turns.turn import Turn
+from apps.core.db import (
+    is_database_busy,
+)
+from apps.core.errors import ServiceError
+from apps.graph_tools.models import WriteApproval
+
+log = logging.getLogger("kgchat.chat")
+
+
+class TurnInProgress(ServiceError):
+    """a turn is already running in this conversation"""
+
+    status = 409
+    code = "turn_in_progress"
+
+
+def claim_take(conversation_id: uuid.UUID, turn_id: uuid.UUID) -> bool:
+    """Claim the conversation for ``turn_id``: free, or held by a turn older than ``STALE_AFTER``."""
+    return claim_take_reading_approvals(conversation_id, turn_id) is not None
+
+
+def claim_take_reading_approvals(conversation_id: uuid.UUID, turn_id: uuid.UUID) -> bool | None:
+    """Claim the conversation for ``turn_id`` (free, or held by a turn older than ``STALE_AFTER``),
+    answering in the same statement whether it has ever had a write approval: None when the claim
+    failed, else that answer. The one place the claim's condition is written."""
+    now = timezone.now()
+    conversations = connection.ops.quote_name(Conversation._meta.db_table)
+    approvals = connection.ops.quote_name(WriteApproval._meta.db_table)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"""UPDATE {conversations}
+                SET active_turn_id = %s, active_turn_started_at = %s, active_turn_worker = %s,
+                    active_turn_text = '', updated_at = %s
+                WHERE id = %s AND (active_turn_id IS NULL OR active_turn_started_at < %s)
+                RETURNING EXISTS (SELECT 1 FROM {approvals} WHERE conversation_id = %s)""",
+            [turn_id, now, worker_name(), now, conversation_id, now - STALE_AFTER, conversation_id],
+        )
+        row = cursor.fetchone()
+    return None if row is None else bool(row[0])
+
+
+def claim_release(conversation_id: uuid.UUID, turn_id: uuid.UUID) -> None:
+    """Give the conversation back, if ``turn_id`` still holds it (the only place a claim ends)."""
+    Conversation.objects.filter(id=conversation_id, active_turn_id=turn_id).update(**RELEASED)
+
+
+# The claim's columns once released (what ``claim_release`` sets).
+RELEASED = {
+    "active_turn_id": None,
+    "active_turn_started_at": None,
+    "active_turn_worker": "",
+    "active_turn_text": "",
+}
+
+# How often a turn tries to give its conversation back when the database is busy.
+RELEASE_ATTEMPTS = 3
+
+
+async def claim_release_retrying(turn: Turn) -> None:
+    """Release the conversation's claim, retrying while the database is busy.
+
+    A claim left behind would refuse every message of the conversation (409) until it goes stale.
+    """
+    for attempt in range(1, RELEASE_ATTEMPTS + 1):
+        try:
+            await sync_to_async(claim_release)(turn.conversation.id, turn.turn_id)
+            turn.released = True
+            return
+        except Exception as exc:
+            if is_database_busy(exc) and attempt < RELEASE_ATTEMPTS:
+                continue
+            log.exception("releasing conversation %s failed; the claim expires on its own", turn.key)
+            return
+
+
+async def turn_text_save(turn: Turn, text: str) -> None:
+    """Keep what the turn has streamed so far: on its agent run, or on a plain turn's claim."""
+    if turn.run_id is not None:
+        await agent_run_save_text(run_id=turn.run_id, text=text)
+    else:
+        await Conversation.objects.filter(id=turn.conversation.id, active_turn_id=turn.turn_id).aupdate(
+            active_turn_text=text
+        )
+
+
+def claim_reclaim_dead(conversation_id: uuid.UUID, turn_id: uuid.UUID) -> None:
+    """Release a dead process's claim; a plain turn's saved text becomes the interrupted answer."""
+    conversation = (
+        Conversation.objects.select_for_update(skip_locked=True)
+        .filter(id=conversation_id, active_turn_id=turn_id)
+        .first()
+    )
+    if conversation is None:  # released meanwhile, or another process is recovering it
+        return
+    if conversation.active_turn_text:
+        Message.objects.create(
+            conversation_id=conversation.id,
+            role=MessageRole.ASSISTANT,
+            content=conversation.active_turn_text,
+            retrieval_context={"strategy": "always_retrieve", "stop_reason": "interrupted"},
+        )
+    claim_release(conversation.id, turn_id)

@@ -1,0 +1,118 @@
+"""docs/ARCHITECTURE.md's "Who writes which table" is the code's: every module that writes a
+``kb.`` table (or builds the rows another stores) is listed for it, and every module listed does
+(issue #24 item 5). Read from the source, as a reviewer would: ORM writes on a model's manager,
+rows built from a model class, tables named in INSERT, UPDATE or DELETE statements, and the
+querysets handed to ``rows_write`` to update."""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+from django.apps import apps as registry
+
+ROOT = Path(__file__).resolve().parent.parent
+WRITES = {
+    "create",
+    "acreate",
+    "bulk_create",
+    "abulk_create",
+    "bulk_update",
+    "update",
+    "aupdate",
+    "delete",
+    "adelete",
+    "get_or_create",
+    "aget_or_create",
+    "update_or_create",
+    "aupdate_or_create",
+}
+SQL_WRITE = re.compile(r"\b(?:INSERT\s+INTO|UPDATE|DELETE\s+FROM)\s+(?:kb\.)?\"?([a-z_]+)", re.IGNORECASE)
+
+
+def _tables_by_model() -> dict[str, str]:
+    tables = {}
+    for model in registry.get_models():
+        schema, _, table = model._meta.db_table.replace('"', "").rpartition(".")
+        if schema == "kb":
+            tables[model.__name__] = table
+    return tables
+
+
+def _chain_root(node: ast.AST) -> ast.AST:
+    while isinstance(node, ast.Call | ast.Attribute):
+        node = node.func if isinstance(node, ast.Call) else node.value
+    return node
+
+
+def writers_in_code() -> dict[str, set[str]]:
+    models = _tables_by_model()
+    found: dict[str, set[str]] = {}
+    for path in sorted((ROOT / "apps").rglob("*.py")):
+        if "migrations" in path.parts:
+            continue
+        module = str(path.relative_to(ROOT))
+        for node in ast.walk(ast.parse(path.read_text())):
+            tables: list[str] = []
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr in WRITES
+            ):
+                root = _chain_root(node.func.value)
+                if isinstance(root, ast.Name) and root.id in models:
+                    tables.append(models[root.id])
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+                if node.func.id in models:  # a row built to be stored
+                    tables.append(models[node.func.id])
+                if node.func.id == "rows_write":
+                    for keyword in node.keywords:
+                        if keyword.arg == "updates":
+                            tables += [
+                                models[n.value.id]
+                                for n in ast.walk(keyword.value)
+                                if isinstance(n, ast.Attribute)
+                                and n.attr == "objects"
+                                and isinstance(n.value, ast.Name)
+                                and n.value.id in models
+                            ]
+            if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                tables += [t for t in SQL_WRITE.findall(node.value) if t in models.values()]
+            for table in tables:
+                found.setdefault(table, set()).add(module)
+    return found
+
+
+def writers_in_doc() -> dict[str, set[str]]:
+    text = (ROOT / "docs" / "ARCHITECTURE.md").read_text()
+    section = text.split("## Who writes which table", 1)[1].split("\n## ", 1)[0]
+    listed: dict[str, set[str]] = {}
+    for line in section.splitlines():
+        cells = line.split("|")
+        if len(cells) < 4 or not cells[1].strip().startswith("`"):
+            continue
+        tables = re.findall(r"`([a-z_]+)`", cells[1])
+        modules = set(re.findall(r"`(apps/[\w/]+\.py)`", cells[2]))
+        for table in tables:
+            listed[table] = modules
+    return listed
+
+
+def test_every_kb_table_is_in_the_writer_table():
+    assert set(writers_in_doc()) == set(_tables_by_model().values())
+
+
+def test_the_writer_table_names_exactly_the_modules_that_write_each_table():
+    in_code, in_doc = writers_in_code(), writers_in_doc()
+
+    mismatches = {
+        table: {
+            "unlisted": sorted(in_code.get(table, set()) - modules),
+            "stale": sorted(modules - in_code.get(table, set())),
+        }
+        for table, modules in in_doc.items()
+        if in_code.get(table, set()) != modules
+    }
+
+    assert mismatches == {}
