@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import json
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, TypeAdapter
 
 from apps.core.inputs import storable
 
@@ -122,7 +122,9 @@ class DoneFrame(Frame):
 # How long a finished turn's frames stay available to late subscribers (on every frame bus).
 RETENTION_SECONDS = 120.0
 
+# The frames of a turn, in one place: the type, and (by ``type``) how each is read back.
 AnyFrame = MetaFrame | TokenFrame | McpToolFrame | ErrorFrame | ApprovalRequiredFrame | DoneFrame
+_frames: TypeAdapter[AnyFrame] = TypeAdapter(Annotated[AnyFrame, Field(discriminator="type")])
 
 
 class ApprovalDecidedFrame(BaseModel):
@@ -167,26 +169,19 @@ class TurnStartedFrame(BaseModel):
 
 # What the frame bus tells every watcher of a conversation, between and during turns.
 ConversationEvent = ApprovalDecidedFrame | TurnStartedFrame
+_events: TypeAdapter[ConversationEvent] = TypeAdapter(
+    Annotated[ConversationEvent, Field(discriminator="type")]
+)
 
 
 def event_from_wire(data: dict[str, Any]) -> ConversationEvent:
     """Rebuild a conversation event from its wire form (events cross processes through Redis)."""
-    if data.get("type") == "turn_started":
-        return TurnStartedFrame.model_validate(data)
-    return ApprovalDecidedFrame.model_validate(data)
+    return _events.validate_python(data)
 
 
 def frame_from_wire(data: dict[str, Any]) -> AnyFrame:
     """Rebuild a frame from its wire form (frames cross process boundaries through Redis)."""
-    kinds: dict[str, type[AnyFrame]] = {
-        "meta": MetaFrame,
-        "token": TokenFrame,
-        "mcp_tool": McpToolFrame,
-        "error": ErrorFrame,
-        "approval_required": ApprovalRequiredFrame,
-        "done": DoneFrame,
-    }
-    return kinds[data["type"]].model_validate(data)
+    return _frames.validate_python(data)
 
 
 def frame_from_text(text: str) -> AnyFrame:
