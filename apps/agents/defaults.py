@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from apps.graph_tools.writes import WRITE_KINDS
+
 GRAPH_QUERY_AGENT: dict[str, Any] = {
     "name": "graph-query-agent",
     "description": (
@@ -53,11 +55,7 @@ GRAPH_CURATOR_AGENT: dict[str, Any] = {
     "model": {"name": "gemini-2.0-flash", "temperature": 0.1},
     "tools": [
         *GRAPH_QUERY_AGENT["tools"],
-        "create_entity",
-        "update_entity",
-        "delete_entity",
-        "create_relationship",
-        "delete_relationship",
+        *(kind.name for kind in WRITE_KINDS),
     ],
     "flow_type": "single",
     "is_default": False,

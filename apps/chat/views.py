@@ -11,6 +11,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 
 from apps.chat.selectors import ConversationNotFound, conversation_get
+from apps.graph_tools.writes import change_action_words
 from apps.projects.selectors import principal_from_user
 
 
@@ -42,5 +43,6 @@ def chat_page(request: HttpRequest, conversation_id: uuid.UUID | None = None) ->
         "username": request.user.get_username(),
         "wsPath": "/ws/chat/",
         "apiBase": "/api",
+        "changeActions": change_action_words(),
     }
     return render(request, "chat/chat.html", {"chat_config": config})

@@ -13,7 +13,14 @@ from django.db import connection, transaction
 from apps.core.inputs import InvalidInput, json_parse
 from apps.graph_tools.embeddings import get_embedder, graph_objects_embed
 from apps.graph_tools.errors import GraphImportError
-from apps.graph_tools.models import ChangeAction, ChangeAuthority, GraphChange, GraphObject, GraphRelationship
+from apps.graph_tools.models import (
+    IMPORT_ENTITY,
+    IMPORT_RELATIONSHIP,
+    ChangeAuthority,
+    GraphChange,
+    GraphObject,
+    GraphRelationship,
+)
 from apps.graph_tools.selectors import EmbeddingProgress, embedding_progress
 from apps.graph_tools.versions import graph_version_bump
 from apps.projects.models import Project
@@ -309,12 +316,10 @@ def _record_import(
     """Bump the graph version and record one change per upserted entity and relationship."""
     version = graph_version_bump(project_id=project.id)
     common = {"project": project, "version": version, "user_id": user_id, "authority": ChangeAuthority.IMPORT}
-    changes = [
-        GraphChange(action=ChangeAction.IMPORT_ENTITY, entity_id=i, **common) for i in result.entity_ids
-    ]
+    changes = [GraphChange(action=IMPORT_ENTITY, entity_id=i, **common) for i in result.entity_ids]
     changes += [
         GraphChange(
-            action=ChangeAction.IMPORT_RELATIONSHIP,
+            action=IMPORT_RELATIONSHIP,
             src_id=ids[r.src],
             dst_id=ids[r.dst],
             after={"type": r.type, "src_key": r.src, "dst_key": r.dst},

@@ -175,14 +175,21 @@ class GraphVersion(models.Model):
         return f"{self.project_id}: {self.version}"
 
 
-class ChangeAction(models.TextChoices):
-    CREATE_ENTITY = "create_entity", "Create entity"
-    UPDATE_ENTITY = "update_entity", "Update entity"
-    DELETE_ENTITY = "delete_entity", "Delete entity"
-    CREATE_RELATIONSHIP = "create_relationship", "Create relationship"
-    DELETE_RELATIONSHIP = "delete_relationship", "Delete relationship"
-    IMPORT_ENTITY = "import_entity", "Import entity"
-    IMPORT_RELATIONSHIP = "import_relationship", "Import relationship"
+# The change actions of an import: (action, label, how an entity's history says it). Every write
+# tool adds its own (``apps/graph_tools/writes.py``, ``WRITE_KINDS``).
+IMPORT_ENTITY = "import_entity"
+IMPORT_RELATIONSHIP = "import_relationship"
+IMPORT_ACTIONS = (
+    (IMPORT_ENTITY, "Import entity", "imported"),
+    (IMPORT_RELATIONSHIP, "Import relationship", "relationship imported"),
+)
+
+
+def change_actions() -> list[tuple[str, str]]:
+    """``GraphChange.action``'s choices, read when needed: a new write tool needs no migration."""
+    from apps.graph_tools.writes import change_action_choices
+
+    return change_action_choices()
 
 
 class ChangeAuthority(models.TextChoices):
@@ -253,7 +260,7 @@ class GraphChange(models.Model):
     id = models.BigAutoField(primary_key=True)
     project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="graph_changes")
     version = models.BigIntegerField()
-    action = models.CharField(max_length=32, choices=ChangeAction.choices)
+    action = models.CharField(max_length=32, choices=change_actions)
     entity_id = models.UUIDField(null=True, blank=True)
     relationship_id = models.UUIDField(null=True, blank=True)
     src_id = models.UUIDField(null=True, blank=True)

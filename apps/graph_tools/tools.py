@@ -340,50 +340,16 @@ GRAPH_TOOLS: tuple[GraphTool, ...] = (
 )
 
 
-WRITE_TOOLS: tuple[GraphTool, ...] = (
+WRITE_TOOLS: tuple[GraphTool, ...] = tuple(
     GraphTool(
-        name="create_entity",
-        description="Create a new entity with a unique key, a type, a name, a description and properties."
-        + _WRITE_NOTE,
-        args_model=writes.CreateEntityArgs,
-        handler=_write_handler("create_entity"),
+        name=kind.name,
+        description=kind.description + _WRITE_NOTE,
+        args_model=kind.args_model,
+        handler=_write_handler(kind.name),
         read_only=False,
-    ),
-    GraphTool(
-        name="update_entity",
-        description=(
-            "Change an entity's name, description and/or properties (a property set to null is removed; "
-            "properties not given stay as they are)." + _WRITE_NOTE
-        ),
-        args_model=writes.UpdateEntityArgs,
-        handler=_write_handler("update_entity"),
-        read_only=False,
-        destructive=True,
-    ),
-    GraphTool(
-        name="delete_entity",
-        description="Delete an entity together with all its relationships." + _WRITE_NOTE,
-        args_model=writes.DeleteEntityArgs,
-        handler=_write_handler("delete_entity"),
-        read_only=False,
-        destructive=True,
-    ),
-    GraphTool(
-        name="create_relationship",
-        description="Create a relationship of a type from a source entity to a target entity." + _WRITE_NOTE,
-        args_model=writes.CreateRelationshipArgs,
-        handler=_write_handler("create_relationship"),
-        read_only=False,
-    ),
-    GraphTool(
-        name="delete_relationship",
-        description="Delete the relationship of a type from a source entity to a target entity."
-        + _WRITE_NOTE,
-        args_model=writes.DeleteRelationshipArgs,
-        handler=_write_handler("delete_relationship"),
-        read_only=False,
-        destructive=True,
-    ),
+        destructive=kind.destructive,
+    )
+    for kind in writes.WRITE_KINDS
 )
 
 

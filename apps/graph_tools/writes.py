@@ -29,7 +29,7 @@ from apps.graph_tools.errors import (
 )
 from apps.graph_tools.importer import MAX_KEY, MAX_NAME, MAX_TYPE, project_write_turn
 from apps.graph_tools.models import (
-    ChangeAction,
+    IMPORT_ACTIONS,
     GraphChange,
     GraphObject,
     GraphObjectEmbedding,
@@ -302,7 +302,7 @@ def _apply_create_entity(
         raise EntityExists(f"an entity with key {args.key!r} already exists in this project") from None
     plan.entity_id = obj.id
     plan.after = {"id": str(obj.id), **(plan.after or {})}
-    return [_change(ChangeAction.CREATE_ENTITY, entity_id=obj.id, after=plan.after)]
+    return [_change("create_entity", entity_id=obj.id, after=plan.after)]
 
 
 def _apply_update_entity(
@@ -319,7 +319,7 @@ def _apply_update_entity(
         fields.append("embedding_pending")
     obj.name, obj.description, obj.properties = after["name"], after["description"], after["properties"]
     obj.save(update_fields=fields)
-    return [_change(ChangeAction.UPDATE_ENTITY, entity_id=plan.entity_id, before=plan.before, after=after)]
+    return [_change("update_entity", entity_id=plan.entity_id, before=plan.before, after=after)]
 
 
 def _apply_delete_entity(
@@ -328,7 +328,7 @@ def _apply_delete_entity(
     entity = {k: v for k, v in (plan.before or {}).items() if k != "relationships"}
     rows = [
         _change(
-            ChangeAction.DELETE_RELATIONSHIP,
+            "delete_relationship",
             relationship_id=r["id"],
             src_id=r["src"],
             dst_id=r["dst"],
@@ -338,7 +338,7 @@ def _apply_delete_entity(
     ]
     assert plan.entity_id is not None
     GraphObject.objects.filter(project_id=project_id, id=plan.entity_id).delete()
-    return [*rows, _change(ChangeAction.DELETE_ENTITY, entity_id=plan.entity_id, before=entity)]
+    return [*rows, _change("delete_entity", entity_id=plan.entity_id, before=entity)]
 
 
 def _apply_create_relationship(
@@ -359,7 +359,7 @@ def _apply_create_relationship(
     plan.after = _relationship_value(rel, plan.src, plan.dst)
     return [
         _change(
-            ChangeAction.CREATE_RELATIONSHIP,
+            "create_relationship",
             relationship_id=rel.id,
             src_id=rel.src_id,
             dst_id=rel.dst_id,
@@ -375,7 +375,7 @@ def _apply_delete_relationship(
     GraphRelationship.objects.filter(project_id=project_id, id=before["id"]).delete()
     return [
         _change(
-            ChangeAction.DELETE_RELATIONSHIP,
+            "delete_relationship",
             relationship_id=before["id"],
             src_id=before["src"],
             dst_id=before["dst"],
@@ -387,19 +387,92 @@ def _apply_delete_relationship(
 Planner = Callable[[uuid.UUID, Any], WritePlan]
 Applier = Callable[[uuid.UUID, Any, WritePlan], list[dict[str, Any]]]
 
-WRITES: dict[str, tuple[Planner, Applier]] = {
-    "create_entity": (_plan_create_entity, _apply_create_entity),
-    "update_entity": (_plan_update_entity, _apply_update_entity),
-    "delete_entity": (_plan_delete_entity, _apply_delete_entity),
-    "create_relationship": (_plan_create_relationship, _apply_create_relationship),
-    "delete_relationship": (_plan_delete_relationship, _apply_delete_relationship),
-}
+
+@dataclass(frozen=True)
+class WriteKind:
+    """One graph write tool, declared once: the registry's tool (``tools.py``), the change action
+    it records and its label (``models.change_actions``), the page's wording of it in an entity's
+    history (``change_action_words``) and the curator agent's tools (``agents/defaults.py``) are
+    all read from ``WRITE_KINDS``. Adding a write tool is its arguments, its planner and applier,
+    and one entry here."""
+
+    name: str
+    label: str  # the change action's label (admin, audit)
+    done: str  # how an entity's history on the page says it happened
+    description: str  # what models and MCP clients read
+    args_model: type[ToolArgs]
+    plan: Planner
+    apply: Applier
+    destructive: bool = False
+
+
+WRITE_KINDS: tuple[WriteKind, ...] = (
+    WriteKind(
+        "create_entity",
+        "Create entity",
+        "created",
+        "Create a new entity with a unique key, a type, a name, a description and properties.",
+        CreateEntityArgs,
+        _plan_create_entity,
+        _apply_create_entity,
+    ),
+    WriteKind(
+        "update_entity",
+        "Update entity",
+        "updated",
+        "Change an entity's name, description and/or properties (a property set to null is removed; "
+        "properties not given stay as they are).",
+        UpdateEntityArgs,
+        _plan_update_entity,
+        _apply_update_entity,
+        destructive=True,
+    ),
+    WriteKind(
+        "delete_entity",
+        "Delete entity",
+        "deleted",
+        "Delete an entity together with all its relationships.",
+        DeleteEntityArgs,
+        _plan_delete_entity,
+        _apply_delete_entity,
+        destructive=True,
+    ),
+    WriteKind(
+        "create_relationship",
+        "Create relationship",
+        "relationship added",
+        "Create a relationship of a type from a source entity to a target entity.",
+        CreateRelationshipArgs,
+        _plan_create_relationship,
+        _apply_create_relationship,
+    ),
+    WriteKind(
+        "delete_relationship",
+        "Delete relationship",
+        "relationship removed",
+        "Delete the relationship of a type from a source entity to a target entity.",
+        DeleteRelationshipArgs,
+        _plan_delete_relationship,
+        _apply_delete_relationship,
+        destructive=True,
+    ),
+)
+WRITES: dict[str, WriteKind] = {kind.name: kind for kind in WRITE_KINDS}
+
+
+def change_action_choices() -> list[tuple[str, str]]:
+    """Every change action with its label: one per write tool, then the import's."""
+    return [(kind.name, kind.label) for kind in WRITE_KINDS] + [(a, label) for a, label, _ in IMPORT_ACTIONS]
+
+
+def change_action_words() -> dict[str, str]:
+    """How an entity's history on the page says each change happened."""
+    return {kind.name: kind.done for kind in WRITE_KINDS} | {a: done for a, _, done in IMPORT_ACTIONS}
 
 
 def write_plan(*, project_id: uuid.UUID, tool_name: str, args: ToolArgs) -> WritePlan:
     """Work out what write tool ``tool_name`` would change, writing nothing (``ToolError`` if it cannot run)."""
-    planner, _ = WRITES[tool_name]
-    return planner(project_id, args)
+    return WRITES[tool_name].plan(project_id, args)
 
 
 @dataclass
@@ -413,7 +486,7 @@ def write_apply(
     """Apply write tool ``tool_name`` in one transaction: the rows, one graph version bump and the
     audit rows, or nothing at all (a ``ToolError`` says why). A write that would change nothing
     writes nothing and keeps the version."""
-    planner, applier = WRITES[tool_name]
+    planner, applier = WRITES[tool_name].plan, WRITES[tool_name].apply
     with transaction.atomic():
         project_write_turn(project_id)
         plan = planner(project_id, args)

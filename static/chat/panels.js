@@ -5,7 +5,7 @@
 
 import { api } from "./api.js";
 import { el, formatDuration, formatSize, jsonBlock, parseMaybeJson, safeJson } from "./dom.js";
-import { state, ui } from "./state.js";
+import { config, state, ui } from "./state.js";
 
 let panelReturnFocus = null;
 
@@ -82,15 +82,8 @@ export async function openEntity(ref, preview) {
   await showHistory(history, projectId, entity.id);
 }
 
-const ACTIONS = {
-  create_entity: "created",
-  update_entity: "updated",
-  delete_entity: "deleted",
-  create_relationship: "relationship added",
-  delete_relationship: "relationship removed",
-  import_entity: "imported",
-  import_relationship: "relationship imported",
-};
+// How an entity's history says each change happened, from the server's one list of write tools.
+const ACTIONS = config.changeActions || {};
 
 function changeFields(change) {
   const before = change.before || {};
