@@ -18,6 +18,7 @@ from typing import Annotated, Any
 
 from django.db import IntegrityError, transaction
 from django.db.models import Q
+from django.utils import timezone
 from pydantic import Field, StringConstraints
 
 from apps.graph_tools.errors import (
@@ -86,6 +87,12 @@ class CreateRelationshipArgs(RelationshipArgs):
 
 class DeleteRelationshipArgs(RelationshipArgs):
     pass
+
+
+class UpdateRelationshipArgs(RelationshipArgs):
+    properties: dict[str, Any] = Field(
+        description="Properties to set; a property given as null is removed; others stay as they are."
+    )
 
 
 @dataclass
@@ -281,6 +288,41 @@ def _plan_delete_relationship(project_id: uuid.UUID, args: DeleteRelationshipArg
     )
 
 
+def _plan_update_relationship(project_id: uuid.UUID, args: UpdateRelationshipArgs) -> WritePlan:
+    src, dst = _ends(project_id, args)
+    rel = _relationship_row(project_id, src["id"], args.type, dst["id"])
+    if rel is None:
+        raise RelationshipNotFound(
+            f"no relationship {src['key']} -{args.type}-> {dst['key']} in this project"
+        )
+    before = _relationship_value(rel, src, dst)
+    after = dict(before, properties=dict(before["properties"] or {}))
+    changes: list[dict[str, Any]] = []
+    for key, value in args.properties.items():
+        old = after["properties"].get(key)
+        if value is None and key in after["properties"]:
+            del after["properties"][key]
+            changes.append({"field": f"properties.{key}", "before": old, "after": None})
+        elif value is not None and (key not in after["properties"] or old != value):
+            after["properties"][key] = value
+            changes.append({"field": f"properties.{key}", "before": old, "after": value})
+    label = f"{_entity_label(src)} -{args.type}-> {_entity_label(dst)}"
+    summary = (
+        f"Update relationship {label}: {', '.join(c['field'] for c in changes)}"
+        if changes
+        else f"Relationship {label} already has these values: nothing to change"
+    )
+    return WritePlan(
+        tool="update_relationship",
+        summary=summary,
+        changes=changes,
+        before=before,
+        after=after,
+        src=src,
+        dst=dst,
+    )
+
+
 def _change(action: str, **values: Any) -> dict[str, Any]:
     return {"action": action, **values}
 
@@ -384,6 +426,25 @@ def _apply_delete_relationship(
     ]
 
 
+def _apply_update_relationship(
+    project_id: uuid.UUID, args: UpdateRelationshipArgs, plan: WritePlan
+) -> list[dict[str, Any]]:
+    before, after = plan.before or {}, plan.after or {}
+    GraphRelationship.objects.filter(project_id=project_id, id=before["id"]).update(
+        properties=after["properties"], updated_at=timezone.now()
+    )
+    return [
+        _change(
+            "update_relationship",
+            relationship_id=before["id"],
+            src_id=before["src"],
+            dst_id=before["dst"],
+            before=before,
+            after=after,
+        )
+    ]
+
+
 Planner = Callable[[uuid.UUID, Any], WritePlan]
 Applier = Callable[[uuid.UUID, Any, WritePlan], list[dict[str, Any]]]
 
@@ -445,6 +506,17 @@ WRITE_KINDS: tuple[WriteKind, ...] = (
         CreateRelationshipArgs,
         _plan_create_relationship,
         _apply_create_relationship,
+    ),
+    WriteKind(
+        "update_relationship",
+        "Update relationship",
+        "relationship changed",
+        "Change the properties of the relationship of a type from a source entity to a target entity (a "
+        "property set to null is removed; properties not given stay as they are).",
+        UpdateRelationshipArgs,
+        _plan_update_relationship,
+        _apply_update_relationship,
+        destructive=True,
     ),
     WriteKind(
         "delete_relationship",

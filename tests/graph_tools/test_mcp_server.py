@@ -219,6 +219,7 @@ async def test_http_write_tools_are_annotated_not_read_only_and_deletes_and_upda
     assert hints["update_entity"] == (False, True)
     assert hints["delete_entity"] == (False, True)
     assert hints["delete_relationship"] == (False, True)
+    assert hints["update_relationship"] == (False, True)
     assert hints["hybrid_search"][0] is True
 
 

@@ -163,6 +163,60 @@ def test_create_and_delete_relationship_bump_the_version_once_each(graph: SmallG
     assert (second.action, second.before["properties"]) == ("delete_relationship", {"since": 2020})
 
 
+def test_update_relationship_sets_and_removes_its_properties_audited_with_before_and_after(
+    graph: SmallGraph, writer
+):
+    result = write(
+        graph,
+        writer,
+        "update_relationship",
+        src="alice",
+        type="WORKS_AT",
+        dst="acme",
+        properties={"since": 2021, "role": "engineer"},
+    )
+    again = write(
+        graph,
+        writer,
+        "update_relationship",
+        src="alice",
+        type="WORKS_AT",
+        dst="acme",
+        properties={"since": None},
+    )
+
+    rel = GraphRelationship.objects.get(src=graph.e["alice"], type="WORKS_AT", dst=graph.e["acme"])
+    assert rel.properties == {"role": "engineer"}
+    assert (result["graph_version"], again["graph_version"]) == (1, 2)
+    assert [c["field"] for c in result["changes"]] == ["properties.since", "properties.role"]
+    first, second = GraphChange.objects.order_by("version")
+    assert (first.action, first.relationship_id, first.src_id) == (
+        "update_relationship",
+        rel.id,
+        graph.e["alice"].id,
+    )
+    assert (first.before["properties"], first.after["properties"]) == (
+        {"since": 2020},
+        {"since": 2021, "role": "engineer"},
+    )
+    assert second.after["properties"] == {"role": "engineer"}
+
+
+def test_update_relationship_with_the_values_it_has_writes_nothing(graph: SmallGraph, writer):
+    result = write(
+        graph,
+        writer,
+        "update_relationship",
+        src="alice",
+        type="WORKS_AT",
+        dst="acme",
+        properties={"since": 2020},
+    )
+
+    assert result["changed"] is False and version(graph) == 0
+    assert not GraphChange.objects.exists()
+
+
 @pytest.mark.parametrize(
     ("name", "arguments", "error"),
     [
@@ -175,6 +229,12 @@ def test_create_and_delete_relationship_bump_the_version_once_each(graph: SmallG
         ("create_relationship", {"src": "alice", "type": "KNOWS", "dst": "mallory"}, EntityNotFound),
         ("create_relationship", {"src": "alice", "type": "KNOWS", "dst": "bob"}, RelationshipExists),
         ("delete_relationship", {"src": "bob", "type": "KNOWS", "dst": "alice"}, RelationshipNotFound),
+        (
+            "update_relationship",
+            {"src": "bob", "type": "KNOWS", "dst": "alice", "properties": {}},
+            RelationshipNotFound,
+        ),
+        ("update_relationship", {"src": "alice", "type": "WORKS_AT", "dst": "acme"}, ToolArgumentError),
     ],
 )
 def test_bad_write_is_a_clear_tool_error_writes_nothing_and_keeps_the_version(
