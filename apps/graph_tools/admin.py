@@ -20,15 +20,14 @@ from apps.graph_tools.models import (
     WriteApproval,
 )
 from apps.graph_tools.registry import ToolArgs, WriteAuthorization
-from apps.graph_tools.writes import (
+from apps.graph_tools.write_plans import (
     CreateEntityArgs,
     CreateRelationshipArgs,
     DeleteEntityArgs,
     DeleteRelationshipArgs,
     UpdateEntityArgs,
-    write_apply,
-    write_plan,
 )
+from apps.graph_tools.writes import write_apply, write_plan
 
 # A planned write: the write tool's name and its arguments (None: the form changed nothing).
 Write = tuple[str, ToolArgs] | None

@@ -13,22 +13,17 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Annotated, Any
+from dataclasses import dataclass
+from typing import Any
 
 from django.db import IntegrityError, transaction
-from django.db.models import Q
 from django.utils import timezone
-from pydantic import Field, StringConstraints
 
 from apps.graph_tools.errors import (
     EntityExists,
-    EntityNotFound,
     RelationshipExists,
-    RelationshipNotFound,
-    ToolError,
 )
-from apps.graph_tools.importer import MAX_KEY, MAX_NAME, MAX_TYPE, project_write_turn
+from apps.graph_tools.importer import project_write_turn
 from apps.graph_tools.models import (
     IMPORT_ACTIONS,
     GraphChange,
@@ -37,290 +32,25 @@ from apps.graph_tools.models import (
     GraphRelationship,
 )
 from apps.graph_tools.registry import ToolArgs, WriteAuthorization
-from apps.graph_tools.selectors import entity_resolve
 from apps.graph_tools.versions import graph_version_bump, graph_version_current
+from apps.graph_tools.write_plans import (
+    CreateEntityArgs,
+    CreateRelationshipArgs,
+    DeleteEntityArgs,
+    DeleteRelationshipArgs,
+    UpdateEntityArgs,
+    UpdateRelationshipArgs,
+    WritePlan,
+    plan_create_entity,
+    plan_create_relationship,
+    plan_delete_entity,
+    plan_delete_relationship,
+    plan_update_entity,
+    plan_update_relationship,
+    relationship_value,
+)
 
 log = logging.getLogger("kgchat.writes")
-
-Key = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=MAX_KEY)]
-TypeName = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=MAX_TYPE)]
-Name = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=MAX_NAME)]
-Description = Annotated[str, StringConstraints(strip_whitespace=True, max_length=100_000)]
-EntityRef = Annotated[
-    str,
-    StringConstraints(strip_whitespace=True, min_length=1, max_length=MAX_KEY),
-    Field(description="The entity's id (from a previous result) or its key."),
-]
-
-
-class CreateEntityArgs(ToolArgs):
-    key: Key = Field(description="A new, unique key for the entity, e.g. person:alice.")
-    type: TypeName = Field(description="The entity type (see list_entity_types).")
-    name: Name
-    description: Description = ""
-    properties: dict[str, Any] = Field(default_factory=dict, description="Property values.")
-
-
-class UpdateEntityArgs(ToolArgs):
-    entity_id: EntityRef
-    name: Name | None = None
-    description: Description | None = None
-    properties: dict[str, Any] | None = Field(
-        default=None,
-        description="Properties to set; a property given as null is removed; others stay as they are.",
-    )
-
-
-class DeleteEntityArgs(ToolArgs):
-    entity_id: EntityRef
-
-
-class RelationshipArgs(ToolArgs):
-    src: EntityRef = Field(description="The source entity's id or key.")
-    type: TypeName = Field(description="The relationship type, e.g. works_at.")
-    dst: EntityRef = Field(description="The target entity's id or key.")
-
-
-class CreateRelationshipArgs(RelationshipArgs):
-    properties: dict[str, Any] = Field(default_factory=dict, description="Property values.")
-
-
-class DeleteRelationshipArgs(RelationshipArgs):
-    pass
-
-
-class UpdateRelationshipArgs(RelationshipArgs):
-    properties: dict[str, Any] = Field(
-        description="Properties to set; a property given as null is removed; others stay as they are."
-    )
-
-
-@dataclass
-class WritePlan:
-    """What a write tool would change: a summary line, field-level changes and before/after values."""
-
-    tool: str
-    summary: str
-    changes: list[dict[str, Any]] = field(default_factory=list)
-    before: dict[str, Any] | None = None
-    after: dict[str, Any] | None = None
-    # For applying: the rows the plan resolved.
-    entity_id: uuid.UUID | None = None
-    src: dict[str, Any] | None = None
-    dst: dict[str, Any] | None = None
-    relationships: list[dict[str, Any]] = field(default_factory=list)
-
-    @property
-    def changes_anything(self) -> bool:
-        return bool(self.changes)
-
-    def diff(self) -> dict[str, Any]:
-        """The human-readable diff clients show: ``summary``, ``changes`` ``[{field, before, after}]``,
-        ``before`` and ``after``."""
-        return {
-            "tool": self.tool,
-            "summary": self.summary,
-            "changes": self.changes,
-            "before": self.before,
-            "after": self.after,
-        }
-
-
-def _entity_label(entity: dict[str, Any]) -> str:
-    return f'{entity["type"]} "{entity["name"]}" ({entity["key"]})'
-
-
-def _resolve(project_id: uuid.UUID, ref: str, role: str = "entity") -> dict[str, Any]:
-    try:
-        return entity_resolve(project_id=project_id, ref=ref)
-    except EntityNotFound:
-        raise EntityNotFound(
-            f"{role} {ref!r} not found in this project (give an entity id or key from a search result)"
-        ) from None
-
-
-def _relationship_row(
-    project_id: uuid.UUID, src_id: str, type_: str, dst_id: str
-) -> GraphRelationship | None:
-    return GraphRelationship.objects.filter(
-        project_id=project_id, src_id=uuid.UUID(src_id), type=type_, dst_id=uuid.UUID(dst_id)
-    ).first()
-
-
-def _relationship_value(rel: GraphRelationship, src: dict[str, Any], dst: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "id": str(rel.id),
-        "type": rel.type,
-        "src": src["id"],
-        "src_key": src["key"],
-        "dst": dst["id"],
-        "dst_key": dst["key"],
-        "properties": rel.properties,
-    }
-
-
-def _plan_create_entity(project_id: uuid.UUID, args: CreateEntityArgs) -> WritePlan:
-    if GraphObject.objects.filter(project_id=project_id, key=args.key).exists():
-        raise EntityExists(
-            f"an entity with key {args.key!r} already exists in this project (use update_entity)"
-        )
-    after = {
-        "key": args.key,
-        "type": args.type,
-        "name": args.name,
-        "description": args.description,
-        "properties": args.properties,
-    }
-    changes = [{"field": k, "before": None, "after": v} for k, v in after.items() if v not in ("", {})]
-    return WritePlan(
-        tool="create_entity", summary=f"Create entity {_entity_label(after)}", changes=changes, after=after
-    )
-
-
-def _plan_update_entity(project_id: uuid.UUID, args: UpdateEntityArgs) -> WritePlan:
-    if args.name is None and args.description is None and args.properties is None:
-        raise ToolError(
-            "update_entity needs at least one of name, description, properties", code="invalid_arguments"
-        )
-    before = _resolve(project_id, args.entity_id)
-    after = dict(before, properties=dict(before["properties"] or {}))
-    changes: list[dict[str, Any]] = []
-    for name in ("name", "description"):
-        value = getattr(args, name)
-        if value is not None and value != before[name]:
-            changes.append({"field": name, "before": before[name], "after": value})
-            after[name] = value
-    for key, value in (args.properties or {}).items():
-        old = after["properties"].get(key)
-        if value is None and key in after["properties"]:
-            del after["properties"][key]
-            changes.append({"field": f"properties.{key}", "before": old, "after": None})
-        elif value is not None and (key not in after["properties"] or old != value):
-            after["properties"][key] = value
-            changes.append({"field": f"properties.{key}", "before": old, "after": value})
-    label = _entity_label(before)
-    summary = (
-        f"Update entity {label}: {', '.join(c['field'] for c in changes)}"
-        if changes
-        else f"Entity {label} already has these values: nothing to change"
-    )
-    return WritePlan(
-        tool="update_entity",
-        summary=summary,
-        changes=changes,
-        before=before,
-        after=after,
-        entity_id=uuid.UUID(before["id"]),
-    )
-
-
-def _plan_delete_entity(project_id: uuid.UUID, args: DeleteEntityArgs) -> WritePlan:
-    before = _resolve(project_id, args.entity_id)
-    rels = GraphRelationship.objects.filter(
-        Q(src_id=before["id"]) | Q(dst_id=before["id"]), project_id=project_id
-    ).order_by("type", "id")
-    relationships = [
-        {
-            "id": str(r.id),
-            "type": r.type,
-            "src": str(r.src_id),
-            "dst": str(r.dst_id),
-            "properties": r.properties,
-        }
-        for r in rels
-    ]
-    summary = f"Delete entity {_entity_label(before)}"
-    if relationships:
-        summary += f" and its {len(relationships)} relationship{'s' if len(relationships) != 1 else ''}"
-    return WritePlan(
-        tool="delete_entity",
-        summary=summary,
-        changes=[{"field": "entity", "before": before, "after": None}],
-        before={**before, "relationships": relationships},
-        entity_id=uuid.UUID(before["id"]),
-        relationships=relationships,
-    )
-
-
-def _ends(project_id: uuid.UUID, args: RelationshipArgs) -> tuple[dict[str, Any], dict[str, Any]]:
-    return _resolve(project_id, args.src, "source entity"), _resolve(project_id, args.dst, "target entity")
-
-
-def _plan_create_relationship(project_id: uuid.UUID, args: CreateRelationshipArgs) -> WritePlan:
-    src, dst = _ends(project_id, args)
-    if _relationship_row(project_id, src["id"], args.type, dst["id"]) is not None:
-        raise RelationshipExists(
-            f"relationship {src['key']} -{args.type}-> {dst['key']} already exists in this project"
-        )
-    after = {
-        "type": args.type,
-        "src": src["id"],
-        "src_key": src["key"],
-        "dst": dst["id"],
-        "dst_key": dst["key"],
-        "properties": args.properties,
-    }
-    return WritePlan(
-        tool="create_relationship",
-        summary=f"Create relationship {_entity_label(src)} -{args.type}-> {_entity_label(dst)}",
-        changes=[{"field": "relationship", "before": None, "after": after}],
-        after=after,
-        src=src,
-        dst=dst,
-    )
-
-
-def _plan_delete_relationship(project_id: uuid.UUID, args: DeleteRelationshipArgs) -> WritePlan:
-    src, dst = _ends(project_id, args)
-    rel = _relationship_row(project_id, src["id"], args.type, dst["id"])
-    if rel is None:
-        raise RelationshipNotFound(
-            f"no relationship {src['key']} -{args.type}-> {dst['key']} in this project"
-        )
-    before = _relationship_value(rel, src, dst)
-    return WritePlan(
-        tool="delete_relationship",
-        summary=f"Delete relationship {_entity_label(src)} -{args.type}-> {_entity_label(dst)}",
-        changes=[{"field": "relationship", "before": before, "after": None}],
-        before=before,
-        src=src,
-        dst=dst,
-    )
-
-
-def _plan_update_relationship(project_id: uuid.UUID, args: UpdateRelationshipArgs) -> WritePlan:
-    src, dst = _ends(project_id, args)
-    rel = _relationship_row(project_id, src["id"], args.type, dst["id"])
-    if rel is None:
-        raise RelationshipNotFound(
-            f"no relationship {src['key']} -{args.type}-> {dst['key']} in this project"
-        )
-    before = _relationship_value(rel, src, dst)
-    after = dict(before, properties=dict(before["properties"] or {}))
-    changes: list[dict[str, Any]] = []
-    for key, value in args.properties.items():
-        old = after["properties"].get(key)
-        if value is None and key in after["properties"]:
-            del after["properties"][key]
-            changes.append({"field": f"properties.{key}", "before": old, "after": None})
-        elif value is not None and (key not in after["properties"] or old != value):
-            after["properties"][key] = value
-            changes.append({"field": f"properties.{key}", "before": old, "after": value})
-    label = f"{_entity_label(src)} -{args.type}-> {_entity_label(dst)}"
-    summary = (
-        f"Update relationship {label}: {', '.join(c['field'] for c in changes)}"
-        if changes
-        else f"Relationship {label} already has these values: nothing to change"
-    )
-    return WritePlan(
-        tool="update_relationship",
-        summary=summary,
-        changes=changes,
-        before=before,
-        after=after,
-        src=src,
-        dst=dst,
-    )
 
 
 def _change(action: str, **values: Any) -> dict[str, Any]:
@@ -398,7 +128,7 @@ def _apply_create_relationship(
             )
     except IntegrityError:
         raise RelationshipExists("this relationship already exists in this project") from None
-    plan.after = _relationship_value(rel, plan.src, plan.dst)
+    plan.after = relationship_value(rel, plan.src, plan.dst)
     return [
         _change(
             "create_relationship",
@@ -454,8 +184,8 @@ class WriteKind:
     """One graph write tool, declared once: the registry's tool (``tools.py``), the change action
     it records and its label (``models.change_actions``), the page's wording of it in an entity's
     history (``change_action_words``) and the curator agent's tools (``agents/defaults.py``) are
-    all read from ``WRITE_KINDS``. Adding a write tool is its arguments, its planner and applier,
-    and one entry here."""
+    all read from ``WRITE_KINDS``. Adding a write tool is its arguments and planner
+    (``write_plans.py``), its applier and one entry here."""
 
     name: str
     label: str  # the change action's label (admin, audit)
@@ -474,7 +204,7 @@ WRITE_KINDS: tuple[WriteKind, ...] = (
         "created",
         "Create a new entity with a unique key, a type, a name, a description and properties.",
         CreateEntityArgs,
-        _plan_create_entity,
+        plan_create_entity,
         _apply_create_entity,
     ),
     WriteKind(
@@ -484,7 +214,7 @@ WRITE_KINDS: tuple[WriteKind, ...] = (
         "Change an entity's name, description and/or properties (a property set to null is removed; "
         "properties not given stay as they are).",
         UpdateEntityArgs,
-        _plan_update_entity,
+        plan_update_entity,
         _apply_update_entity,
         destructive=True,
     ),
@@ -494,7 +224,7 @@ WRITE_KINDS: tuple[WriteKind, ...] = (
         "deleted",
         "Delete an entity together with all its relationships.",
         DeleteEntityArgs,
-        _plan_delete_entity,
+        plan_delete_entity,
         _apply_delete_entity,
         destructive=True,
     ),
@@ -504,7 +234,7 @@ WRITE_KINDS: tuple[WriteKind, ...] = (
         "relationship added",
         "Create a relationship of a type from a source entity to a target entity.",
         CreateRelationshipArgs,
-        _plan_create_relationship,
+        plan_create_relationship,
         _apply_create_relationship,
     ),
     WriteKind(
@@ -514,7 +244,7 @@ WRITE_KINDS: tuple[WriteKind, ...] = (
         "Change the properties of the relationship of a type from a source entity to a target entity (a "
         "property set to null is removed; properties not given stay as they are).",
         UpdateRelationshipArgs,
-        _plan_update_relationship,
+        plan_update_relationship,
         _apply_update_relationship,
         destructive=True,
     ),
@@ -524,7 +254,7 @@ WRITE_KINDS: tuple[WriteKind, ...] = (
         "relationship removed",
         "Delete the relationship of a type from a source entity to a target entity.",
         DeleteRelationshipArgs,
-        _plan_delete_relationship,
+        plan_delete_relationship,
         _apply_delete_relationship,
         destructive=True,
     ),

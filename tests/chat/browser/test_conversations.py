@@ -11,7 +11,8 @@ from playwright.sync_api import Page, expect
 
 from apps.chat.models import Conversation, Message
 from apps.graph_tools.registry import WriteAuthorization
-from apps.graph_tools.writes import UpdateEntityArgs, write_apply
+from apps.graph_tools.write_plans import UpdateEntityArgs
+from apps.graph_tools.writes import write_apply
 from tests.chat.browser.helpers import World, log_in, screenshot
 
 pytestmark = pytest.mark.browser

@@ -14,7 +14,8 @@ from apps.agents.models import AgentDefinition
 from apps.graph_tools.importer import graph_import
 from apps.graph_tools.models import ChangeAuthority
 from apps.graph_tools.registry import WriteAuthorization
-from apps.graph_tools.writes import UpdateEntityArgs, write_apply
+from apps.graph_tools.write_plans import UpdateEntityArgs
+from apps.graph_tools.writes import write_apply
 from tests.chat.browser.helpers import World, log_in, screenshot
 from tests.llm_server import LLMTestServer, Stream, text_chunks, tool_call_chunks
 
