@@ -15,6 +15,7 @@ from apps.agents.models import AgentDefinition
 from apps.chat.models import Message
 from apps.chat.streams.bus import set_bus
 from apps.chat.streams.redis_bus import RedisFrameBus
+from apps.chat.turns import approval_events
 from apps.chat.turns import service as services
 from apps.graph_tools.models import WriteApproval
 from tests.chat.conftest import adb, agent_request, sse_turn, tokens, types, ws_connect, ws_turn
@@ -195,7 +196,7 @@ async def test_approval_left_alone_is_announced_expired_when_it_expires(
     # Nobody decides and nobody writes to the conversation: the process that paused the turn closes
     # the approval when it expires and every watching tab is told, without a reload or a message.
     settings.KGCHAT_APPROVAL_TTL_MINUTES = 0
-    monkeypatch.setattr(services, "APPROVAL_EXPIRY_GRACE_SECONDS", 0.5)
+    monkeypatch.setattr(approval_events, "APPROVAL_EXPIRY_GRACE_SECONDS", 0.5)
     paused = await paused_turn(world, curator, scripted)
     conversation_id, approval_id = paused[0]["conversationId"], paused[3]["approvalId"]
     watcher = await watching_tab(world["user"], conversation_id)

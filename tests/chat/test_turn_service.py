@@ -359,7 +359,7 @@ async def test_the_claim_is_released_when_the_database_was_busy_for_the_answer_a
     monkeypatch.setattr(claim, "claim_release", busy_once)
 
     _, frames = await sse_turn(world["client"], {"message": "hi", "projectId": str(world["project"].id)})
-    monkeypatch.setattr(services, "_release", release)
+    monkeypatch.setattr(claim, "claim_release", release)
     monkeypatch.setattr(services, "rows_write", write)
     status, after = await sse_turn(
         world["client"], {"message": "again", "conversationId": frames[0]["conversationId"]}
