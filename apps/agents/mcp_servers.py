@@ -183,6 +183,28 @@ def address_problem(ip: IPAddress) -> str | None:
     return None
 
 
+def _resolved(host: str, port: int) -> list[IPAddress]:
+    try:
+        addresses = resolve(host, port)
+    except OSError as exc:
+        raise InvalidMcpServer(f"host {host} does not resolve ({exc})") from None
+    if not addresses:
+        raise InvalidMcpServer(f"host {host} does not resolve")
+    return addresses
+
+
+def _address_check(ip: IPAddress, *, host: str, loopback: bool, literal: bool) -> None:
+    """``InvalidMcpServer`` for an address the allowlist entry does not allow."""
+    if loopback:
+        if not _embedded_ipv4(ip).is_loopback:
+            raise InvalidMcpServer(f"allowlisted loopback host {host} resolves to {ip}, not loopback")
+        return
+    problem = address_problem(ip)
+    if problem is not None:
+        where = f"{ip}" if literal else f"{host} resolves to {ip}"
+        raise InvalidMcpServer(f"{where}: {problem}; MCP servers must be on public addresses")
+
+
 def url_check(url: str, *, resolve_dns: bool = True) -> UrlTarget:
     """Check ``url`` against the operator's allowlist and the address rules; raise ``InvalidMcpServer``.
 
@@ -215,25 +237,9 @@ def url_check(url: str, *, resolve_dns: bool = True) -> UrlTarget:
             f"url must use https (plain http only for a loopback host the allowlist names): {shown}"
         )
     literal = _ip(host)
-    addresses: list[IPAddress] = []
-    if literal is not None:
-        addresses = [literal]
-    elif resolve_dns:
-        try:
-            addresses = resolve(host, port)
-        except OSError as exc:
-            raise InvalidMcpServer(f"host {host} does not resolve ({exc})") from None
-        if not addresses:
-            raise InvalidMcpServer(f"host {host} does not resolve")
+    addresses = [literal] if literal is not None else _resolved(host, port) if resolve_dns else []
     for ip in dict.fromkeys(addresses):
-        if entry.loopback:
-            if not _embedded_ipv4(ip).is_loopback:
-                raise InvalidMcpServer(f"allowlisted loopback host {host} resolves to {ip}, not loopback")
-            continue
-        problem = address_problem(ip)
-        if problem is not None:
-            where = f"{host} resolves to {ip}" if literal is None else f"{ip}"
-            raise InvalidMcpServer(f"{where}: {problem}; MCP servers must be on public addresses")
+        _address_check(ip, host=host, loopback=entry.loopback, literal=literal is not None)
     return UrlTarget(scheme=scheme, host=host, port=port, addresses=tuple(dict.fromkeys(addresses)))
 
 

@@ -6,8 +6,9 @@ from apps.agents.definitions import default_agents_install
 from apps.agents.history import HistoryMessage, HistoryToolCall
 from apps.agents.llm.scripted import text, tool_call
 from apps.agents.models import AgentDefinition
+from apps.agents.plain import history_messages
 from apps.chat.models import Message
-from apps.chat.turns.context import FullHistoryContextStrategy, load_prompt
+from apps.chat.turns.context import load_prompt
 from apps.chat.turns.retrieval import NO_RESULTS, AlwaysRetrieveStrategy, format_entities
 from apps.graph_tools.registry import tool_get
 from tests.chat.conftest import sse_turn
@@ -128,7 +129,7 @@ def history(n: int) -> list[HistoryMessage]:
 
 
 def test_context_building_with_history():
-    context = FullHistoryContextStrategy(max_messages=20).build_context(history(3), "SYSTEM")
+    context = history_messages(history(3), "SYSTEM", max_messages=20)
 
     assert [(m.role, m.content) for m in context] == [
         ("system", "SYSTEM"),
@@ -139,13 +140,13 @@ def test_context_building_with_history():
 
 
 def test_full_history_within_limit():
-    context = FullHistoryContextStrategy(max_messages=20).build_context(history(5), "S")
+    context = history_messages(history(5), "S", max_messages=20)
 
     assert [m.content for m in context[1:]] == ["m0", "m1", "m2", "m3", "m4"]
 
 
 def test_history_exceeds_limit():
-    context = FullHistoryContextStrategy(max_messages=20).build_context(history(30), "S")
+    context = history_messages(history(30), "S", max_messages=20)
 
     assert [m.content for m in context[1:]] == [f"m{i}" for i in range(10, 30)]
 
@@ -159,7 +160,7 @@ def test_tool_result_messages_preserved():
         HistoryMessage(role="assistant", content="nothing found"),
     ]
 
-    context = FullHistoryContextStrategy(max_messages=20).build_context(messages, "S")
+    context = history_messages(messages, "S", max_messages=20)
 
     assert [m.role for m in context] == ["system", "user", "assistant", "tool", "assistant"]
     assert context[3].tool_call_id == "c1" and context[3].content == '{"results": []}'

@@ -120,6 +120,81 @@ class _PendingCall:
     arguments: str = ""
 
 
+class _StreamReading:
+    """What an OpenAI-compatible stream said so far: its tool calls in pieces, its usage, how it ended."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.pending: dict[int, _PendingCall] = {}
+        self.usage: Usage | None = None
+        self.finish_reason: str | None = None
+        self.saw_done = False
+
+    def chunk_of(self, line: str) -> dict[str, Any] | None:
+        """The JSON chunk of an SSE line; None for a comment, a blank line or ``[DONE]`` (``saw_done``)."""
+        line = line.strip()
+        if not line or line.startswith(":") or not line.startswith("data:"):
+            return None
+        payload = line[5:].strip()
+        if payload == "[DONE]":
+            self.saw_done = True
+            return None
+        try:
+            chunk = json.loads(payload)
+        except (json.JSONDecodeError, RecursionError):
+            raise _Failure(f"malformed stream chunk from {self.url}: {payload[:200]!r}") from None
+        if not isinstance(chunk, dict):
+            raise _Failure(f"malformed stream chunk from {self.url}: {payload[:200]!r}")
+        if chunk.get("error"):
+            err = chunk["error"]
+            message = err.get("message") if isinstance(err, dict) else str(err)
+            raise _Failure(f"the model server reported an error: {message}")
+        return chunk
+
+    def read(self, chunk: dict[str, Any]) -> list[str]:
+        """Take in a chunk: its text deltas are returned, its tool call pieces and finish kept."""
+        self.usage = _usage(chunk.get("usage")) or self.usage
+        texts = []
+        for choice in chunk.get("choices") or []:
+            delta = choice.get("delta") or {}
+            if delta.get("content"):
+                texts.append(str(delta["content"]))
+            for tc in delta.get("tool_calls") or []:
+                self._call_piece(tc)
+            if choice.get("finish_reason"):
+                self.finish_reason = str(choice["finish_reason"])
+        return texts
+
+    def _call_piece(self, tc: dict[str, Any]) -> None:
+        call = self.pending.setdefault(int(tc.get("index", len(self.pending))), _PendingCall())
+        if tc.get("id"):
+            call.id = str(tc["id"])
+        fn = tc.get("function") or {}
+        if fn.get("name"):
+            call.name += str(fn["name"])
+        if fn.get("arguments"):
+            call.arguments += str(fn["arguments"])
+
+    def ending(self) -> list[StreamEvent]:
+        """The stream's tool calls, whole, and ``Done``; ``_Failure`` for a stream cut short."""
+        if not self.saw_done and self.finish_reason is None:
+            raise _Failure(f"the stream of {self.url} ended before it finished (no finish_reason, no [DONE])")
+        events: list[StreamEvent] = []
+        for index in sorted(self.pending):
+            call = self.pending[index]
+            if not call.name:
+                raise _Failure(f"malformed stream from {self.url}: tool call #{index} has no name")
+            events.append(
+                ToolCall(
+                    id=call.id or f"call_{call.name}",
+                    name=call.name,
+                    arguments=_parse_arguments(call.name, call.arguments),
+                )
+            )
+        events.append(Done(usage=self.usage or Usage(), finish_reason=self.finish_reason or "stop"))
+        return events
+
+
 @dataclass
 class OpenAICompatProvider:
     """Talk to ``{base_url}/chat/completions``. ``name`` is what the ``meta`` frame reports."""
@@ -280,61 +355,21 @@ class OpenAICompatProvider:
     ) -> AsyncIterator[StreamEvent]:
         response = await self._send(client, url, body)
         await self._check(response, url)
-        pending: dict[int, _PendingCall] = {}
-        usage: Usage | None = None
-        finish_reason: str | None = None
-        saw_done = False
+        reading = _StreamReading(url)
         try:
             async for line in response.aiter_lines():
-                line = line.strip()
-                if not line or line.startswith(":") or not line.startswith("data:"):
+                chunk = reading.chunk_of(line)
+                if chunk is None:
+                    if reading.saw_done:
+                        break
                     continue
-                payload = line[5:].strip()
-                if payload == "[DONE]":
-                    saw_done = True
-                    break
-                try:
-                    chunk = json.loads(payload)
-                except (json.JSONDecodeError, RecursionError):
-                    raise _Failure(f"malformed stream chunk from {url}: {payload[:200]!r}") from None
-                if not isinstance(chunk, dict):
-                    raise _Failure(f"malformed stream chunk from {url}: {payload[:200]!r}")
-                if chunk.get("error"):
-                    err = chunk["error"]
-                    message = err.get("message") if isinstance(err, dict) else str(err)
-                    raise _Failure(f"the model server reported an error: {message}")
-                usage = _usage(chunk.get("usage")) or usage
-                for choice in chunk.get("choices") or []:
-                    delta = choice.get("delta") or {}
-                    if delta.get("content"):
-                        yield TextDelta(text=str(delta["content"]))
-                    for tc in delta.get("tool_calls") or []:
-                        index = int(tc.get("index", len(pending)))
-                        call = pending.setdefault(index, _PendingCall())
-                        if tc.get("id"):
-                            call.id = str(tc["id"])
-                        fn = tc.get("function") or {}
-                        if fn.get("name"):
-                            call.name += str(fn["name"])
-                        if fn.get("arguments"):
-                            call.arguments += str(fn["arguments"])
-                    if choice.get("finish_reason"):
-                        finish_reason = str(choice["finish_reason"])
+                for text in reading.read(chunk):
+                    yield TextDelta(text=text)
         except httpx.TimeoutException:
             raise _Failure(f"timed out reading the stream of {url}") from None
         except httpx.HTTPError as exc:
             raise _Failure(f"the stream of {url} broke off: {exc}") from None
         finally:
             await response.aclose()
-        if not saw_done and finish_reason is None:
-            raise _Failure(f"the stream of {url} ended before it finished (no finish_reason, no [DONE])")
-        for index in sorted(pending):
-            call = pending[index]
-            if not call.name:
-                raise _Failure(f"malformed stream from {url}: tool call #{index} has no name")
-            yield ToolCall(
-                id=call.id or f"call_{call.name}",
-                name=call.name,
-                arguments=_parse_arguments(call.name, call.arguments),
-            )
-        yield Done(usage=usage or Usage(), finish_reason=finish_reason or "stop")
+        for event in reading.ending():
+            yield event

@@ -22,8 +22,8 @@ from django.utils import timezone
 
 from apps.agents.events import ToolResume
 from apps.agents.history import DEFAULT_HISTORY_LIMIT
-from apps.agents.llm.resolve import effective_model_name
 from apps.agents.models import AgentDefinition
+from apps.agents.plain import effective_model_name
 from apps.agents.selectors import (
     AgentDefinitionNotFound,
     agent_definition_check_enabled,

@@ -20,8 +20,8 @@ from apps.agents.events import (
 )
 from apps.agents.executor import AgentExecutor, ExecuteRequest, ExecuteResult
 from apps.agents.history import HistoryMessage
-from apps.agents.llm.base import Provider
 from apps.agents.models import RunStatus
+from apps.agents.plain import Provider
 from apps.chat.models import Message, MessageRole
 from apps.chat.streams.frames import ApprovalRequiredFrame, ErrorFrame, McpToolFrame, TokenFrame
 from apps.chat.turns.citations import CitationFilter, iter_entities

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from asgiref.sync import sync_to_async
 
-from apps.agents.llm.base import Provider
+from apps.agents.plain import Provider
 from apps.chat.streams.frames import ApprovalDecidedFrame
 from apps.chat.turns.admission import InvalidMessage
 from apps.chat.turns.approval_events import approval_event, approvals_announce, approvals_settle

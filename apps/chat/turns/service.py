@@ -25,7 +25,7 @@ from django.db.models.expressions import RawSQL
 from django.utils import timezone
 
 from apps.agents.events import StopReason, StopSignal, ToolResume
-from apps.agents.llm.base import Provider
+from apps.agents.plain import Provider
 from apps.agents.services import (
     agent_run_abandon,
     agent_run_new,
