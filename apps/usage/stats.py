@@ -197,42 +197,20 @@ def _add_cost(current: Decimal | None, extra: Decimal | None) -> Decimal | None:
     return None if current is None or extra is None else current + extra
 
 
-def project_usage(
-    *,
-    principal: Principal,
-    project_ref: object,
-    start: object = None,
-    end: object = None,
-    agent_definition_ref: object = None,
-    today: date | None = None,
-) -> ProjectUsage:
-    """Usage of a project (optionally of one agent definition) per UTC day of an inclusive period.
+def _agent_of(project: Project, agent_definition_ref: object) -> AgentDefinition | None:
+    """The agent definition the figures are limited to (None: all of the project's turns)."""
+    if agent_definition_ref in (None, ""):
+        return None
+    agent_id = parse_uuid(agent_definition_ref)
+    if agent_id is None:
+        raise InvalidUsageQuery("'agentDefinitionId' must be a UUID")
+    agent = AgentDefinition.objects.filter(id=agent_id, project=project).first()
+    if agent is None:
+        raise AgentDefinitionNotFound()
+    return agent
 
-    Turns and feedback count by the day of their message; runs, tokens, cost, tool calls, stop
-    reasons and latency by the day the run started.
-    """
-    project = usage_project_get(principal=principal, project_ref=project_ref)
-    first, last = usage_period(start=start, end=end, today=today)
-    agent = None
-    if agent_definition_ref not in (None, ""):
-        agent_id = parse_uuid(agent_definition_ref)
-        if agent_id is None:
-            raise InvalidUsageQuery("'agentDefinitionId' must be a UUID")
-        agent = AgentDefinition.objects.filter(id=agent_id, project=project).first()
-        if agent is None:
-            raise AgentDefinitionNotFound()
-    params: dict[str, Any] = {
-        "project": project.id,
-        "since": datetime(first.year, first.month, first.day, tzinfo=UTC),
-        "until": datetime(last.year, last.month, last.day, tzinfo=UTC) + timedelta(days=1),
-        "agent": agent.id if agent else None,
-    }
-    days = {
-        first + timedelta(days=i): DayUsage(day=first + timedelta(days=i))
-        for i in range((last - first).days + 1)
-    }
-    totals = DayUsage(day=first)
 
+def _count_turns_and_runs(params: dict[str, Any], days: dict[date, DayUsage], totals: DayUsage) -> None:
     for day, turns, users in _rows(TURNS_SQL, params):
         target = totals if day is None else days[day]
         target.turns, target.users = int(turns), int(users)
@@ -243,6 +221,11 @@ def project_usage(
             target.input_tokens += int(tokens_in)
             target.output_tokens += int(tokens_out)
             target.cost = _add_cost(target.cost, cost)
+
+
+def _count_stops_latency_tools_feedback(
+    params: dict[str, Any], days: dict[date, DayUsage], totals: DayUsage
+) -> None:
     stops: dict[str, int] = defaultdict(int)
     for day, reason, count in _rows(STOPS_SQL, params):
         days[day].stop_reasons[reason] = count
@@ -262,6 +245,37 @@ def project_usage(
             target.feedback_up += up
             target.feedback_down += down
 
+
+def project_usage(
+    *,
+    principal: Principal,
+    project_ref: object,
+    start: object = None,
+    end: object = None,
+    agent_definition_ref: object = None,
+    today: date | None = None,
+) -> ProjectUsage:
+    """Usage of a project (optionally of one agent definition) per UTC day of an inclusive period.
+
+    Turns and feedback count by the day of their message; runs, tokens, cost, tool calls, stop
+    reasons and latency by the day the run started.
+    """
+    project = usage_project_get(principal=principal, project_ref=project_ref)
+    first, last = usage_period(start=start, end=end, today=today)
+    agent = _agent_of(project, agent_definition_ref)
+    params: dict[str, Any] = {
+        "project": project.id,
+        "since": datetime(first.year, first.month, first.day, tzinfo=UTC),
+        "until": datetime(last.year, last.month, last.day, tzinfo=UTC) + timedelta(days=1),
+        "agent": agent.id if agent else None,
+    }
+    days = {
+        first + timedelta(days=i): DayUsage(day=first + timedelta(days=i))
+        for i in range((last - first).days + 1)
+    }
+    totals = DayUsage(day=first)
+    _count_turns_and_runs(params, days, totals)
+    _count_stops_latency_tools_feedback(params, days, totals)
     return ProjectUsage(
         project=project,
         agent_definition=agent,
