@@ -3,7 +3,7 @@
 A free loopback port, a server process with its output in a log file, waiting until it listens
 (optionally until a page answers 200), stopping it, and daphne serving an ASGI application. The
 benchmarks (``bench.load``, ``bench.vs_adk_server``) and the tests that run real server processes
-(``tests/chat/test_multiprocess.py``, ``tests/chat/test_crash_recovery.py``, the redis-server of
+(``tests/chat/streams/test_multiprocess.py``, ``tests/chat/turns/test_crash_recovery.py``, the redis-server of
 ``tests/support/redis_server.py``) use these. Not a benchmark itself: it has no ``run()``.
 """
 

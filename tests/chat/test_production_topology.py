@@ -28,7 +28,14 @@ from apps.agents.models import AgentRun
 from apps.chat.models import Message
 from bench.support import ServerProcess
 from tests.chat.conftest import adb, agent_request
-from tests.chat.test_multiprocess import WAIT, _database_url, slow_answer, sse_frames, tokens, until_done
+from tests.chat.streams.test_multiprocess import (
+    WAIT,
+    _database_url,
+    slow_answer,
+    sse_frames,
+    tokens,
+    until_done,
+)
 from tests.factories import make_token
 from tests.llm_server import Stream, text_chunks
 from tests.support.production_topology import (

@@ -1,6 +1,6 @@
 """The input boundary's parser (apps.core.inputs.json_parse): what it refuses and what it lets through.
 
-The transports' tests (tests/test_bad_input.py, tests/chat/test_bad_input.py) prove the findings
+The transports' tests (tests/test_bad_input.py, tests/chat/transports/test_bad_input.py) prove the findings
 end to end; these pin the parser's shortcut (documents without a risky escape or enough brackets
 are not walked) to the same answers as a full walk.
 """

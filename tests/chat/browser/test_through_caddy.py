@@ -17,7 +17,7 @@ from playwright.sync_api import Page, Response, WebSocket, expect
 from apps.chat.models import Message
 from tests.chat.browser.helpers import PASSWORD, TEST_MODEL, World, log_in
 from tests.chat.browser.test_chat_flow import answer, send
-from tests.chat.test_multiprocess import _database_url
+from tests.chat.streams.test_multiprocess import _database_url
 from tests.llm_server import LLMTestServer, Stream, text_chunks
 from tests.support.production_topology import (
     CADDY,

@@ -19,7 +19,7 @@ from apps.chat.turns import approval_events
 from apps.chat.turns import service as services
 from apps.graph_tools.models import WriteApproval
 from tests.chat.conftest import adb, agent_request, sse_turn, tokens, types, ws_connect, ws_turn
-from tests.chat.test_approval_turns import decide, paused_turn, rename_script
+from tests.chat.turns.test_approval_turns import decide, paused_turn, rename_script
 from tests.factories import add_member, make_user
 from tests.support.redis_server import redis_server
 

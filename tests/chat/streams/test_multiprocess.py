@@ -34,7 +34,7 @@ from tests.support.redis_server import redis_server
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 ORIGIN = "http://127.0.0.1"
 WAIT = 30  # seconds: a guard against hanging, never a measured figure
 

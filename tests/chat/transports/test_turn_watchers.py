@@ -13,7 +13,7 @@ from apps.chat.streams.bus import set_bus
 from apps.chat.streams.frames import MetaFrame, TurnStartedFrame
 from apps.chat.streams.redis_bus import RedisFrameBus
 from tests.chat.conftest import sse_turn, tokens, types, ws_connect, ws_turn
-from tests.chat.test_approval_watchers import frames_until_done, watching_tab
+from tests.chat.transports.test_approval_watchers import frames_until_done, watching_tab
 from tests.support.redis_server import redis_server
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -28,7 +28,14 @@ from apps.agents.models import AgentDefinition, AgentRun
 from apps.chat.models import Conversation, Message
 from apps.chat.turns.recovery import interrupted_turns_recover
 from tests.chat.conftest import adb
-from tests.chat.test_multiprocess import WAIT, _database_url, _start, _wait_ready, slow_answer, sse_frames
+from tests.chat.streams.test_multiprocess import (
+    WAIT,
+    _database_url,
+    _start,
+    _wait_ready,
+    slow_answer,
+    sse_frames,
+)
 from tests.factories import make_token
 
 pytestmark = pytest.mark.django_db(transaction=True)
