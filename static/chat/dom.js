@@ -5,12 +5,9 @@
 
 import { state, ui } from "./state.js";
 
-export function el(tag, className, text) {
-  const node = document.createElement(tag);
-  if (className) node.className = className;
-  if (text !== undefined && text !== null) node.textContent = text;
-  return node;
-}
+import { el } from "./el.js";
+
+export { el };
 
 export function announce(text) {
   ui.live.textContent = "";

@@ -14,15 +14,11 @@
  * <a class="entity-link" data-entity-id="…">; the page handles clicks.
  */
 
+import { el } from "./el.js";
+
 const SAFE_URL = /^(https?:\/\/|mailto:)/i;
 const ENTITY_URL = /^entity:([^\s()]{1,200})$/;
 
-function el(tag, className, text) {
-  const node = document.createElement(tag);
-  if (className) node.className = className;
-  if (text !== undefined) node.textContent = text;
-  return node;
-}
 
 function escapeRegExp(s) {
   return s.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");

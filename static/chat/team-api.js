@@ -3,17 +3,9 @@
 
 export { api } from "./api.js";
 
-export function el(tag, props = {}, ...children) {
-  const node = document.createElement(tag);
-  for (const [key, value] of Object.entries(props)) {
-    if (key === "class") node.className = value;
-    else if (key === "text") node.textContent = value;
-    else if (key.startsWith("on")) node.addEventListener(key.slice(2), value);
-    else if (value !== undefined && value !== null && value !== false) node.setAttribute(key, value === true ? "" : value);
-  }
-  for (const child of children) if (child) node.append(child);
-  return node;
-}
+import { el } from "./el.js";
+
+export { el };
 
 // The conversation the page shows: chat.js keeps it in the address (/chat/<id>/).
 export function currentConversationId() {
