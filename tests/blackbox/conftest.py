@@ -1,0 +1,170 @@
+"""The black-box suite: one kgchat, started by ``make run`` for the whole session (``server.py``),
+and the model replaced by a scripted OpenAI-compatible server (``model.py``). Everything else is
+made as an operator or a user would: the admin login ``make run`` printed, users added in the
+Django admin's form, projects, members, a graph and agents through REST.
+
+No Django in this process: no test client, no ORM, no ``apps.*``.
+"""
+
+from __future__ import annotations
+
+import re
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.blackbox import server as kgchat_server
+from tests.blackbox.clients import PASSWORD, Api, form_errors, resubmit
+from tests.blackbox.model import ScriptedModel, scripted_server
+from tests.blackbox.server import Kgchat
+from tests.blackbox.shapes import OpenApi
+from tests.llm_server import LLMTestServer
+
+HERE = Path(__file__).resolve().parent
+
+# The graph the tests ask about (docs/protocol.md §5 import format).
+GRAPH = """\
+{"kind": "entity", "key": "ada-lovelace", "type": "Person", "name": "Ada Lovelace", "description": "Wrote the first program", "properties": {"born": 1815}}
+{"kind": "entity", "key": "charles-babbage", "type": "Person", "name": "Charles Babbage", "description": "Designed the Analytical Engine"}
+{"kind": "entity", "key": "analytical-engine", "type": "Machine", "name": "Analytical Engine", "description": "A mechanical general-purpose computer"}
+{"kind": "entity", "key": "london", "type": "City", "name": "London", "description": "Capital of England", "properties": {"population": 8900000}}
+{"kind": "relationship", "type": "WORKED_WITH", "src": "ada-lovelace", "dst": "charles-babbage", "properties": {"since": 1833}}
+{"kind": "relationship", "type": "DESIGNED", "src": "charles-babbage", "dst": "analytical-engine"}
+{"kind": "relationship", "type": "LIVED_IN", "src": "ada-lovelace", "dst": "london"}
+"""
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if HERE in Path(str(item.fspath)).resolve().parents:
+            item.add_marker(pytest.mark.blackbox)
+
+
+@pytest.fixture(autouse=True)
+def _close_connections_of_async_threads() -> Iterator[None]:
+    """Replace the root conftest's fixture: this process holds no database connection (and the
+    browser test's Playwright owns its thread's event loop)."""
+    yield
+
+
+@pytest.fixture(scope="session")
+def scripted_model() -> Iterator[tuple[LLMTestServer, ScriptedModel]]:
+    server, model = scripted_server()
+    with server:
+        yield server, model
+        model.release_all()
+
+
+@pytest.fixture(scope="session")
+def model(scripted_model: tuple[LLMTestServer, ScriptedModel]) -> ScriptedModel:
+    return scripted_model[1]
+
+
+@pytest.fixture(scope="session")
+def kgchat(
+    request: pytest.FixtureRequest, scripted_model: tuple[LLMTestServer, ScriptedModel]
+) -> Iterator[Kgchat]:
+    with tempfile.TemporaryDirectory(prefix="kgchat-blackbox-") as workdir:
+        Path(workdir).chmod(0o755)
+        served = kgchat_server.start(scripted_model[0].base_url, Path(workdir))
+        try:
+            yield served
+        finally:
+            scripted_model[1].release_all()
+            served.stop()
+            if request.session.testsfailed:
+                print(f"\n--- make run's output (last lines) ---\n{served.tail(150)}")
+
+
+@pytest.fixture(scope="session")
+def openapi(kgchat: Kgchat) -> OpenApi:
+    answer = httpx.get(f"{kgchat.url}/api/openapi.json", timeout=60)
+    assert answer.status_code == 200
+    return OpenApi(answer.json())
+
+
+@pytest.fixture(scope="session")
+def admin(kgchat: Kgchat, openapi: OpenApi) -> Iterator[Api]:
+    """The superuser whose login ``make run`` printed once."""
+    username, password = kgchat.admin
+    api = Api(kgchat.url, openapi).login(username, password)
+    yield api
+    api.close()
+
+
+def create_user(admin: Api, username: str, email: str = "") -> int:
+    """Add a user as an operator does, in the Django admin: the "Add user" form, then (for an
+    e-mail address) the user's change form. Return the user's id."""
+    answer = admin.form(
+        "/admin/auth/user/add/",
+        {"username": username, "password1": PASSWORD, "password2": PASSWORD, "usable_password": "true"},
+    )
+    assert answer.status_code == 302, f"the admin did not add {username}: {form_errors(answer.text)}"
+    found = re.search(r"/admin/auth/user/(\d+)/change/", answer.headers["location"])
+    assert found, answer.headers["location"]
+    if email:
+        changed = resubmit(admin, found.group(0), {"email": email})
+        assert changed.status_code == 302, (
+            f"the admin did not save {username}'s e-mail: {form_errors(changed.text)}"
+        )
+    return int(found.group(1))
+
+
+@dataclass
+class World:
+    """Project "Atlas": ada owns it, bob edits, cy views, dan is not a member."""
+
+    url: str
+    openapi: OpenApi
+    project: dict[str, Any]
+    agents: dict[str, str]
+    entities: dict[str, str]
+    clients: dict[str, Api] = field(default_factory=dict)
+
+    @property
+    def project_id(self) -> str:
+        return str(self.project["id"])
+
+    def api(self, username: str) -> Api:
+        """A logged-in session of ``username`` (one per user, kept for the session)."""
+        if username not in self.clients:
+            self.clients[username] = Api(self.url, self.openapi).login(username)
+        return self.clients[username]
+
+    def fresh(self, username: str) -> Api:
+        """A new, separate login of ``username`` (the caller closes it)."""
+        return Api(self.url, self.openapi).login(username)
+
+
+@pytest.fixture(scope="session")
+def world(kgchat: Kgchat, openapi: OpenApi, admin: Api) -> Iterator[World]:
+    for username in ("ada", "bob", "cy", "dan"):
+        create_user(admin, username)
+    world = World(url=kgchat.url, openapi=openapi, project={}, agents={}, entities={})
+    ada = world.api("ada")
+    world.project = ada.call("POST /api/projects", 201, json={"name": "Atlas", "slug": "atlas"}).json()
+    for username, role in (("bob", "editor"), ("cy", "viewer")):
+        ada.call(
+            "POST /api/projects/{project_id}/members",
+            201,
+            json={"username": username, "role": role},
+            project_id=world.project_id,
+        )
+    ada.call("POST /api/projects/{project_id}/graph/import", 200, content=GRAPH, project_id=world.project_id)
+    ada.call("POST /api/admin/projects/{project_id}/install-default-agents", 200, project_id=world.project_id)
+    listed = ada.call(
+        "GET /api/projects/{project_id}/agent-definitions", 200, project_id=world.project_id
+    ).json()
+    world.agents = {a["name"]: a["id"] for a in listed["items"]}
+    entities = ada.call(
+        "GET /api/projects/{project_id}/graph/entities", 200, project_id=world.project_id
+    ).json()
+    world.entities = {e["key"]: e["id"] for e in entities["items"]}
+    yield world
+    for api in world.clients.values():
+        api.close()
