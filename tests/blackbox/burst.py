@@ -19,6 +19,7 @@ import httpx
 
 from tests.blackbox.clients import TIMEOUT, Api
 from tests.blackbox.shapes import check_error_body, check_frame, check_turn
+from tests.blackbox.world import create_user
 
 
 @dataclass
@@ -150,3 +151,21 @@ async def burst_async(users: list[Api], project_id: str, agent_id: str, per_user
         if outcome.done is not None:
             check_turn(outcome.frames)
     return Burst(outcomes=outcomes, seconds=time.monotonic() - t0[0])
+
+
+def crowd_make(admin: Api, owner: Api, users: int, prefix: str = "burst") -> tuple[list[Api], str, str]:
+    """``users`` users added in the admin, viewers of a new project of ``owner``'s with the
+    default agents, each logged in; and the project's ``graph-query-agent``."""
+    project = owner.call("POST /api/projects", 201, json={"name": prefix.capitalize()}).json()["id"]
+    owner.call("POST /api/admin/projects/{project_id}/install-default-agents", 200, project_id=project)
+    agents = owner.call("GET /api/projects/{project_id}/agent-definitions", 200, project_id=project).json()
+    agent = next(a["id"] for a in agents["items"] if a["name"] == "graph-query-agent")
+    logged_in = []
+    for n in range(1, users + 1):
+        username = f"{prefix}{n:02d}"
+        create_user(admin, username)
+        owner.call(
+            "POST /api/projects/{project_id}/members", 201, json={"username": username}, project_id=project
+        )
+        logged_in.append(Api(owner.base_url, owner.openapi).login(username))
+    return logged_in, project, agent

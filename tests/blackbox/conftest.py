@@ -8,35 +8,22 @@ No Django in this process: no test client, no ORM, no ``apps.*``.
 
 from __future__ import annotations
 
-import re
 import tempfile
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
 
 from tests.blackbox import server as kgchat_server
-from tests.blackbox.clients import PASSWORD, Api, form_errors, resubmit
+from tests.blackbox.clients import Api
 from tests.blackbox.model import ScriptedModel, scripted_server
 from tests.blackbox.server import Kgchat
 from tests.blackbox.shapes import OpenApi
+from tests.blackbox.world import GRAPH, World, create_user
 from tests.llm_server import LLMTestServer
 
 HERE = Path(__file__).resolve().parent
-
-# The graph the tests ask about (docs/protocol.md §5 import format).
-GRAPH = """\
-{"kind": "entity", "key": "ada-lovelace", "type": "Person", "name": "Ada Lovelace", "description": "Wrote the first program", "properties": {"born": 1815}}
-{"kind": "entity", "key": "charles-babbage", "type": "Person", "name": "Charles Babbage", "description": "Designed the Analytical Engine"}
-{"kind": "entity", "key": "analytical-engine", "type": "Machine", "name": "Analytical Engine", "description": "A mechanical general-purpose computer"}
-{"kind": "entity", "key": "london", "type": "City", "name": "London", "description": "Capital of England", "properties": {"population": 8900000}}
-{"kind": "relationship", "type": "WORKED_WITH", "src": "ada-lovelace", "dst": "charles-babbage", "properties": {"since": 1833}}
-{"kind": "relationship", "type": "DESIGNED", "src": "charles-babbage", "dst": "analytical-engine"}
-{"kind": "relationship", "type": "LIVED_IN", "src": "ada-lovelace", "dst": "london"}
-"""
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -95,50 +82,6 @@ def admin(kgchat: Kgchat, openapi: OpenApi) -> Iterator[Api]:
     api = Api(kgchat.url, openapi).login(username, password)
     yield api
     api.close()
-
-
-def create_user(admin: Api, username: str, email: str = "") -> int:
-    """Add a user as an operator does, in the Django admin: the "Add user" form, then (for an
-    e-mail address) the user's change form. Return the user's id."""
-    answer = admin.form(
-        "/admin/auth/user/add/",
-        {"username": username, "password1": PASSWORD, "password2": PASSWORD, "usable_password": "true"},
-    )
-    assert answer.status_code == 302, f"the admin did not add {username}: {form_errors(answer.text)}"
-    found = re.search(r"/admin/auth/user/(\d+)/change/", answer.headers["location"])
-    assert found, answer.headers["location"]
-    if email:
-        changed = resubmit(admin, found.group(0), {"email": email})
-        assert changed.status_code == 302, (
-            f"the admin did not save {username}'s e-mail: {form_errors(changed.text)}"
-        )
-    return int(found.group(1))
-
-
-@dataclass
-class World:
-    """Project "Atlas": ada owns it, bob edits, cy views, dan is not a member."""
-
-    url: str
-    openapi: OpenApi
-    project: dict[str, Any]
-    agents: dict[str, str]
-    entities: dict[str, str]
-    clients: dict[str, Api] = field(default_factory=dict)
-
-    @property
-    def project_id(self) -> str:
-        return str(self.project["id"])
-
-    def api(self, username: str) -> Api:
-        """A logged-in session of ``username`` (one per user, kept for the session)."""
-        if username not in self.clients:
-            self.clients[username] = Api(self.url, self.openapi).login(username)
-        return self.clients[username]
-
-    def fresh(self, username: str) -> Api:
-        """A new, separate login of ``username`` (the caller closes it)."""
-        return Api(self.url, self.openapi).login(username)
 
 
 @pytest.fixture(scope="session")

@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 
 from tests.blackbox.clients import socket
-from tests.blackbox.conftest import GRAPH, World
 from tests.blackbox.covers import covers
 from tests.blackbox.shapes import Turn
+from tests.blackbox.world import GRAPH, World
 
 APPROVAL = "/api/approvals/{approval_id}"
 DECISION = "POST /api/approvals/{approval_id}/decision"

@@ -11,9 +11,9 @@ import pytest
 from playwright.sync_api import Page, expect, sync_playwright
 
 from tests.blackbox.clients import PASSWORD
-from tests.blackbox.conftest import World
 from tests.blackbox.covers import covers
 from tests.blackbox.model import ScriptedModel
+from tests.blackbox.world import World
 
 CHROMIUM = "/usr/bin/chromium"  # as tests/chat/browser/helpers.py
 CHROMIUM_ARGS = [

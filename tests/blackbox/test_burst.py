@@ -10,10 +10,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.blackbox.burst import Burst, burst_async
+from tests.blackbox.burst import Burst, burst_async, crowd_make
 from tests.blackbox.clients import Api
-from tests.blackbox.conftest import World, create_user
 from tests.blackbox.covers import covers
+from tests.blackbox.world import World
 
 USERS, PER_USER = 10, 5
 
@@ -21,21 +21,7 @@ USERS, PER_USER = 10, 5
 @pytest.fixture(scope="module")
 def crowd(world: World, admin: Api) -> Iterator[tuple[list[Api], str, str]]:
     """10 users, viewers of ada's project "Burst" with the default agents."""
-    ada = world.api("ada")
-    project = ada.call("POST /api/projects", 201, json={"name": "Burst"}).json()["id"]
-    ada.call("POST /api/admin/projects/{project_id}/install-default-agents", 200, project_id=project)
-    agents = ada.call("GET /api/projects/{project_id}/agent-definitions", 200, project_id=project).json()[
-        "items"
-    ]
-    agent = next(a["id"] for a in agents if a["name"] == "graph-query-agent")
-    users = []
-    for n in range(1, USERS + 1):
-        username = f"burst{n:02d}"
-        create_user(admin, username)
-        ada.call(
-            "POST /api/projects/{project_id}/members", 201, json={"username": username}, project_id=project
-        )
-        users.append(world.fresh(username))
+    users, project, agent = crowd_make(admin, world.api("ada"), USERS)
     yield users, project, agent
     for api in users:
         api.close()

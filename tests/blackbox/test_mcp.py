@@ -13,10 +13,10 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from tests.blackbox.clients import TIMEOUT
-from tests.blackbox.conftest import World
 from tests.blackbox.covers import covers
 from tests.blackbox.server import Kgchat
 from tests.blackbox.test_rest_graph import READ_TOOLS, WRITE_TOOLS
+from tests.blackbox.world import World
 
 
 @pytest.fixture(scope="module")

@@ -5,8 +5,8 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from tests.blackbox.conftest import World
 from tests.blackbox.covers import covers
+from tests.blackbox.world import World
 
 LIST = "GET /api/projects/{project_id}/agent-definitions"
 CREATE = "POST /api/projects/{project_id}/agent-definitions"

@@ -9,9 +9,9 @@ from datetime import date, timedelta
 
 import pytest
 
-from tests.blackbox.conftest import World
 from tests.blackbox.covers import covers
 from tests.blackbox.shapes import Turn
+from tests.blackbox.world import World
 
 CONVERSATION = "/api/chat/conversations/{conversation_id}"
 

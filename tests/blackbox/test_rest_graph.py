@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 import uuid
 
-from tests.blackbox.conftest import World
 from tests.blackbox.covers import covers
+from tests.blackbox.world import World
 
 READ_TOOLS = {
     "hybrid_search",

@@ -8,9 +8,8 @@ from collections.abc import Iterator
 import pytest
 
 from tests.blackbox.clients import Api
-from tests.blackbox.conftest import World, create_user
 from tests.blackbox.covers import covers
-from tests.blackbox.server import Kgchat
+from tests.blackbox.world import World, create_token_in_admin, create_user
 
 
 @pytest.fixture(scope="module")
@@ -338,20 +337,20 @@ def test_an_invitation_never_lowers_a_role(world: World) -> None:
 
 
 @covers("POST /api/invitations/accept", "403")
-def test_a_token_bound_to_another_project_cannot_accept(
-    world: World, kgchat: Kgchat, team: str, admin: Api
-) -> None:
+def test_a_token_bound_to_another_project_cannot_accept(world: World, team: str, admin: Api) -> None:
     ada = world.api("ada")
-    create_user(admin, "kim")
-    side = ada.call("POST /api/projects", 201, json={"name": "Side", "slug": "side"}).json()
+    kim = create_user(admin, "kim")
+    side = ada.call("POST /api/projects", 201, json={"name": "Side"}).json()
     ada.call("POST /api/projects/{project_id}/members", 201, json={"username": "kim"}, project_id=side["id"])
-    kim_token = kgchat.manage("create_api_token", "kim", "--project", "side").strip()
+    bound = Api(world.url, world.openapi, token=create_token_in_admin(admin, kim, side["id"], "side only"))
     link = ada.call("POST /api/projects/{project_id}/invitations", 201, json={}, project_id=team).json()
-    bound = Api(world.url, world.openapi, token=kim_token)
 
-    bound.call("POST /api/invitations/accept", 403, json={"token": link["token"]})
+    refused = bound.call("POST /api/invitations/accept", 403, json={"token": link["token"]})
 
     bound.close()
+    assert refused.json()["code"] == "forbidden"
+    members = ada.call("GET /api/projects/{project_id}/members", 200, project_id=team).json()
+    assert "kim" not in {m["username"] for m in members["items"]}
 
 
 @covers("POST /api/projects/{project_id}/invitations", "409 too_many_invitations", "400 invalid_request")

@@ -7,10 +7,10 @@ from __future__ import annotations
 import uuid
 
 from tests.blackbox.clients import Api, form_errors, resubmit
-from tests.blackbox.conftest import World, create_user
 from tests.blackbox.covers import covers
 from tests.blackbox.model import ScriptedModel
 from tests.blackbox.shapes import Turn
+from tests.blackbox.world import World, create_user
 
 STREAM = "POST /api/chat/stream"
 CONVERSATION = "GET /api/chat/conversations/{conversation_id}"

@@ -11,10 +11,10 @@ import pytest
 import websockets
 
 from tests.blackbox.clients import TIMEOUT, socket
-from tests.blackbox.conftest import World
 from tests.blackbox.covers import covers
 from tests.blackbox.model import ScriptedModel
 from tests.blackbox.shapes import Turn, check_turn
+from tests.blackbox.world import World
 
 CONVERSATION = "GET /api/chat/conversations/{conversation_id}"
 
