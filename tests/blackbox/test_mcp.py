@@ -14,8 +14,8 @@ from mcp.client.streamable_http import streamable_http_client
 
 from tests.blackbox.clients import TIMEOUT
 from tests.blackbox.covers import covers
+from tests.blackbox.protocol import graph_tools
 from tests.blackbox.server import Kgchat
-from tests.blackbox.test_rest_graph import READ_TOOLS, WRITE_TOOLS
 from tests.blackbox.world import World
 
 
@@ -42,7 +42,8 @@ async def test_mcp_lists_the_graph_tools_with_their_schemas(world: World, token:
         listed = await client.list_tools()
 
     tools = {t.name: t for t in listed.tools}
-    assert set(tools) == READ_TOOLS | WRITE_TOOLS
+    read_tools, write_tools = graph_tools()
+    assert set(tools) == read_tools | write_tools
     rest = (
         world.api("ada")
         .call("GET /api/projects/{project_id}/graph/tools", 200, project_id=world.project_id)
@@ -51,7 +52,7 @@ async def test_mcp_lists_the_graph_tools_with_their_schemas(world: World, token:
     assert {t["name"]: t["inputSchema"] for t in rest["items"]} == {
         name: t.input_schema for name, t in tools.items()
     }
-    assert all(tools[name].annotations.read_only_hint is True for name in READ_TOOLS)
+    assert all(tools[name].annotations.read_only_hint is True for name in read_tools)
     assert tools["delete_entity"].annotations.destructive_hint is True
 
 

@@ -6,27 +6,10 @@ import json
 import uuid
 
 from tests.blackbox.covers import covers
+from tests.blackbox.protocol import graph_tools
 from tests.blackbox.world import World
 
-READ_TOOLS = {
-    "hybrid_search",
-    "search_entities",
-    "semantic_search",
-    "query_entities",
-    "find_similar",
-    "get_entity_edges",
-    "traverse_graph",
-    "list_entity_types",
-    "schema_version",
-    "list_relationships",
-}
-WRITE_TOOLS = {
-    "create_entity",
-    "update_entity",
-    "delete_entity",
-    "create_relationship",
-    "delete_relationship",
-}
+READ_TOOLS, WRITE_TOOLS = graph_tools()  # as docs/protocol.md §6 lists them
 
 
 @covers("POST /api/projects/{project_id}/graph/import", "200")
