@@ -8,6 +8,7 @@ No Django in this process: no test client, no ORM, no ``apps.*``.
 
 from __future__ import annotations
 
+import signal
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -52,20 +53,30 @@ def model(scripted_model: tuple[LLMTestServer, ScriptedModel]) -> ScriptedModel:
     return scripted_model[1]
 
 
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
 @pytest.fixture(scope="session")
 def kgchat(
     request: pytest.FixtureRequest, scripted_model: tuple[LLMTestServer, ScriptedModel]
 ) -> Iterator[Kgchat]:
-    with tempfile.TemporaryDirectory(prefix="kgchat-blackbox-") as workdir:
-        Path(workdir).chmod(0o755)
-        served = kgchat_server.start(scripted_model[0].base_url, Path(workdir))
-        try:
-            yield served
-        finally:
-            scripted_model[1].release_all()
-            served.stop()
-            if request.session.testsfailed:
-                print(f"\n--- make run's output (last lines) ---\n{served.tail(150)}")
+    # A SIGTERM (a CI job's timeout) ends the session like Ctrl-C, so this teardown still stops
+    # what make run started.
+    previous = signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        with tempfile.TemporaryDirectory(prefix="kgchat-blackbox-") as workdir:
+            Path(workdir).chmod(0o755)
+            served = kgchat_server.start(scripted_model[0].base_url, Path(workdir))
+            try:
+                yield served
+            finally:
+                scripted_model[1].release_all()
+                served.stop()
+                if request.session.testsfailed:
+                    print(f"\n--- make run's output (last lines) ---\n{served.tail(150)}")
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 @pytest.fixture(scope="session")
