@@ -9,6 +9,9 @@ PIP := $(VENV)/bin/pip
 HOST ?= 127.0.0.1
 PORT ?= 8000
 STAMP := $(VENV)/.installed
+# The embedded cluster's directory (config/embedded_db.py reads KGCHAT_DATA_DIR too): the embedding
+# worker's log and pid file live in it, so a second data directory never shares or loses them.
+DATA_DIR := $(or $(KGCHAT_DATA_DIR),.data)
 export DJANGO_SETTINGS_MODULE ?= config.settings.local
 export PYTHONUNBUFFERED := 1
 
@@ -56,13 +59,14 @@ run: setup
 	fi; \
 	echo "kgchat on http://$(HOST):$(PORT)/  (API docs: /api/docs, admin: /admin/; model: $${KGCHAT_MODEL:-per agent definition})"; \
 	$(PY) manage.py recover_turns; \
-	$(PY) manage.py embed_worker >> .data/embed_worker.log 2>&1 & echo $$! > .data/embed_worker.pid; \
-	echo "embedding worker started: entities without a vector (a fresh demo graph: a few minutes) are embedded in the background, full-text search works meanwhile; log: .data/embed_worker.log"; \
-	trap 'kill $$(cat .data/embed_worker.pid) 2>/dev/null; rm -f .data/embed_worker.pid' EXIT; \
+	mkdir -p "$(DATA_DIR)"; \
+	$(PY) manage.py embed_worker >> "$(DATA_DIR)/embed_worker.log" 2>&1 & echo $$! > "$(DATA_DIR)/embed_worker.pid"; \
+	echo "embedding worker started: entities without a vector (a fresh demo graph: a few minutes) are embedded in the background, full-text search works meanwhile; log: $(DATA_DIR)/embed_worker.log"; \
+	trap 'kill $$(cat "$(DATA_DIR)/embed_worker.pid") 2>/dev/null; rm -f "$(DATA_DIR)/embed_worker.pid"' EXIT; \
 	$(VENV)/bin/daphne -b $(HOST) -p $(PORT) config.asgi:application
 
 stop:
-	@if [ -f .data/embed_worker.pid ]; then kill $$(cat .data/embed_worker.pid) 2>/dev/null; rm -f .data/embed_worker.pid; fi
+	@if [ -f "$(DATA_DIR)/embed_worker.pid" ]; then kill $$(cat "$(DATA_DIR)/embed_worker.pid") 2>/dev/null; rm -f "$(DATA_DIR)/embed_worker.pid"; fi
 	@bash scripts/local_llm.sh stop
 	@if [ -x $(PY) ]; then $(PY) manage.py embedded_db stop; fi
 

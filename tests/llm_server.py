@@ -7,9 +7,17 @@ Queue what the next requests get, then point a provider at ``server.base_url``::
         server.enqueue(Status(429, headers={"Retry-After": "0"}), Stream(tool_call_chunks("t", {"q": "x"})))
 
 Plans: ``Stream`` (SSE chunks, optional usage chunk, ``[DONE]`` unless ``done=False``, ``truncate``
-to cut the connection mid-stream), ``Json`` (a non-streaming answer) and ``Status`` (an HTTP
-error such as 500 or 429 with ``Retry-After``). Requests are recorded in ``server.requests``.
+to cut the connection mid-stream, ``gate`` to hold it mid-stream until an event is set), ``Json``
+(a non-streaming answer) and ``Status`` (an HTTP error such as 500 or 429 with ``Retry-After``). Requests are recorded in ``server.requests``.
 With an empty queue the server answers 500.
+
+Concurrent turns cannot share one queue: give the server a ``responder`` instead, a function
+that decides each answer from the request itself (it runs in the request's own thread, so it
+may wait). Queued plans still come first. ``answer_at_once`` is one that answers every request
+at once; ``last_user_text`` and ``tool_results`` read a request::
+
+    with LLMTestServer(responder=answer_at_once) as server:
+        ...
 """
 
 from __future__ import annotations
@@ -17,6 +25,7 @@ from __future__ import annotations
 import json
 import threading
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -30,6 +39,11 @@ class Stream:
     finish_reason: str | None = "stop"
     truncate: bool = False
     delay: float = 0.0
+    # Hold the stream after its first ``gate_after`` chunks until ``gate`` is set (at most
+    # ``gate_timeout`` s): a turn that is under way until the test lets it finish.
+    gate: threading.Event | None = None
+    gate_after: int = 0
+    gate_timeout: float = 60.0
 
 
 @dataclass
@@ -45,6 +59,8 @@ class Status:
 
 
 Plan = Stream | Json | Status
+# Decides the answer to one request (its JSON body) when no plan is queued.
+Responder = Callable[[dict[str, Any]], Plan]
 
 
 def _chunk(delta: dict[str, Any], finish_reason: str | None = None) -> dict[str, Any]:
@@ -100,8 +116,37 @@ def completion(content: str | None = None, tool_calls: list[dict[str, Any]] | No
     }
 
 
+def last_user_text(request: dict[str, Any]) -> str:
+    """The text of the request's last user message ("" if it has none)."""
+    for message in reversed(request.get("messages") or []):
+        if message.get("role") == "user":
+            content = message.get("content")
+            if isinstance(content, list):  # content parts
+                return "".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
+            return str(content or "")
+    return ""
+
+
+def tool_results(request: dict[str, Any]) -> list[dict[str, Any]]:
+    """The tool messages that follow the request's last user message: the results of this
+    turn's tool calls so far (none on the turn's first model call)."""
+    found: list[dict[str, Any]] = []
+    for message in reversed(request.get("messages") or []):
+        if message.get("role") == "user":
+            break
+        if message.get("role") == "tool":
+            found.append(message)
+    return found[::-1]
+
+
+def answer_at_once(request: dict[str, Any]) -> Plan:
+    """A short streamed text answer with usage, sent at once, whatever was asked."""
+    return Stream(text_chunks("Here is ", "the answer."), usage={"prompt_tokens": 10, "completion_tokens": 4})
+
+
 class LLMTestServer:
-    def __init__(self) -> None:
+    def __init__(self, responder: Responder | None = None) -> None:
+        self.responder = responder
         self.plans: deque[Plan] = deque()
         self.requests: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []
@@ -118,10 +163,16 @@ class LLMTestServer:
                 with server._lock:
                     server.requests.append(body)
                     server.headers.append(dict(self.headers.items()))
-                    plan = (
-                        server.plans.popleft() if server.plans else Status(500, {"error": "no plan queued"})
-                    )
-                server._answer(self, plan)
+                    plan = server.plans.popleft() if server.plans else None
+                if plan is None:
+                    # Outside the lock: a responder may wait (a turn held until a test releases it).
+                    responder = server.responder
+                    plan = responder(body) if responder else Status(500, {"error": "no plan queued"})
+                try:
+                    server._answer(self, plan)
+                except (BrokenPipeError, ConnectionResetError):
+                    # The client went away mid-answer (a cancelled turn): nothing more to send.
+                    self.close_connection = True
 
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._httpd.daemon_threads = True
@@ -189,12 +240,14 @@ class LLMTestServer:
             chunks.append(
                 {"id": "chatcmpl-test", "object": "chat.completion.chunk", "choices": [], "usage": plan.usage}
             )
-        for chunk in chunks:
+        for sent, chunk in enumerate(chunks, start=1):
             text = chunk if isinstance(chunk, str) else json.dumps(chunk)
             handler.wfile.write(f"data: {text}\n\n".encode())
             handler.wfile.flush()
             if plan.delay:
                 threading.Event().wait(plan.delay)
+            if plan.gate is not None and sent == plan.gate_after:
+                plan.gate.wait(plan.gate_timeout)
         if plan.done:
             handler.wfile.write(b"data: [DONE]\n\n")
             handler.wfile.flush()

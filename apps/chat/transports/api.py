@@ -259,7 +259,7 @@ class RunMessageOut(Schema):
     createdAt: datetime
 
 
-class UsageOut(Schema):
+class RunUsageOut(Schema):
     inputTokens: int
     outputTokens: int
 
@@ -273,7 +273,7 @@ class AgentRunOut(Schema):
     error: str | None
     model: str
     stepCount: int
-    usage: UsageOut
+    usage: RunUsageOut
     startedAt: datetime
     completedAt: datetime | None
     messages: list[RunMessageOut]
@@ -292,7 +292,7 @@ def get_agent_run(request: HttpRequest, run_id: str) -> AgentRunOut:
         error=run.error or None,
         model=run.model,
         stepCount=run.step_count,
-        usage=UsageOut(inputTokens=run.input_tokens, outputTokens=run.output_tokens),
+        usage=RunUsageOut(inputTokens=run.input_tokens, outputTokens=run.output_tokens),
         startedAt=run.started_at,
         completedAt=run.completed_at,
         messages=[
