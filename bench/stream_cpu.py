@@ -125,12 +125,12 @@ async def _delta_path(streams: int, deltas: int, window: float) -> tuple[float, 
 
 
 def _admissions(principal: Any, ids: tuple[str, str], count: int) -> None:
-    """CPU of admitting a message (``chat.turns.service._prepare``: checks, conversation, user message,
+    """CPU of admitting a message (``chat.turns.admission.turn_admit``: checks, conversation, user message,
     run row, in one transaction), one after another in this thread; the turns are not run."""
-    from apps.chat.turns import service as services
+    from apps.chat.turns import admission
 
     def admit(n: int) -> None:
-        services._prepare(
+        admission.turn_admit(
             principal=principal,
             message=f"admission {n}-{time.monotonic_ns()}",
             project_id=ids[0],

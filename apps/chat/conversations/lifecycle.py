@@ -1,5 +1,7 @@
 """Renaming and deleting one of my conversations (deleting one stops the turn running in it)."""
 
+from __future__ import annotations
+
 import logging
 import uuid
 

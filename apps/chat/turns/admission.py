@@ -10,13 +10,16 @@ database in one statement with what the turn reads at the same instant
 
 from __future__ import annotations
 
+import contextlib
+import os
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import connection
-from django.db.models import F, Func, IntegerField, QuerySet, Subquery
+from django.db import DatabaseError, connection, transaction
+from django.db.models import F, Func, IntegerField, Model, QuerySet, Subquery
 from django.db.models.expressions import RawSQL
 from django.utils import timezone
 
@@ -30,14 +33,33 @@ from apps.agents.selectors import (
     agent_definition_for_conversation,
     agent_definitions_visible,
 )
-from apps.agents.services import worker_name
+from apps.agents.services import (
+    agent_run_new,
+    worker_name,
+)
 from apps.chat import selectors
 from apps.chat.models import Conversation, Message, MessageRole
+from apps.chat.streams.frames import ApprovalDecidedFrame
+from apps.chat.turns.approval_events import (
+    approval_event,
+    approvals_settle_claimed,
+)
 from apps.chat.turns.citations import KnownEntities
+from apps.chat.turns.claim import (
+    TurnInProgress,
+    claim_take,
+    claim_take_reading_approvals,
+)
 from apps.chat.turns.context import to_history
 from apps.chat.turns.turn import Turn
+from apps.core.db import (
+    raise_if_busy,
+    release_connections,
+    rows_write,
+)
 from apps.core.errors import ServiceError
-from apps.graph_tools.models import GraphVersion
+from apps.graph_tools.models import GraphVersion, WriteApproval
+from apps.graph_tools.selectors import approval_result
 from apps.graph_tools.versions import graph_version_current
 from apps.projects.models import Project
 from apps.projects.selectors import Principal, parse_uuid, project_get
@@ -229,3 +251,147 @@ def turn_build(
         if graph_version is None
         else graph_version,
     )
+
+
+# Admission runs on a few threads of its own. With Channels every websocket consumer's
+# thread-sensitive calls share one thread (no ``ThreadSensitiveContext`` per connection), so turns
+# sent together were admitted one after the other; each admission gives its connection back when
+# it ends, so these threads hold none in between.
+ADMISSION_THREADS = 4
+_admission_pool = ThreadPoolExecutor(max_workers=ADMISSION_THREADS, thread_name_prefix="kgchat-admission")
+
+
+def _admission_pool_renew() -> None:
+    """A forked child (a test's live server, a preforking server) inherits the pool's bookkeeping
+    but not its threads: the pool would count them as running and queue every admission forever."""
+    global _admission_pool
+    _admission_pool = ThreadPoolExecutor(max_workers=ADMISSION_THREADS, thread_name_prefix="kgchat-admission")
+
+
+os.register_at_fork(after_in_child=_admission_pool_renew)
+
+
+def admission_executor() -> ThreadPoolExecutor:
+    """The threads admissions run on (this process's, renewed in a forked child)."""
+    return _admission_pool
+
+
+def turn_admit(
+    *,
+    principal: Principal,
+    message: str,
+    project_id: object,
+    conversation_id: object,
+    agent_definition_id: object,
+) -> tuple[Turn, list[ApprovalDecidedFrame]]:
+    """Admit the message and claim its conversation in one transaction; the ``Turn`` to run and
+    the events of the approvals this closed as expired (to announce once committed).
+
+    Round trips: a new conversation reads its project, definition and the sender's rate (one
+    query), then inserts the conversation, the user message and the run while reading the graph
+    version (one statement, atomic without a transaction). A follow-up, in a transaction, reads the
+    conversation (one query), claims it, reads its history window and inserts its rows while
+    reading the graph version and the rate. A refused turn (rate, claim, approvals) creates nothing."""
+    try:
+        turn_id = uuid.uuid4()
+        # A new conversation's rows go in one statement after plain reads: no transaction needed.
+        with transaction.atomic() if conversation_id else contextlib.nullcontext():
+            conversation, project, definition, created = conversation_for_turn(
+                principal=principal,
+                message=message,
+                project_id=project_id,
+                conversation_id=conversation_id,
+                agent_definition_id=agent_definition_id,
+                turn_id=turn_id,
+            )
+            expired: list[WriteApproval] = []
+            if not created:
+                has_approvals = claim_take_reading_approvals(conversation.id, turn_id)
+                if has_approvals is None:
+                    raise TurnInProgress(
+                        "a turn is already running in this conversation; wait for it or cancel it"
+                    )
+                # Only a conversation that ever had an approval has one to settle or wait for.
+                if has_approvals:
+                    expired = approvals_settle_claimed(conversation.id)
+            user_message = Message(conversation=conversation, role=MessageRole.USER, content=message)
+            turn = turn_build(
+                turn_id=turn_id,
+                conversation=conversation,
+                project=project,
+                definition=definition,
+                user_message=user_message,
+                new_conversation=created,
+                graph_version=0,  # read below, with the rows
+            )
+            rows: list[Model] = [conversation, user_message] if created else [user_message]
+            if turn.run_id is not None and definition is not None:
+                # Opened with the turn's other rows: the executor reaches the model without a write.
+                turn.run = agent_run_new(
+                    project_id=project.id,
+                    agent_definition_id=definition.pk,
+                    conversation_id=conversation.id,
+                    model=turn.model,
+                    run_id=turn.run_id,
+                    graph_version=graph_version_value(project.id),
+                )
+                rows.append(turn.run)
+            version, recent = rows_write(
+                inserts=rows,
+                reads=[
+                    graph_version_query(project.id),
+                    None if created else rate_count(principal),
+                ],
+            )
+            rate_enforce(recent)  # a follow-up's: its claim and rows roll back
+            turn.graph_version = int(version or 0)
+            if turn.run is not None:
+                turn.run.graph_version = turn.graph_version
+        return turn, [approval_event(approval) for approval in expired]
+    except DatabaseError as exc:
+        raise_if_busy(exc)
+        raise
+    finally:
+        # The request that started the turn may stream its frames for minutes: it must not keep
+        # a pooled connection meanwhile.
+        release_connections()
+
+
+def turn_admit_resumed(approval: WriteApproval) -> Turn | None:
+    """Claim the conversation of a decided approval for the turn that continues it; None when the
+    conversation or its agent is gone (the decision stands, nothing continues)."""
+    if approval.conversation_id is None:
+        return None
+    try:
+        turn_id = uuid.uuid4()
+        with transaction.atomic():
+            conversation = (
+                Conversation.objects.select_related("agent_definition", "project")
+                .filter(id=approval.conversation_id)
+                .first()
+            )
+            if conversation is None or conversation.agent_definition is None:
+                return None
+            user_message = (
+                Message.objects.filter(conversation=conversation, role=MessageRole.USER)
+                .order_by("-created_at", "-id")
+                .first()
+            )
+            if user_message is None:
+                return None
+            if not claim_take(conversation.id, turn_id):
+                raise TurnInProgress(
+                    "a turn is already running in this conversation; wait for it or cancel it"
+                )
+        return turn_build(
+            turn_id=turn_id,
+            conversation=conversation,
+            project=conversation.project,
+            definition=conversation.agent_definition,
+            user_message=user_message,
+            resume=ToolResume(
+                call_id=approval.call_id, tool=approval.tool_name, result=approval_result(approval)
+            ),
+        )
+    finally:
+        release_connections()

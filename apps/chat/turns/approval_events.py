@@ -1,6 +1,8 @@
 """Graph changes a turn proposed and waits for: settling expired approvals when the next message
 comes, announcing decisions to every socket watching the conversation, expiring them on time."""
 
+from __future__ import annotations
+
 import asyncio
 import contextvars
 import json

@@ -1,6 +1,8 @@
 """The conversation's claim: one turn at a time. Taken when a turn is admitted, released when it
 ends (or when its process died), the one place each of these is written."""
 
+from __future__ import annotations
+
 import logging
 import uuid
 

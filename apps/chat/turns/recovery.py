@@ -1,5 +1,7 @@
 """Turns whose process died: their runs and claims are closed, and what they had streamed is kept."""
 
+from __future__ import annotations
+
 import logging
 import threading
 

@@ -6,48 +6,41 @@ message and claims the conversation, all before anything streams (so a bad reque
 to the frame bus; transports subscribe to the bus and only translate frames to their medium.
 """
 
+from __future__ import annotations
+
 import asyncio
 import contextlib
 import json
 import logging
-import os
-import uuid
-from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from functools import partial
 from typing import Any, cast
 
 from asgiref.sync import ThreadSensitiveContext, sync_to_async
 from django.conf import settings
-from django.db import DatabaseError, IntegrityError, transaction
-from django.db.models import Case, F, Field, Model, Q, Value, When
+from django.db import DatabaseError, IntegrityError
+from django.db.models import Case, F, Field, Q, Value, When
 from django.db.models.expressions import RawSQL
 from django.utils import timezone
 
-from apps.agents.events import StopReason, StopSignal, ToolResume
+from apps.agents.events import StopReason, StopSignal
 from apps.agents.plain import Provider
 from apps.agents.services import (
     agent_run_abandon,
-    agent_run_new,
 )
 from apps.chat import selectors
 from apps.chat.models import Conversation, Message, MessageRole
 from apps.chat.streams.bus import get_bus
-from apps.chat.streams.frames import ApprovalDecidedFrame, DoneFrame, ErrorFrame, MetaFrame, TurnStartedFrame
+from apps.chat.streams.frames import DoneFrame, ErrorFrame, MetaFrame, TurnStartedFrame
 from apps.chat.turns import admission
 from apps.chat.turns.agent_turn import run_agent_turn
 from apps.chat.turns.approval_events import (
-    approval_event,
     approval_expiry_arm,
     approvals_announce,
-    approvals_settle_claimed,
 )
 from apps.chat.turns.claim import (
     RELEASED,
-    TurnInProgress,
     claim_release_retrying,
-    claim_take,
-    claim_take_reading_approvals,
     turn_text_save,
 )
 from apps.chat.turns.plain_turn import run_plain_turn
@@ -56,115 +49,14 @@ from apps.chat.turns.turn import Answer, ConversationDeleted, Turn, TurnHandle, 
 from apps.core.db import (
     ConnectionReleasingExecutor,
     raise_if_busy,
-    release_connections,
     rows_write,
 )
 from apps.core.failures import error_classify
 from apps.core.inputs import storable
 from apps.graph_tools.models import WriteApproval
-from apps.graph_tools.selectors import approval_result
 from apps.projects.selectors import Principal, parse_uuid
 
 log = logging.getLogger("kgchat.chat")
-
-
-# Admission runs on a few threads of its own. With Channels every websocket consumer's
-# thread-sensitive calls share one thread (no ``ThreadSensitiveContext`` per connection), so turns
-# sent together were admitted one after the other; each admission gives its connection back when
-# it ends, so these threads hold none in between.
-ADMISSION_THREADS = 4
-_admission_pool = ThreadPoolExecutor(max_workers=ADMISSION_THREADS, thread_name_prefix="kgchat-admission")
-
-
-def _admission_pool_renew() -> None:
-    """A forked child (a test's live server, a preforking server) inherits the pool's bookkeeping
-    but not its threads: the pool would count them as running and queue every admission forever."""
-    global _admission_pool
-    _admission_pool = ThreadPoolExecutor(max_workers=ADMISSION_THREADS, thread_name_prefix="kgchat-admission")
-
-
-os.register_at_fork(after_in_child=_admission_pool_renew)
-
-
-def _prepare(
-    *,
-    principal: Principal,
-    message: str,
-    project_id: object,
-    conversation_id: object,
-    agent_definition_id: object,
-) -> tuple[Turn, list[ApprovalDecidedFrame]]:
-    """Admit the message and claim its conversation in one transaction; the ``Turn`` to run and
-    the events of the approvals this closed as expired (to announce once committed).
-
-    Round trips: a new conversation reads its project, definition and the sender's rate (one
-    query), then inserts the conversation, the user message and the run while reading the graph
-    version (one statement, atomic without a transaction). A follow-up, in a transaction, reads the
-    conversation (one query), claims it, reads its history window and inserts its rows while
-    reading the graph version and the rate. A refused turn (rate, claim, approvals) creates nothing."""
-    try:
-        turn_id = uuid.uuid4()
-        # A new conversation's rows go in one statement after plain reads: no transaction needed.
-        with transaction.atomic() if conversation_id else contextlib.nullcontext():
-            conversation, project, definition, created = admission.conversation_for_turn(
-                principal=principal,
-                message=message,
-                project_id=project_id,
-                conversation_id=conversation_id,
-                agent_definition_id=agent_definition_id,
-                turn_id=turn_id,
-            )
-            expired: list[WriteApproval] = []
-            if not created:
-                has_approvals = claim_take_reading_approvals(conversation.id, turn_id)
-                if has_approvals is None:
-                    raise TurnInProgress(
-                        "a turn is already running in this conversation; wait for it or cancel it"
-                    )
-                # Only a conversation that ever had an approval has one to settle or wait for.
-                if has_approvals:
-                    expired = approvals_settle_claimed(conversation.id)
-            user_message = Message(conversation=conversation, role=MessageRole.USER, content=message)
-            turn = admission.turn_build(
-                turn_id=turn_id,
-                conversation=conversation,
-                project=project,
-                definition=definition,
-                user_message=user_message,
-                new_conversation=created,
-                graph_version=0,  # read below, with the rows
-            )
-            rows: list[Model] = [conversation, user_message] if created else [user_message]
-            if turn.run_id is not None and definition is not None:
-                # Opened with the turn's other rows: the executor reaches the model without a write.
-                turn.run = agent_run_new(
-                    project_id=project.id,
-                    agent_definition_id=definition.pk,
-                    conversation_id=conversation.id,
-                    model=turn.model,
-                    run_id=turn.run_id,
-                    graph_version=admission.graph_version_value(project.id),
-                )
-                rows.append(turn.run)
-            version, recent = rows_write(
-                inserts=rows,
-                reads=[
-                    admission.graph_version_query(project.id),
-                    None if created else admission.rate_count(principal),
-                ],
-            )
-            admission.rate_enforce(recent)  # a follow-up's: its claim and rows roll back
-            turn.graph_version = int(version or 0)
-            if turn.run is not None:
-                turn.run.graph_version = turn.graph_version
-        return turn, [approval_event(approval) for approval in expired]
-    except DatabaseError as exc:
-        raise_if_busy(exc)
-        raise
-    finally:
-        # The request that started the turn may stream its frames for minutes: it must not keep
-        # a pooled connection meanwhile.
-        release_connections()
 
 
 _tasks: set[asyncio.Task[None]] = set()
@@ -192,8 +84,10 @@ async def turn_start(
         raise
     if conversation_id and not parse_uuid(conversation_id):
         raise selectors.ConversationNotFound()
-    prepare = sync_to_async(_prepare, thread_sensitive=False, executor=_admission_pool)
-    turn, expired = await prepare(
+    admit = sync_to_async(
+        admission.turn_admit, thread_sensitive=False, executor=admission.admission_executor()
+    )
+    turn, expired = await admit(
         principal=principal,
         message=text,
         project_id=project_id,
@@ -218,51 +112,10 @@ async def _launch(turn: Turn, provider: Provider | None) -> TurnHandle:
     )
 
 
-@sync_to_async
-def _prepare_resume(approval: WriteApproval) -> Turn | None:
-    """Claim the conversation of a decided approval for the turn that continues it; None when the
-    conversation or its agent is gone (the decision stands, nothing continues)."""
-    if approval.conversation_id is None:
-        return None
-    try:
-        turn_id = uuid.uuid4()
-        with transaction.atomic():
-            conversation = (
-                Conversation.objects.select_related("agent_definition", "project")
-                .filter(id=approval.conversation_id)
-                .first()
-            )
-            if conversation is None or conversation.agent_definition is None:
-                return None
-            user_message = (
-                Message.objects.filter(conversation=conversation, role=MessageRole.USER)
-                .order_by("-created_at", "-id")
-                .first()
-            )
-            if user_message is None:
-                return None
-            if not claim_take(conversation.id, turn_id):
-                raise TurnInProgress(
-                    "a turn is already running in this conversation; wait for it or cancel it"
-                )
-        return admission.turn_build(
-            turn_id=turn_id,
-            conversation=conversation,
-            project=conversation.project,
-            definition=conversation.agent_definition,
-            user_message=user_message,
-            resume=ToolResume(
-                call_id=approval.call_id, tool=approval.tool_name, result=approval_result(approval)
-            ),
-        )
-    finally:
-        release_connections()
-
-
 async def turn_resume(*, approval: WriteApproval, provider: Provider | None = None) -> TurnHandle | None:
     """Continue the turn that stopped for ``approval`` (decided): a new turn of its conversation,
     in this process, whose agent reads the stored history and the decided call's result."""
-    turn = await _prepare_resume(approval)
+    turn = await sync_to_async(admission.turn_admit_resumed)(approval)
     if turn is None:
         return None
     return await _launch(turn, provider)

@@ -6,16 +6,18 @@ from __future__ import annotations
 import os
 from concurrent.futures import TimeoutError as FutureTimeout
 
-from apps.chat.turns import service as services
+from apps.chat.turns import admission
 
 
 def test_a_forked_child_admits_turns_after_the_parent_already_has_admission_threads():
-    assert services._admission_pool.submit(os.getpid).result(timeout=5) == os.getpid()
+    assert admission.admission_executor().submit(os.getpid).result(timeout=5) == os.getpid()
 
     child = os.fork()
     if child == 0:  # the child: exit 0 only if the pool runs work
         try:
-            code = 0 if services._admission_pool.submit(os.getpid).result(timeout=5) == os.getpid() else 2
+            code = (
+                0 if admission.admission_executor().submit(os.getpid).result(timeout=5) == os.getpid() else 2
+            )
         except FutureTimeout:
             code = 1
         os._exit(code)

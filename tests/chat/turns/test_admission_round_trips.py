@@ -10,8 +10,7 @@ from django.test.utils import CaptureQueriesContext
 from apps.agents.llm.scripted import text
 from apps.agents.models import AgentRun
 from apps.chat.models import Conversation, Message
-from apps.chat.turns import claim
-from apps.chat.turns import service as services
+from apps.chat.turns import admission, claim
 from apps.graph_tools.versions import graph_version_bump
 from apps.projects.selectors import principal_from_user
 from tests.chat.conftest import adb, agent_request, sse_turn, types
@@ -20,7 +19,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def _admit(world, **request):
-    return services._prepare(
+    return admission.turn_admit(
         principal=principal_from_user(world["user"]),
         message=request.get("message", "Where is Paris?"),
         project_id=request.get("project_id"),
