@@ -138,3 +138,36 @@ def test_admin_lists_graph_changes_filtered_by_project_and_action(admin_client):
     assert "1 graph change" in page.content.decode()
     assert "0 graph changes" in none.content.decode()
     assert admin_client.get("/admin/graph_tools/graphchange/add/").status_code == 403
+
+
+def test_an_api_token_for_a_project_the_user_is_not_in_is_a_form_error_not_a_500(admin_client):
+    from apps.projects.models import ApiToken
+    from tests.factories import make_user
+
+    stranger = make_user("stranger")
+    project = make_project()
+
+    response = admin_client.post(
+        "/admin/projects/apitoken/add/", {"user": stranger.pk, "project": project.pk, "name": "x"}
+    )
+
+    assert response.status_code == 200
+    assert "is not a member of" in response.content.decode()
+    assert not ApiToken.objects.exists()
+
+
+def test_an_api_token_for_a_member_is_created_and_shown_once(admin_client):
+    from apps.projects.models import ApiToken
+    from tests.factories import add_member, make_user
+
+    member = make_user("member")
+    project = make_project()
+    add_member(project, member, "viewer")
+
+    response = admin_client.post(
+        "/admin/projects/apitoken/add/", {"user": member.pk, "project": project.pk, "name": "x"}, follow=True
+    )
+
+    assert response.status_code == 200
+    assert ApiToken.objects.filter(user=member, project=project).count() == 1
+    assert "copy it now" in response.content.decode()

@@ -1,5 +1,6 @@
 from typing import Any
 
+from django import forms
 from django.contrib import admin, messages
 from django.http import HttpRequest
 from django.urls import reverse
@@ -38,8 +39,24 @@ class ProjectMembershipAdmin(admin.ModelAdmin):
     autocomplete_fields = ["user", "project"]
 
 
+class ApiTokenForm(forms.ModelForm):
+    def clean(self) -> dict[str, Any]:
+        """A token bound to a project is for one of its members (the service refuses anyone else)."""
+        cleaned = super().clean() or {}
+        user, project = cleaned.get("user"), cleaned.get("project")
+        if (
+            self.instance._state.adding
+            and user is not None
+            and project is not None
+            and not ProjectMembership.objects.filter(project=project, user=user).exists()
+        ):
+            self.add_error("project", f"{user} is not a member of {project}: add them to it first")
+        return cleaned
+
+
 @admin.register(ApiToken)
 class ApiTokenAdmin(admin.ModelAdmin):
+    form = ApiTokenForm
     list_display = ["prefix", "name", "user", "project", "created_at", "last_used_at", "revoked_at"]
     list_filter = ["project"]
     readonly_fields = ["prefix", "created_at", "last_used_at"]
