@@ -27,7 +27,7 @@ from apps.graph_tools.write_plans import (
     DeleteRelationshipArgs,
     UpdateEntityArgs,
 )
-from apps.graph_tools.writes import write_apply, write_plan
+from apps.graph_tools.writes import change_action_choices, write_apply, write_plan
 
 # A planned write: the write tool's name and its arguments (None: the form changed nothing).
 Write = tuple[str, ToolArgs] | None
@@ -199,10 +199,23 @@ class ReadOnlyAdmin(admin.ModelAdmin):
         return False
 
 
+class ChangeActionFilter(admin.SimpleListFilter):
+    """Changes by action, labelled from the write tools' one list (and the import's two)."""
+
+    title = "action"
+    parameter_name = "action"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return change_action_choices()
+
+    def queryset(self, request: HttpRequest, queryset: Any) -> Any:
+        return queryset.filter(action=self.value()) if self.value() else queryset
+
+
 @admin.register(GraphChange)
 class GraphChangeAdmin(ReadOnlyAdmin):
     list_display = ["version", "action", "entity_id", "user", "authority", "run_id", "created_at", "project"]
-    list_filter = ["project", "action", "authority", ("user", admin.RelatedOnlyFieldListFilter)]
+    list_filter = ["project", ChangeActionFilter, "authority", ("user", admin.RelatedOnlyFieldListFilter)]
     search_fields = ["entity_id", "relationship_id", "run_id"]
     list_select_related = ["user", "project"]
 

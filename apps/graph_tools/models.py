@@ -185,13 +185,6 @@ IMPORT_ACTIONS = (
 )
 
 
-def change_actions() -> list[tuple[str, str]]:
-    """``GraphChange.action``'s choices, read when needed: a new write tool needs no migration."""
-    from apps.graph_tools.writes import change_action_choices
-
-    return change_action_choices()
-
-
 class ChangeAuthority(models.TextChoices):
     """On whose word a change was made."""
 
@@ -260,7 +253,9 @@ class GraphChange(models.Model):
     id = models.BigAutoField(primary_key=True)
     project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="graph_changes")
     version = models.BigIntegerField()
-    action = models.CharField(max_length=32, choices=change_actions)
+    # A write tool's name or an import's action (``writes.change_action_choices`` lists them with their
+    # labels; no choices here: the write tools import this module, and a new tool needs no migration).
+    action = models.CharField(max_length=32)
     entity_id = models.UUIDField(null=True, blank=True)
     relationship_id = models.UUIDField(null=True, blank=True)
     src_id = models.UUIDField(null=True, blank=True)

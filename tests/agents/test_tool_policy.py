@@ -15,7 +15,14 @@ from tests.factories import add_member, make_agent_definition, make_project, mak
 
 pytestmark = pytest.mark.django_db
 
-WRITES = ["create_entity", "update_entity", "delete_entity", "create_relationship", "delete_relationship"]
+WRITES = [
+    "create_entity",
+    "update_entity",
+    "delete_entity",
+    "create_relationship",
+    "update_relationship",
+    "delete_relationship",
+]
 
 
 @pytest.fixture
