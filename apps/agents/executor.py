@@ -166,6 +166,7 @@ class AgentExecutor:
                 share_provider=request.provider is not None,
                 gate_for=gate_for,
                 resume=request.resume,
+                graph_version=request.graph_version,
             )
             stopped = request.stop is not None and request.stop.is_set()
         except asyncio.CancelledError:

@@ -13,10 +13,23 @@ import unicodedata
 from dataclasses import dataclass, field
 from typing import Literal
 
-Kind = Literal["one_hop", "two_hop", "list", "absent", "count"]
-KINDS: tuple[Kind, ...] = ("one_hop", "two_hop", "list", "absent", "count")
+Kind = Literal[
+    "one_hop", "two_hop", "list", "absent", "count",
+    "inverse", "yes_no", "intersection", "filtered", "per_item", "inverse_count", "compare", "follow_up", "casual",
+    "1-hop", "2-hop", "3-hop",
+]  # fmt: skip
+# The kinds of the generated sets (demo, fictional, generated), in report order.
+BASIC_KINDS: tuple[Kind, ...] = ("one_hop", "two_hop", "list", "absent", "count")
+SHAPE_KINDS: tuple[Kind, ...] = (
+    "inverse", "yes_no", "intersection", "filtered", "per_item", "inverse_count", "compare", "follow_up", "casual",
+)  # fmt: skip
+KINDS: tuple[Kind, ...] = (*BASIC_KINDS, *SHAPE_KINDS)
+# MetaQA's questions, by their number of hops.
+METAQA_KINDS: tuple[Kind, ...] = ("1-hop", "2-hop", "3-hop")
 
-# template id -> text with {slots}. Absent questions reuse the templates of real ones.
+# template id -> text with {slots}. Absent questions reuse the templates of real ones; several
+# templates per kind, so no kind is asked in one phrasing only. A casual template is asked in
+# lower case, its names too.
 TEMPLATES: dict[str, str] = {
     "capital": "What is the capital of {country}?",
     "currency": "Which currency does {country} use?",
@@ -28,7 +41,65 @@ TEMPLATES: dict[str, str] = {
     "languages": "Which languages are spoken in {country}?",
     "count_borders": "How many countries border {country}?",
     "targets": "Which entities does the {type} {name} have a {rel} relationship to?",
+    # inverse facts
+    "capital_of_1": "{city} is the capital of which country?",
+    "capital_of_2": "Which country has {city} as its capital?",
+    "capital_of_3": "Of which country is {city} the capital?",
+    "currency_of_1": "Which country uses the {currency}?",
+    "currency_of_2": "The {currency} is the currency of which country?",
+    "sources": "Which entities have a {rel} relationship to the {type} {name}?",
+    # yes/no
+    "borders_yn_1": "Does {a} border {b}?",
+    "borders_yn_2": "Is {a} a neighbour of {b}?",
+    "borders_yn_3": "Do {a} and {b} share a border?",
+    "capital_yn": "Is {city} the capital of {country}?",
+    "targets_yn": "Does the {type} {name} have a {rel} relationship to {other}?",
+    # intersections
+    "borders_both_1": "Which countries border both {a} and {b}?",
+    "borders_both_2": "What countries share a border with both {a} and {b}?",
+    "borders_both_3": "Name the countries that are neighbours of {a} and also of {b}.",
+    "targets_both": "Which entities do both the {type} {a} and the {type} {b} have a {rel} relationship to?",
+    # filtered lists
+    "neighbours_currency_1": "Which of the countries that border {country} use the {currency}?",
+    "neighbours_currency_2": "Which neighbours of {country} use the {currency}?",
+    "neighbours_language": "Which countries bordering {country} speak {language}?",
+    "targets_filtered": (
+        "Which of the entities that the {type} {name} has a {rel} relationship to have a {rel2} relationship to {other}?"
+    ),
+    # per-item second hops
+    "each_currency_1": "Which countries border {country}, and what currency does each use?",
+    "each_currency_2": "For each neighbour of {country}, name its currency.",
+    "each_capital": "List the neighbours of {country} with their capitals.",
+    "targets_each": (
+        "For each entity that the {type} {name} has a {rel} relationship to, which entities does it have a {rel2} "
+        "relationship to?"
+    ),
+    # counts over an inverse relationship
+    "currency_count_1": "How many countries use the {currency}?",
+    "currency_count_2": "In how many countries is the {currency} the currency?",
+    "language_count": "In how many countries is {language} spoken?",
+    "sources_count": "How many entities have a {rel} relationship to the {type} {name}?",
+    # comparisons of a numeric property
+    "larger_area": "Which is larger, {a} or {b}?",
+    "more_people": "Which has more inhabitants, {a} or {b}?",
+    "bigger_city_1": "Which city is bigger, {a} or {b}?",
+    "bigger_city_2": "Does {a} or {b} have the larger population?",
+    "larger_property": "Which has the larger {prop}, the {type} {a} or the {type} {b}?",
+    # follow-ups: asked after the question in ``prelude``, in the same conversation
+    "its_currency": "And its currency?",
+    "its_capital": "and what is its capital?",
+    "its_neighbours": "Which countries border it?",
+    "its_continent": "What about its continent?",
+    "its_targets": "And which entities does it have a {rel} relationship to?",
+    # casual phrasing, lower case
+    "casual_capital_1": "whats the capital of {country}",
+    "casual_capital_2": "{country} capital?",
+    "casual_currency": "what money do they use in {country}",
+    "casual_neighbours": "who are {country}'s neighbours",
+    "casual_city_country": "what country is {city} in",
+    "casual_targets": "what does {name} have a {rel} relationship to",
 }
+CASUAL = frozenset(t for t in TEMPLATES if t.startswith("casual_"))
 
 _SLOT = re.compile(r"\\\{(\w+)\\\}")
 
@@ -44,17 +115,29 @@ def normalise(text: str) -> str:
 
 
 def _pattern(template: str) -> re.Pattern[str]:
+    seen: set[str] = set()
+
     def slot(match: re.Match[str]) -> str:
         name = match.group(1)
-        return rf"(?P<{name}>\S+)" if name in {"type", "rel"} else rf"(?P<{name}>.+?)"
+        if name in seen:  # a slot written twice holds the same value twice
+            return rf"(?P={name})"
+        seen.add(name)
+        return rf"(?P<{name}>\S+)" if name in {"type", "rel", "rel2"} else rf"(?P<{name}>.+?)"
 
-    return re.compile(rf"^{_SLOT.sub(slot, re.escape(template))}$")
+    flags = re.IGNORECASE if template in (TEMPLATES.get(t) for t in CASUAL) else 0
+    return re.compile(rf"^{_SLOT.sub(slot, re.escape(template))}$", flags)
 
 
-# "What is the capital of the country in which the city X lies?" also reads as "capital of
-# {country}": the two-hop templates are tried first.
-_FIRST = ("city_capital", "city_currency")
-_PATTERNS = [(tid, _pattern(TEMPLATES[tid])) for tid in (*_FIRST, *(t for t in TEMPLATES if t not in _FIRST))]
+def _literal(template: str) -> int:
+    return len(_SLOT.sub("", re.escape(template)).replace("\\", ""))
+
+
+# The most specific templates are tried first: "What is the capital of the country in which the
+# city X lies?" also reads as "capital of {country}", "Which countries border both A and B?" as
+# "Which countries border {country}?". Those with more literal text come first.
+_PATTERNS = [
+    (tid, _pattern(TEMPLATES[tid])) for tid in sorted(TEMPLATES, key=lambda t: -_literal(TEMPLATES[t]))
+]
 
 
 @dataclass(frozen=True)
@@ -62,7 +145,12 @@ class Question:
     """One question and what a right answer must contain.
 
     ``expected`` holds the names a right answer names (one for one- and two-hop facts, all of
-    them for lists, none for absent questions); ``count`` the number a count question asks for.
+    them for lists, none for absent questions); ``count`` the number a count question asks for;
+    ``wrong`` the names a right answer must not name (the neighbours of only one of two countries,
+    the neighbours with another currency, the other entity of a comparison); ``answer`` "yes" or
+    "no" for a yes/no question; ``pairs`` each item of a per-item question with the names that
+    belong to it (a neighbour and its currency); ``prelude`` the messages asked before it in the
+    same conversation (a follow-up's first question).
     """
 
     id: str
@@ -73,6 +161,10 @@ class Question:
     expected: tuple[str, ...] = ()
     count: int | None = None
     slots: dict[str, str] = field(default_factory=dict, compare=False)
+    wrong: tuple[str, ...] = ()
+    answer: str | None = None
+    pairs: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    prelude: tuple[str, ...] = ()
 
 
 def ask(
@@ -83,10 +175,19 @@ def ask(
     index: int,
     expected: tuple[str, ...] = (),
     count: int | None = None,
+    wrong: tuple[str, ...] = (),
+    answer: str | None = None,
+    pairs: tuple[tuple[str, tuple[str, ...]], ...] = (),
+    prelude: tuple[str, ...] = (),
     **slots: object,
 ) -> Question:
-    """Write a question from its template."""
+    """Write a question from its template (a casual one in lower case, names too).
+
+    A question must read back as its template and slots (``question_parse``): a name with " and "
+    in "Do {a} and {b} share a border?" would not; callers skip those (``reads_back``)."""
     values = {k: f"{v:,}" if isinstance(v, int) else str(v) for k, v in slots.items()}
+    if template in CASUAL:
+        values = {k: v.lower() if k in {"country", "city", "name"} else v for k, v in values.items()}
     return Question(
         id=f"{set_name}-{kind}-{index}",
         set=set_name,
@@ -96,7 +197,16 @@ def ask(
         expected=expected,
         count=count,
         slots=values,
+        wrong=wrong,
+        answer=answer,
+        pairs=pairs,
+        prelude=prelude,
     )
+
+
+def reads_back(question: Question) -> bool:
+    """Whether the question's text parses as its own template and slots (one reading only)."""
+    return question_parse(question.text) == (question.template, question.slots)
 
 
 def question_parse(text: str) -> tuple[str, dict[str, str]] | None:

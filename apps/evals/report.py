@@ -10,12 +10,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from apps.evals.questions import KINDS, Question
-from apps.evals.scoring import answer_score
+from apps.evals.metaqa import PUBLISHED
+from apps.evals.questions import KINDS, METAQA_KINDS, Question
+from apps.evals.scoring import answer_recall, answer_score
 from apps.evals.services import QuestionResult
 
+ORDER = (*KINDS, *METAQA_KINDS, "all")
 COLUMNS = (
-    ("set", 10), ("mode", 6), ("model", 26), ("kind", 8), ("n", 3), ("correct", 7), ("cite_prec", 9),
+    ("set", 10), ("mode", 6), ("model", 26), ("kind", 13), ("n", 3), ("correct", 7), ("recall", 6), ("cite_prec", 9),
     ("no_cite", 7), ("tools/ans", 9), ("steps", 5), ("tok_in", 7), ("tok_out", 7), ("ttft_p50", 8), ("done_p50", 8),
 )  # fmt: skip
 
@@ -36,7 +38,7 @@ def summarise(results: list[QuestionResult]) -> list[dict[str, Any]]:
     for r in results:
         groups[(r.set, r.mode, r.model, r.kind)].append(r)
         groups[(r.set, r.mode, r.model, "all")].append(r)
-    order = {k: i for i, k in enumerate((*KINDS, "all"))}
+    order = {k: i for i, k in enumerate(ORDER)}
     rows = []
     for (set_name, mode, model, kind), group in sorted(
         groups.items(), key=lambda g: (*g[0][:3], order[g[0][3]])
@@ -49,6 +51,7 @@ def summarise(results: list[QuestionResult]) -> list[dict[str, Any]]:
                 "kind": kind,
                 "n": len(group),
                 "correct": _mean(r.score for r in group),
+                "recall": _mean(r.recall for r in group),
                 "citation_precision": _mean(r.citation_precision for r in group),
                 "answers_without_citations": sum(1 for r in group if r.cited == 0),
                 "tool_calls_per_answer": _mean(r.tool_calls for r in group),
@@ -80,11 +83,65 @@ def rescore(data: dict[str, Any]) -> list[QuestionResult]:
             text=result.question,
             expected=tuple(result.expected),
             count=result.expected_count,
+            slots=dict(result.slots),
+            wrong=tuple(result.wrong),
+            answer=result.expected_answer,
+            pairs=tuple((str(item), tuple(values)) for item, values in result.pairs),
+            prelude=tuple(result.prelude),
         )
         # A turn that stored no answer has "" here, which scores 0 under every rule.
         result.score = answer_score(question, result.answer)
+        result.recall = answer_recall(question, result.answer)
         results.append(result)
     return results
+
+
+def metaqa_rows(results: list[QuestionResult]) -> list[dict[str, Any]]:
+    """MetaQA per (mode, model, hop, question type): Hits@1, answer recall, n, done p50."""
+    groups: dict[tuple[str, str, str, str], list[QuestionResult]] = defaultdict(list)
+    for r in results:
+        if r.set == "metaqa":
+            groups[(r.mode, r.model, r.kind, r.template)].append(r)
+    return [
+        {
+            "mode": mode, "model": model, "hop": hop, "qtype": qtype, "n": len(group),
+            "hits_at_1": _mean(r.score for r in group), "recall": _mean(r.recall for r in group),
+            "done_p50_s": _median(r.done_s for r in group),
+        }
+        for (mode, model, hop, qtype), group in sorted(groups.items())
+    ]  # fmt: skip
+
+
+def metaqa_table(rows: list[dict[str, Any]], qtypes: list[dict[str, Any]]) -> str:
+    """MetaQA's Hits@1 per hop beside the published figures, then per question type."""
+    hops = [r for r in rows if r["set"] == "metaqa" and r["kind"] in METAQA_KINDS]
+    if not hops:
+        return ""
+    lines = ["MetaQA dev, Hits@1 (recall) per hop, published Hits@1 beside it:"]
+    header = "  ".join(["mode".ljust(6), "model".ljust(26), *(k.ljust(14) for k in METAQA_KINDS)])
+    lines.append(header)
+    for mode, model in sorted({(r["mode"], r["model"]) for r in hops}):
+        cells = []
+        for kind in METAQA_KINDS:
+            row = next((r for r in hops if (r["mode"], r["model"], r["kind"]) == (mode, model, kind)), None)
+            cells.append(
+                f"{_cell(row['correct'])} ({_cell(row['recall'])}) n={row['n']}".ljust(14)
+                if row
+                else "-".ljust(14)
+            )
+        lines.append("  ".join([mode.ljust(6), model.ljust(26)[:26], *cells]))
+    for name, figures in PUBLISHED:
+        lines.append(
+            "  ".join(["publ.".ljust(6), name.ljust(26)[:26], *(f"{f:.2f}".ljust(14) for f in figures)])
+        )
+    lines.append("")
+    lines.append("per question type: mode  model  hop  qtype  n  hits@1  recall  done_p50")
+    for q in qtypes:
+        lines.append(
+            f"  {q['mode']:5} {q['model'][:26]:26} {q['hop']:5} {q['qtype'][:40]:40} {q['n']:3} "
+            f"{_cell(q['hits_at_1']):6} {_cell(q['recall']):6} {_cell(q['done_p50_s'])}"
+        )
+    return "\n".join(lines)
 
 
 def _cell(value: Any) -> str:
@@ -96,7 +153,7 @@ def _cell(value: Any) -> str:
 
 
 def table(rows: list[dict[str, Any]]) -> str:
-    keys = ("set", "mode", "model", "kind", "n", "correct", "citation_precision", "answers_without_citations",
+    keys = ("set", "mode", "model", "kind", "n", "correct", "recall", "citation_precision", "answers_without_citations",
             "tool_calls_per_answer", "steps", "input_tokens", "output_tokens", "ttft_p50_s", "done_p50_s")  # fmt: skip
     lines = ["  ".join(name.ljust(width) for name, width in COLUMNS)]
     for row in rows:
@@ -113,7 +170,12 @@ def write(results: list[QuestionResult], rows: list[dict[str, Any]], directory: 
     """Write ``eval-<time>.json`` (every answer and the summary) and its chart; also ``latest.*``."""
     directory.mkdir(parents=True, exist_ok=True)
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-    data = {"created_at": stamp, "summary": rows, "results": [r.as_dict() for r in results]}
+    data = {
+        "created_at": stamp,
+        "summary": rows,
+        "metaqa": metaqa_rows(results),
+        "results": [r.as_dict() for r in results],
+    }
     paths = {"json": directory / f"eval-{stamp}.json"}
     text = json.dumps(data, indent=2, ensure_ascii=False)
     paths["json"].write_text(text)
@@ -135,7 +197,7 @@ def plot(rows: list[dict[str, Any]], path: Path) -> bool:
     except ImportError:
         return False
     series = sorted({(r["set"], r["mode"], r["model"]) for r in rows})
-    kinds = [k for k in (*KINDS, "all") if any(r["kind"] == k for r in rows)]
+    kinds = [k for k in ORDER if any(r["kind"] == k for r in rows)]
     width = 0.8 / max(1, len(series))
     fig, ax = plt.subplots(figsize=(max(8, 1.6 * len(kinds) * max(1, len(series)) / 2), 4.5))
     for i, key in enumerate(series):

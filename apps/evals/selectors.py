@@ -17,6 +17,8 @@ class Fact:
     src_name: str
     rel: str
     dst_name: str
+    dst_key: str = ""
+    dst_type: str = ""
 
 
 def graph_facts(*, project_id: uuid.UUID, limit: int = MAX_FACTS) -> list[Fact]:
@@ -24,7 +26,9 @@ def graph_facts(*, project_id: uuid.UUID, limit: int = MAX_FACTS) -> list[Fact]:
     rows = (
         GraphRelationship.objects.filter(project_id=project_id)
         .order_by("src__key", "type", "dst__key")
-        .values_list("src__key", "src__type", "src__name", "type", "dst__name")[:limit]
+        .values_list("src__key", "src__type", "src__name", "type", "dst__name", "dst__key", "dst__type")[
+            :limit
+        ]
     )
     return [Fact(*row) for row in rows]
 
@@ -41,3 +45,25 @@ def graph_name_counts(*, project_id: uuid.UUID, names: set[str]) -> dict[tuple[s
     for type_, name in rows:
         counts[(type_, name)] = counts.get((type_, name), 0) + 1
     return counts
+
+
+def graph_numbers(
+    *, project_id: uuid.UUID, limit: int = MAX_FACTS
+) -> list[tuple[str, str, str, dict[str, float]]]:
+    """(key, type, name, numeric properties) of the project's entities that have any, in a stable order."""
+    rows = (
+        GraphObject.objects.filter(project_id=project_id)
+        .exclude(properties={})
+        .order_by("key")
+        .values_list("key", "type", "name", "properties")[:limit]
+    )
+    out = []
+    for key, type_, name, properties in rows:
+        numbers = {
+            k: v
+            for k, v in (properties or {}).items()
+            if isinstance(v, int | float) and not isinstance(v, bool) and not k.casefold().endswith("id")
+        }
+        if numbers:
+            out.append((key, type_, name, numbers))
+    return out

@@ -43,10 +43,11 @@ from apps.chat.turns.admission import RateLimited
 from apps.chat.turns.citations import iter_entities
 from apps.chat.turns.service import turn_start
 from apps.core.errors import ServiceError
+from apps.evals import metaqa
 from apps.evals.generated import generated_questions
 from apps.evals.planner import PLANNER_MODEL, planner_register
 from apps.evals.questions import Question
-from apps.evals.scoring import answer_score, citation_check, cited_refs
+from apps.evals.scoring import answer_recall, answer_score, citation_check, cited_refs
 from apps.evals.sets import (
     DEFAULT_PER_KIND,
     DEFAULT_SEED,
@@ -66,7 +67,7 @@ from apps.projects.services import membership_set, project_create
 log = logging.getLogger("kgchat.evals")
 
 EVAL_USER = "kgchat-eval"
-SETS = ("demo", "fictional", "generated")
+SETS = ("demo", "fictional", "generated", "metaqa")
 RATE_LIMIT_RETRIES = 10
 
 
@@ -89,8 +90,35 @@ def eval_user_ensure(*, project: Project | None = None) -> User:
     return user
 
 
+def metaqa_project_ensure() -> Project:
+    """MetaQA's eval project, its knowledge base imported once through the real importer.
+
+    The project's slug holds the file's content hash, so a changed file gets a project of its own
+    and an unchanged one is reused. Its 43k entities are not embedded here (see ``apps.evals.metaqa``).
+    """
+    digest = metaqa.kb_digest()
+    slug = f"eval-metaqa-{digest}"
+    user = eval_user_ensure()
+    project = Project.objects.filter(slug=slug).first()
+    if project is None:
+        project = project_create(owner=user, name=f"Eval: MetaQA (knowledge base {digest})", slug=slug)
+    if not GraphObject.objects.filter(project=project).exists():
+        started = time.perf_counter()
+        result = graph_import(project=project, lines=metaqa.kb_lines())
+        log.warning(
+            "MetaQA: imported %d entities and %d relationships into %s in %.0f s (not embedded: semantic "
+            "search covers none of them until an embedding worker has run; full-text search covers all)",
+            result.entities_created, result.relationships_created, slug, time.perf_counter() - started,
+        )  # fmt: skip
+    default_agents_install(project=project)
+    return project
+
+
 def eval_project_ensure(*, set_name: str, seed: int = DEFAULT_SEED) -> Project:
-    """The eval's own project of a shipped set, with its graph imported and embedded once."""
+    """The eval's own project of a shipped set, with its graph imported and embedded once
+    (MetaQA's: imported once, not embedded)."""
+    if set_name == "metaqa":
+        return metaqa_project_ensure()
     if set_name == "demo":
         slug, title, lines = "eval-demo", "Eval: demo graph", lambda: demo_graph_lines()
     elif set_name == "fictional":
@@ -118,8 +146,15 @@ def eval_project_ensure(*, set_name: str, seed: int = DEFAULT_SEED) -> Project:
 
 
 def eval_questions(
-    *, set_name: str, project: Project, per_kind: int = DEFAULT_PER_KIND, seed: int = DEFAULT_SEED
+    *,
+    set_name: str,
+    project: Project,
+    per_kind: int = DEFAULT_PER_KIND,
+    seed: int = DEFAULT_SEED,
+    per_hop: int = metaqa.DEFAULT_PER_HOP,
 ) -> list[Question]:
+    if set_name == "metaqa":
+        return metaqa.metaqa_questions(per_hop=per_hop, seed=seed)
     if set_name == "demo":
         return demo_questions(per_kind=per_kind, seed=seed)
     if set_name == "fictional":
@@ -188,6 +223,15 @@ class QuestionResult:
     model: str
     answer: str = ""
     score: float = 0.0
+    # The share of the expected names the answer names (None: the question expects none).
+    recall: float | None = None
+    # What else rescoring needs: the question's slots, wrong names, yes/no answer, per-item pairs and
+    # the messages asked before it in its conversation.
+    slots: dict[str, str] = field(default_factory=dict)
+    wrong: list[str] = field(default_factory=list)
+    expected_answer: str | None = None
+    pairs: list[list[Any]] = field(default_factory=list)
+    prelude: list[str] = field(default_factory=list)
     cited: int = 0
     valid_citations: int = 0
     citation_precision: float | None = None
@@ -246,6 +290,57 @@ def _is_uuid(value: str) -> bool:
     return True
 
 
+@dataclass
+class _Turn:
+    conversation_id: str
+    message_id: str | None = None
+    run_id: str | None = None
+    ttft_s: float | None = None
+    done_s: float | None = None
+    errors: list[str] = field(default_factory=list)
+
+
+async def _turn(
+    *,
+    principal: Principal,
+    project: Project,
+    message: str,
+    conversation_id: str | None,
+    agent: AgentDefinition | None,
+    provider: Provider,
+) -> _Turn:
+    """Ask one message through the turn service and read its frames to the end, as a transport does."""
+    started = time.perf_counter()
+    for attempt in range(RATE_LIMIT_RETRIES + 1):
+        try:
+            handle = await turn_start(
+                principal=principal,
+                message=message,
+                project_id=str(project.id),
+                conversation_id=conversation_id,
+                agent_definition_id=str(agent.id) if agent is not None else None,
+                provider=provider,
+            )
+            break
+        except RateLimited:
+            if attempt == RATE_LIMIT_RETRIES:
+                raise
+            await asyncio.sleep(7)
+            started = time.perf_counter()
+    turn = _Turn(conversation_id=handle.conversation_id)
+    async for frame in get_bus().subscribe(handle.conversation_id):
+        now = time.perf_counter() - started
+        if frame.type == "token" and turn.ttft_s is None:
+            turn.ttft_s = round(now, 3)
+        elif frame.type == "error":
+            turn.errors.append(f"{getattr(frame, 'code', '')}: {getattr(frame, 'error', '')}")
+        elif frame.type == "done":
+            turn.done_s = round(now, 3)
+            turn.message_id = getattr(frame, "messageId", None)
+            turn.run_id = getattr(frame, "runId", None)
+    return turn
+
+
 async def eval_question_run(
     *,
     principal: Principal,
@@ -254,7 +349,9 @@ async def eval_question_run(
     agent: AgentDefinition | None,
     model: str,
 ) -> QuestionResult:
-    """Ask one question in a new conversation through the turn service; score what it answered."""
+    """Ask one question in a new conversation through the turn service; score what it answered.
+
+    A follow-up's ``prelude`` is asked first in the same conversation (not scored, not timed)."""
     result = QuestionResult(
         question_id=question.id,
         set=question.set,
@@ -265,43 +362,41 @@ async def eval_question_run(
         expected_count=question.count,
         mode="agent" if agent is not None else "plain",
         model=model,
+        slots=dict(question.slots),
+        wrong=list(question.wrong),
+        expected_answer=question.answer,
+        pairs=[[item, list(values)] for item, values in question.pairs],
+        prelude=list(question.prelude),
     )
+    conversation_id: str | None = None
+    for earlier in question.prelude:
+        first = await _turn(
+            principal=principal,
+            project=project,
+            message=earlier,
+            conversation_id=conversation_id,
+            agent=agent,
+            provider=eval_provider(model),
+        )
+        conversation_id = first.conversation_id
     provider = MeteredProvider(eval_provider(model))
-    started = time.perf_counter()
-    for attempt in range(RATE_LIMIT_RETRIES + 1):
-        try:
-            handle = await turn_start(
-                principal=principal,
-                message=question.text,
-                project_id=str(project.id),
-                agent_definition_id=str(agent.id) if agent is not None else None,
-                provider=provider,
-            )
-            break
-        except RateLimited:
-            if attempt == RATE_LIMIT_RETRIES:
-                raise
-            await asyncio.sleep(7)
-            started = time.perf_counter()
-    result.conversation_id = handle.conversation_id
-    message_id: str | None = None
-    errors: list[str] = []
-    async for frame in get_bus().subscribe(handle.conversation_id):
-        now = time.perf_counter() - started
-        if frame.type == "token" and result.ttft_s is None:
-            result.ttft_s = round(now, 3)
-        elif frame.type == "error":
-            errors.append(f"{getattr(frame, 'code', '')}: {getattr(frame, 'error', '')}")
-        elif frame.type == "done":
-            result.done_s = round(now, 3)
-            message_id = getattr(frame, "messageId", None)
-            result.run_id = getattr(frame, "runId", None)
-    result.error = "; ".join(errors) or None
+    turn = await _turn(
+        principal=principal,
+        project=project,
+        message=question.text,
+        conversation_id=conversation_id,
+        agent=agent,
+        provider=provider,
+    )
+    result.conversation_id = turn.conversation_id
+    result.run_id, result.ttft_s, result.done_s = turn.run_id, turn.ttft_s, turn.done_s
+    result.error = "; ".join(turn.errors) or None
 
-    stored = await _read_turn(project, message_id, uuid.UUID(result.run_id) if result.run_id else None)
+    stored = await _read_turn(project, turn.message_id, uuid.UUID(result.run_id) if result.run_id else None)
     run: AgentRun | None = stored["run"]
     result.answer = stored["answer"]
-    result.score = answer_score(question, result.answer) if message_id else 0.0
+    result.score = answer_score(question, result.answer) if turn.message_id else 0.0
+    result.recall = answer_recall(question, result.answer) if turn.message_id else None
     raw = run.final_text if run is not None else "".join(provider.text)
     if run is not None:
         result.steps, result.input_tokens, result.output_tokens = (
@@ -349,6 +444,8 @@ def eval_plan(
     per_kind: int = DEFAULT_PER_KIND,
     limit: int | None = None,
     seed: int = DEFAULT_SEED,
+    per_hop: int = metaqa.DEFAULT_PER_HOP,
+    kinds: list[str] | None = None,
 ) -> EvalPlan:
     """Set up (eval projects are created and loaded once) and choose the questions."""
     from apps.projects.selectors import project_get_by_ref
@@ -367,7 +464,11 @@ def eval_plan(
         definition = AgentDefinition.objects.filter(project=project, name=agent_name).first()
         if definition is None:
             raise EvalError(f"project {project.slug!r} has no agent definition named {agent_name!r}")
-    questions = eval_questions(set_name=set_name, project=project, per_kind=per_kind, seed=seed)
+    questions = eval_questions(
+        set_name=set_name, project=project, per_kind=per_kind, seed=seed, per_hop=per_hop
+    )
+    if kinds:
+        questions = [q for q in questions if q.kind in kinds]
     if limit is not None:
         questions = questions[:limit]
     if not questions:

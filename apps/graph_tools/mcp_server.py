@@ -26,14 +26,15 @@ from django.conf import settings
 from django.http.request import split_domain_port, validate_host
 from mcp.server.mcpserver import MCPServer
 from mcp.server.transport_security import TransportSecuritySettings
-from mcp_types import CallToolResult, TextContent, ToolAnnotations
+from mcp_types import CallToolResult, ListToolsResult, TextContent, ToolAnnotations
 from mcp_types import Tool as MCPTool
 
 from apps.core.errors import ServiceError
 from apps.core.failures import error_classify
 from apps.core.inputs import input_check
 from apps.graph_tools.errors import McpUnauthorized, UnknownTool
-from apps.graph_tools.registry import tool_get, tool_list
+from apps.graph_tools.registry import tool_get
+from apps.graph_tools.selectors import project_tools
 from apps.graph_tools.services import tool_call_direct
 from apps.projects.selectors import Principal, principal_from_token, project_get, project_get_by_ref
 
@@ -58,17 +59,26 @@ class GraphMCPServer(MCPServer):
         super().__init__(name="kgchat-graph", instructions=INSTRUCTIONS, version="1", log_level="WARNING")
         self.project_id = project_id
 
-    async def list_tools(self) -> list[MCPTool]:
+    async def _handle_list_tools(self, ctx: Any, params: Any) -> ListToolsResult:
+        # The SDK's list_tools() has no request; the project comes from it (the token's).
+        return ListToolsResult(tools=await self.list_tools(project_id=self._project_of(ctx)))
+
+    async def list_tools(self, project_id: uuid.UUID | None = None) -> list[MCPTool]:
+        """The registry's tools, their schemas naming the project's own types (query_paths)."""
+        project_id = project_id or self.project_id
+        items = await sync_to_async(project_tools)(project_id=project_id) if project_id else []
         return [
             MCPTool(
-                name=t.name,
-                description=t.description,
-                input_schema=t.input_schema(),
+                name=item.tool.name,
+                description=item.tool.description,
+                input_schema=item.input_schema,
                 annotations=ToolAnnotations(
-                    read_only_hint=t.read_only, destructive_hint=t.destructive, open_world_hint=False
+                    read_only_hint=item.tool.read_only,
+                    destructive_hint=item.tool.destructive,
+                    open_world_hint=False,
                 ),
             )
-            for t in tool_list()
+            for item in items
         ]
 
     def _tool_input_schema(self, name: str) -> dict[str, Any] | None:
@@ -78,7 +88,9 @@ class GraphMCPServer(MCPServer):
             return None
 
     def _scope_of(self, context: Any) -> dict[str, Any]:
-        request = getattr(getattr(context, "_request_context", None), "request", None)
+        # A tool call's Context wraps the request context; tools/list gets the request context itself.
+        request_context = getattr(context, "_request_context", None) or context
+        request = getattr(request_context, "request", None)
         return getattr(request, "scope", None) or {}
 
     def _project_of(self, context: Any) -> uuid.UUID | None:

@@ -8,7 +8,7 @@ from django.conf import settings
 from django.contrib.postgres.indexes import GinIndex
 from django.contrib.postgres.search import SearchVector, SearchVectorField
 from django.db import models
-from django.db.models.functions import Left
+from django.db.models.functions import Left, Lower
 from pgvector.django import VectorField
 
 from apps.projects.models import Project
@@ -52,6 +52,8 @@ class GraphObject(models.Model):
         indexes = [
             models.Index(fields=["project", "type"], name="graph_obj_project_type"),
             models.Index(fields=["project", "updated_at"], name="graph_obj_project_updated"),
+            # Entities by name, case aside: the starts of query_paths ("Benin", "the godfather").
+            models.Index(models.F("project"), Lower("name"), name="graph_obj_project_lname"),
             # The GIN indexes' pending lists are bounded to 256 kB (migration 0006).
             GinIndex(fields=["search_vector"], name="graph_obj_search_vector"),
             GinIndex(fields=["name"], opclasses=["gin_trgm_ops"], name="graph_obj_name_trgm"),

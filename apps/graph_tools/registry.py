@@ -5,6 +5,10 @@ A tool is a name, a description written for an LLM, a pydantic argument model wi
 ``async`` handler scoped to one project. ``tool_call`` validates the arguments and maps every
 failure to a ``ToolError`` that names what was wrong; a tool never crashes its caller.
 
+A tool whose arguments name the graph's own types (``query_paths``) has a ``schema_for``: given
+a project's ``GraphVocabulary`` (its entity types and relationship types) it narrows the schema to
+them (enums), so ADK agents, MCP ``tools/list`` and REST show each project its own types.
+
 The tools of ``tools.py`` are registered when Django starts (``GraphToolsConfig.ready``).
 """
 
@@ -58,6 +62,25 @@ Handler = Callable[[ToolContext, Any], Awaitable[dict[str, Any]]]
 
 
 @dataclass(frozen=True)
+class GraphVocabulary:
+    """A project's types: its entity types and its relationships as (type, source type, target type).
+
+    Read from the per-project type counts (``graph_queries.graph_vocabulary``); hashable, so a
+    schema narrowed to it is built once per vocabulary.
+    """
+
+    entity_types: tuple[str, ...] = ()
+    relationships: tuple[tuple[str, str, str], ...] = ()
+
+    @property
+    def relationship_types(self) -> tuple[str, ...]:
+        return tuple(sorted({r[0] for r in self.relationships}))
+
+
+SchemaFor = Callable[[dict[str, Any], GraphVocabulary], dict[str, Any]]
+
+
+@dataclass(frozen=True)
 class GraphTool:
     name: str
     description: str
@@ -66,10 +89,21 @@ class GraphTool:
     read_only: bool = True
     # MCP's destructiveHint: the tool may change or remove what is already in the graph.
     destructive: bool = False
+    # Narrows the schema to one project's types; None: the same schema for every project.
+    schema_for: SchemaFor | None = None
 
-    def input_schema(self) -> dict[str, Any]:
-        # A copy: callers may change what they get; the schema itself is built once per model.
+    def input_schema(self, vocabulary: GraphVocabulary | None = None) -> dict[str, Any]:
+        """The JSON Schema of the arguments; with a project's ``vocabulary``, narrowed to its types."""
+        # A copy: callers may change what they get; the schema itself is built once per model
+        # (and per vocabulary).
+        if vocabulary is not None and self.schema_for is not None:
+            return copy.deepcopy(_project_schema(self, vocabulary))
         return copy.deepcopy(_input_schema(self.args_model))
+
+    @property
+    def per_project(self) -> bool:
+        """Whether the schema depends on the project (its entity and relationship types)."""
+        return self.schema_for is not None
 
 
 @functools.cache
@@ -81,6 +115,12 @@ def _input_schema(args_model: type[ToolArgs]) -> dict[str, Any]:
     schema.setdefault("properties", {})
     schema.setdefault("type", "object")
     return schema
+
+
+@functools.lru_cache(maxsize=256)
+def _project_schema(tool: GraphTool, vocabulary: GraphVocabulary) -> dict[str, Any]:
+    assert tool.schema_for is not None
+    return tool.schema_for(copy.deepcopy(_input_schema(tool.args_model)), vocabulary)
 
 
 _REGISTRY: dict[str, GraphTool] = {}

@@ -18,7 +18,7 @@ from django.utils import timezone
 from apps.graph_tools.embedders import get_embedder
 from apps.graph_tools.errors import ApprovalNotFound, EntityNotFound
 from apps.graph_tools.models import ApprovalStatus, GraphChange, GraphObject, GraphRelationship, WriteApproval
-from apps.graph_tools.registry import GraphTool, tool_list
+from apps.graph_tools.registry import GraphTool, GraphVocabulary, tool_list
 from apps.graph_tools.search import ENTITY_COLUMNS, entity_row, json_value
 from apps.projects.models import ProjectMembership, Role
 from apps.projects.selectors import ROLE_RANK, Principal, parse_uuid, project_get, project_list
@@ -97,10 +97,47 @@ def entity_detail(*, principal: Principal, project_ref: object, ref: str, limit:
     return EntityDetail(entity=entity, edges=edges)
 
 
-def tool_list_for(*, principal: Principal, project_ref: object) -> list[GraphTool]:
-    """The graph tools a member of the project may call (all of them, to every member)."""
-    project_get(principal=principal, project_ref=project_ref)
-    return tool_list()
+def graph_vocabulary(*, project_id: uuid.UUID) -> GraphVocabulary:
+    """The project's entity types and (relationship type, source type, target type) triples.
+
+    One round trip over the per-project type counts, which triggers keep exact: no part of the
+    graph is scanned.
+    """
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """SELECT
+                   ARRAY(SELECT type FROM kb.graph_entity_type_counts WHERE project_id = %(p)s ORDER BY type),
+                   ARRAY(SELECT ARRAY[type, src_type, dst_type] FROM kb.graph_relationship_type_counts
+                         WHERE project_id = %(p)s ORDER BY type, src_type, dst_type)""",
+            {"p": project_id},
+        )
+        entity_types, triples = cursor.fetchone()
+    return GraphVocabulary(
+        entity_types=tuple(entity_types), relationships=tuple((t[0], t[1], t[2]) for t in triples or [])
+    )
+
+
+@dataclass(frozen=True)
+class ProjectTool:
+    """A graph tool as one project's clients see it: its schema narrowed to the project's types."""
+
+    tool: GraphTool
+    input_schema: dict[str, Any]
+
+
+def project_tools(*, project_id: uuid.UUID, tools: Iterable[GraphTool] | None = None) -> list[ProjectTool]:
+    """``tools`` (default: the whole registry) with their schemas for this project; the project's
+    types are read (one round trip) only when a tool's schema depends on them."""
+    chosen = list(tool_list() if tools is None else tools)
+    vocabulary = graph_vocabulary(project_id=project_id) if any(t.per_project for t in chosen) else None
+    return [ProjectTool(tool=t, input_schema=t.input_schema(vocabulary)) for t in chosen]
+
+
+def tool_list_for(*, principal: Principal, project_ref: object) -> list[ProjectTool]:
+    """The graph tools a member of the project may call (all of them, to every member), with the
+    project's schemas."""
+    project = project_get(principal=principal, project_ref=project_ref)
+    return project_tools(project_id=project.id)
 
 
 def approval_allowed(*, principal: Principal, project_id: uuid.UUID) -> bool:

@@ -13,7 +13,7 @@ from typing import Annotated, Any, Literal
 from asgiref.sync import sync_to_async
 from pydantic import Field, StringConstraints
 
-from apps.graph_tools import graph_queries, search, selectors, writes
+from apps.graph_tools import graph_queries, paths, search, selectors, writes
 from apps.graph_tools.embeddings import get_embedder
 from apps.graph_tools.errors import ApprovalRequired
 from apps.graph_tools.registry import GraphTool, ToolArgs, ToolContext, register
@@ -208,6 +208,11 @@ async def _traverse_graph(ctx: ToolContext, args: TraverseGraphArgs) -> dict[str
     return result
 
 
+async def _query_paths(ctx: ToolContext, args: paths.QueryPathsArgs) -> dict[str, Any]:
+    result: dict[str, Any] = await _db(paths.paths_query)(project_id=ctx.project_id, args=args)
+    return result
+
+
 async def _list_entity_types(ctx: ToolContext, args: NoArgs) -> dict[str, Any]:
     types = await _db(graph_queries.entity_type_counts)(project_id=ctx.project_id)
     return {"types": types}
@@ -311,6 +316,23 @@ GRAPH_TOOLS: tuple[GraphTool, ...] = (
         ),
         args_model=TraverseGraphArgs,
         handler=_traverse_graph,
+    ),
+    GraphTool(
+        name="query_paths",
+        description=(
+            "Answer a question of any shape with one declarative path query: start entities (a name, key or "
+            "id, a search, or the names a question mentions), up to 4 hops (a relationship type or any, a "
+            "direction), filters at any step (entity type, a property compared with a value, membership in "
+            "another path's result), and a result shape (the entities, count, exists, group with counts, "
+            "min or max of a numeric property). Each result entity comes with the path that reaches it; "
+            "truncated=true says a bound cut the walk. Use it for chains (the capital of the country a "
+            "city lies in), inverse facts, intersections (borders both A and B), filtered lists "
+            "(neighbours that use X), per-item second hops (each neighbour's currency), counts and "
+            "comparisons."
+        ),
+        args_model=paths.QueryPathsArgs,
+        handler=_query_paths,
+        schema_for=paths.paths_schema,
     ),
     GraphTool(
         name="list_entity_types",

@@ -14,8 +14,7 @@ from ninja import Router, Schema
 
 from apps.core.inputs import InvalidInput, json_parse
 from apps.graph_tools.errors import ToolArgumentError
-from apps.graph_tools.registry import GraphTool
-from apps.graph_tools.selectors import tool_list_for
+from apps.graph_tools.selectors import ProjectTool, tool_list_for
 from apps.graph_tools.services import tool_call_as_member
 from apps.projects.auth import principal_of
 
@@ -34,10 +33,12 @@ class ToolList(Schema):
     count: int
 
 
-def tool_out(tool: GraphTool) -> ToolOut:
-    """A tool as clients see it: name, description, JSON Schema of the arguments, read-only flag."""
+def tool_out(item: ProjectTool) -> ToolOut:
+    """A tool as clients see it: name, description, JSON Schema of the arguments (narrowed to the
+    project's types), read-only flag."""
+    tool = item.tool
     return ToolOut(
-        name=tool.name, description=tool.description, inputSchema=tool.input_schema(), readOnly=tool.read_only
+        name=tool.name, description=tool.description, inputSchema=item.input_schema, readOnly=tool.read_only
     )
 
 

@@ -152,6 +152,6 @@ def test_install_adds_a_read_only_query_agent_and_a_curator_with_the_write_tools
     assert result.installed == ["graph-query-agent", "graph-curator-agent"]
     assert again.installed == [] and again.existing == result.installed
     assert set(query.tools) <= set(tool_names(read_only=True))
-    assert set(curator.tools) == set(tool_names())
+    assert set(curator.tools) == set(query.tools) | set(WRITES)
     assert sorted(set(curator.tools) - set(query.tools)) == sorted(WRITES)
     assert curator.tool_policy == {} and curator.is_default is False

@@ -11,6 +11,7 @@ from apps.agents.models import AgentRunToolCall
 from apps.chat.models import Conversation
 from apps.chat.streams.bus import InProcessFrameBus, set_bus
 from apps.evals.planner import PLANNER_MODEL
+from apps.evals.questions import BASIC_KINDS
 from apps.evals.services import eval_plan, eval_run
 from apps.evals.sets import fictional_world, world_graph_lines
 from apps.graph_tools.importer import graph_import
@@ -41,7 +42,7 @@ def fictional_project(db):
 async def test_perfect_planner_answers_every_fictional_question_from_the_tools(fictional_project):
     plan = await eval_plan(
         set_name="fictional", project_ref=fictional_project.slug, agent_name="graph-query-agent",
-        models=[PLANNER_MODEL], plain=False, per_kind=1, seed=SEED,
+        models=[PLANNER_MODEL], plain=False, per_kind=1, seed=SEED, kinds=list(BASIC_KINDS),
     )  # fmt: skip
 
     results = await eval_run(plan=plan)
@@ -92,3 +93,30 @@ async def test_eval_of_an_unknown_agent_is_a_clear_error_and_asks_nothing(fictio
         )  # fmt: skip
 
     assert not await sync_to_async(Conversation.objects.exists)()
+
+
+async def test_a_follow_up_is_asked_after_its_prelude_in_the_same_conversation(fictional_project):
+    from apps.chat.models import Message
+
+    seen: list[list[str]] = []
+
+    def respond(messages, tools):
+        seen.append([m.content for m in messages if m.role == "user"])
+        return text("Noted.")
+
+    register_script("echo", ScriptedProvider(responder=respond))
+    try:
+        plan = await eval_plan(
+            set_name="fictional", project_ref=fictional_project.slug, agent_name="graph-query-agent",
+            models=["scripted/echo"], plain=False, per_kind=1, seed=SEED, kinds=["follow_up"],
+        )  # fmt: skip
+        (question,) = plan.questions
+
+        (result,) = await eval_run(plan=plan)
+    finally:
+        unregister_script("echo")
+
+    assert result.prelude == list(question.prelude) and len(question.prelude) == 1
+    assert seen[-1] == [question.prelude[0], question.text]
+    users = Message.objects.filter(conversation_id=result.conversation_id, role="user").order_by("created_at")
+    assert [m.content async for m in users] == [question.prelude[0], question.text]

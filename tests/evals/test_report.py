@@ -50,3 +50,27 @@ def test_summary_has_a_row_per_kind_and_an_all_row_and_the_files_are_written(tmp
     assert "local/m" in table(rows)
     assert json.loads(paths["json"].read_text())["summary"] == rows
     assert (tmp_path / "latest.json").exists()
+
+
+def test_metaqa_hits_at_1_is_printed_per_hop_with_the_published_figures_beside_it():
+    from apps.evals.report import metaqa_rows, metaqa_table
+
+    results = [
+        result(
+            question_id="m1", set="metaqa", kind="1-hop", template="movie_to_director", score=1.0, recall=1.0
+        ),
+        result(
+            question_id="m2",
+            set="metaqa",
+            kind="2-hop",
+            template="actor_to_movie_to_director",
+            score=0.0,
+            recall=0.5,
+        ),
+    ]
+
+    text = metaqa_table(summarise(results), metaqa_rows(results))
+
+    assert "1.00 (1.00) n=1" in text and "0.00 (0.50) n=1" in text
+    assert "LLM + KG retrieval" in text and "0.95" in text and "0.58" in text
+    assert "actor_to_movie_to_director" in text

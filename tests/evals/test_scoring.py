@@ -3,12 +3,28 @@
 import pytest
 
 from apps.evals.questions import Question
-from apps.evals.scoring import answer_score, citation_check, first_number, names, normalise, says_not_found
+from apps.evals.scoring import (
+    answer_recall,
+    answer_score,
+    citation_check,
+    first_number,
+    names,
+    normalise,
+    says_not_found,
+    yes_or_no,
+)
 
 
-def q(kind, expected=(), count=None):
+def q(kind, expected=(), count=None, **more):
     return Question(
-        id="t", set="t", kind=kind, template="capital", text="?", expected=tuple(expected), count=count
+        id="t",
+        set="t",
+        kind=kind,
+        template="capital",
+        text="?",
+        expected=tuple(expected),
+        count=count,
+        **more,
     )
 
 
@@ -78,3 +94,67 @@ def test_citation_precision_counts_refs_that_exist_and_were_returned_in_the_turn
 
 def test_an_answer_without_citations_has_no_precision():
     assert citation_check(raw_answer="Paris.", existing=set(), returned=set()).precision is None
+
+
+def test_an_intersection_that_names_the_neighbours_of_either_country_scores_zero():
+    question = q("intersection", ["Togo", "Burkina Faso"], wrong=("Nigeria", "Niger", "Cote d'Ivoire"))
+
+    right = answer_score(question, "Togo and Burkina Faso border both Benin and Ghana.")
+    either = answer_score(question, "Togo, Burkina Faso, Nigeria, Niger and Côte d'Ivoire.")
+    half = answer_score(question, "Togo, and also Niger.")
+
+    assert right == 1.0
+    assert either == 0.0
+    assert half == pytest.approx(0.5 * (1 - 1 / 3))
+
+
+def test_a_filtered_list_that_names_a_neighbour_with_another_currency_loses_credit():
+    question = q("filtered", ["Nigeria"], wrong=("Togo", "Niger", "Burkina Faso"))
+
+    assert answer_score(question, "Of Benin's neighbours, Nigeria uses the Naira.") == 1.0
+    assert answer_score(question, "Nigeria and Togo.") == pytest.approx(2 / 3)
+
+
+@pytest.mark.parametrize(
+    ("answer", "said"),
+    [
+        ("Yes, Ghana borders Togo.", "yes"),
+        ("No. They share no border.", "no"),
+        ("Ghana does not border Nigeria.", "no"),
+        ("Ghana doesn't border Nigeria.", "no"),
+        ("Ghana borders Togo; they are adjacent.", "yes"),
+    ],
+)
+def test_a_yes_no_answer_is_its_first_word_or_else_whether_it_negates(answer, said):
+    assert yes_or_no(answer) == said
+    assert answer_score(q("yes_no", answer=said), answer) == 1.0
+    assert answer_score(q("yes_no", answer="no" if said == "yes" else "yes"), answer) == 0.0
+
+
+def test_a_comparison_scores_the_entity_the_answer_names_first():
+    question = q("compare", ["Nigeria"], wrong=("Benin",))
+
+    assert answer_score(question, "Nigeria is larger than Benin.") == 1.0
+    assert answer_score(question, "Benin is smaller than Nigeria.") == 0.0
+
+
+def test_a_per_item_answer_must_give_each_item_its_own_value():
+    question = q(
+        "per_item",
+        ["Togo", "Burkina Faso"],
+        pairs=(("Togo", ("CFA franc",)), ("Burkina Faso", ("CFA franc",))),
+    )
+
+    paired = answer_score(question, "Togo uses the CFA franc; Burkina Faso uses the CFA franc.")
+    own_currency = answer_score(question, "Ghana borders Togo and Burkina Faso. Ghana uses the Cedi.")
+    one = answer_score(question, "Togo (CFA franc), Burkina Faso.")
+
+    assert paired == 1.0
+    assert own_currency == 0.0
+    assert one == 0.5
+
+
+def test_counts_over_an_inverse_relationship_score_as_counts_and_recall_is_the_share_named():
+    assert answer_score(q("inverse_count", count=4), "4 countries use the CFA franc.") == 1.0
+    assert answer_recall(q("list", ["Togo", "Ghana"]), "Togo.") == 0.5
+    assert answer_recall(q("count", count=3), "3") is None

@@ -125,6 +125,29 @@ async def test_http_bad_arguments_and_unknown_entity_are_is_error_results(daphne
     assert payload(after)["types"][0] == {"type": "Person", "count": 5}
 
 
+async def test_http_lists_query_paths_with_the_tokens_project_types_and_runs_it(daphne_url: str, token: str):
+    async with http_client(daphne_url, {"Authorization": f"Bearer {token}"}) as client:
+        listed = await client.list_tools()
+        result = await client.call_tool(
+            "query_paths", {"start": ["Carol White"], "hops": [{"relationship": "KNOWS", "direction": "out"}]}
+        )
+        unknown = await client.call_tool(
+            "query_paths", {"start": ["Carol White"], "hops": [{"type": "Planet"}]}
+        )
+
+    query_paths = next(t for t in listed.tools if t.name == "query_paths")
+    hop_type = query_paths.input_schema["$defs"]["Hop"]["properties"]["type"]
+    assert next(b for b in hop_type["anyOf"] if b.get("type") == "string")["enum"] == [
+        "City",
+        "Company",
+        "Person",
+    ]
+    assert [r["key"] for r in payload(result)["results"]] == ["alice", "dave"]
+    assert unknown.is_error is True
+    assert unknown.structured_content["code"] == "invalid_arguments"
+    assert "hops.0.type" in unknown.content[0].text
+
+
 async def test_http_without_a_valid_token_is_refused_with_401(daphne_url: str, token: str):
     init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}}
     async with httpx.AsyncClient(timeout=30) as raw:

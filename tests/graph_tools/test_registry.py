@@ -9,7 +9,7 @@ from apps.graph_tools.registry import tool_names
 from tests.graph_tools.conftest import SmallGraph, call_tool
 
 
-def test_the_registry_holds_the_ten_protocol_read_tools_and_the_six_write_tools():
+def test_the_registry_holds_the_eleven_protocol_read_tools_and_the_six_write_tools():
     assert sorted(tool_names(read_only=True)) == sorted(
         [
             "hybrid_search",
@@ -22,6 +22,7 @@ def test_the_registry_holds_the_ten_protocol_read_tools_and_the_six_write_tools(
             "list_entity_types",
             "schema_version",
             "list_relationships",
+            "query_paths",
         ]
     )
     assert sorted(tool_names(read_only=False)) == [

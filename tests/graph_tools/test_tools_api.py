@@ -30,7 +30,7 @@ def test_list_tools_gives_name_description_schema_and_read_only(graph: SmallGrap
 
     body = response.json()
     assert response.status_code == 200
-    assert body["count"] == 16
+    assert body["count"] == 17
     assert [t["name"] for t in body["items"]] == tool_names()
     traverse = next(t for t in body["items"] if t["name"] == "traverse_graph")
     assert set(traverse) == {"name", "description", "inputSchema", "readOnly"}
@@ -74,6 +74,45 @@ def test_call_tool_with_bad_arguments_answers_400_naming_the_argument(graph: Sma
     assert body["code"] == "invalid_arguments"
     assert "max_depth" in body["error"]
     assert body["argument"] == "max_depth"
+
+
+def test_list_tools_shows_query_paths_with_the_projects_own_types(graph: SmallGraph, member: Client):
+    response = member.get(url(graph))
+
+    query_paths = next(t for t in response.json()["items"] if t["name"] == "query_paths")
+    hop = query_paths["inputSchema"]["$defs"]["Hop"]["properties"]
+    relationship = next(b for b in hop["relationship"]["anyOf"] if b.get("type") == "string")
+    assert relationship["enum"] == ["KNOWS", "LIVES_IN", "LOCATED_IN", "WORKS_AT"]
+    assert "Person -WORKS_AT-> Company" in hop["relationship"]["description"]
+
+
+def test_query_paths_over_rest_answers_the_path_result(graph: SmallGraph, member: Client):
+    response = member.post(
+        url(graph, "query_paths"),
+        {"start": ["Alice Smith"], "hops": [{"relationship": "WORKS_AT"}, {"relationship": "LOCATED_IN"}]},
+        content_type="application/json",
+    )
+
+    assert response.status_code == 200
+    body = response.json()
+    assert [r["key"] for r in body["results"]] == ["lisbon"]
+    assert [s["entity"]["key"] for s in body["results"][0]["path"]] == ["alice", "acme", "lisbon"]
+
+
+def test_query_paths_over_rest_with_an_unknown_relationship_answers_400_naming_it(
+    graph: SmallGraph, member: Client
+):
+    response = member.post(
+        url(graph, "query_paths"),
+        {"start": ["Alice Smith"], "hops": [{"relationship": "LOVES"}]},
+        content_type="application/json",
+    )
+
+    assert response.status_code == 400
+    body = response.json()
+    assert body["code"] == "invalid_arguments"
+    assert body["argument"] == "hops.0.relationship"
+    assert "KNOWS" in body["error"]
 
 
 def test_call_tool_with_a_body_that_is_not_an_object_answers_400(graph: SmallGraph, member: Client):

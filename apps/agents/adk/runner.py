@@ -258,8 +258,12 @@ def build_agent(
     sub_definitions: Sequence[AgentDefinition],
     share: bool = False,
     gate_for: Callable[[AgentDefinition], WriteGate] | None = None,
+    graph_version: int | None = None,
 ) -> LlmAgent:
-    """The ``LlmAgent`` of a definition, its tools, and its sub-agents (one level deep: no cycles)."""
+    """The ``LlmAgent`` of a definition, its tools, and its sub-agents (one level deep: no cycles).
+
+    ``graph_version``: the project's, when known; a tool whose schema names the project's types
+    reads them once per version."""
     adapter = ModelAdapter.for_provider(
         provider,
         temperature=definition.model_choice.temperature,
@@ -274,7 +278,9 @@ def build_agent(
 
     gate = gate_for(definition) if gate_for is not None else None
     graph = graph_tools(list(definition.tools or []), project_id=project_id, gate=gate)
-    tools: list[Any] = [GraphToolset(graph)] if graph else []
+    tools: list[Any] = (
+        [GraphToolset(graph, project_id=project_id, graph_version=graph_version)] if graph else []
+    )
     tools += mcp_toolsets(list(definition.mcp_servers or []))
     subs: list[BaseAgent] = [
         build_agent(
@@ -284,6 +290,7 @@ def build_agent(
             project_id=project_id,
             sub_definitions=[],
             gate_for=gate_for,
+            graph_version=graph_version,
         )
         for sub in sub_definitions
     ]
@@ -317,6 +324,7 @@ async def adk_run(
     share_provider: bool,
     gate_for: Callable[[AgentDefinition], WriteGate] | None = None,
     resume: ToolResume | None = None,
+    graph_version: int | None = None,
 ) -> None:
     """Run one turn of ``definition`` on ADK's runner, recording into ``state`` as it goes.
 
@@ -333,6 +341,7 @@ async def adk_run(
         sub_definitions=sub_definitions,
         share=share_provider,
         gate_for=gate_for,
+        graph_version=graph_version,
     )
     service = HistorySessionService(
         InMemoryHistoryStore({session_id: history}),

@@ -10,6 +10,7 @@ import re
 import uuid
 from typing import Any, cast
 
+from asgiref.sync import sync_to_async
 from django.conf import settings
 from google.adk.agents.readonly_context import ReadonlyContext
 from google.adk.tools.base_tool import BaseTool
@@ -36,7 +37,8 @@ from apps.agents.mcp_servers import (
     url_check,
 )
 from apps.core.errors import ServiceError
-from apps.graph_tools.registry import GraphTool, tool_call, tool_get
+from apps.graph_tools.registry import GraphTool, GraphVocabulary, tool_call, tool_get
+from apps.graph_tools.selectors import graph_vocabulary
 
 logger = logging.getLogger(__name__)
 
@@ -61,12 +63,14 @@ class GraphAdkTool(BaseTool):
         self.graph_tool = tool
         self.project_id = project_id
         self.gate = gate
+        # The project's types, for a tool whose schema names them (set by ``GraphToolset``).
+        self.vocabulary: GraphVocabulary | None = None
 
     def _get_declaration(self) -> types.FunctionDeclaration:
         # A shallow copy of the tool's one declaration: ADK asks for it on every model call
         # (2 x 10 a graph-query-agent turn), and a deep copy of the schema plus a validated
         # declaration each time was ~4 ms of a turn's CPU. Nothing changes a declaration's schema.
-        return _declaration(self.graph_tool).model_copy()
+        return _declaration(self.graph_tool, self.vocabulary).model_copy()
 
     async def run_async(self, *, args: dict[str, Any], tool_context: ToolContext) -> Any:
         limit = settings.KGCHAT_TOOL_TIMEOUT_SECONDS
@@ -86,10 +90,28 @@ class GraphAdkTool(BaseTool):
 
 
 @functools.lru_cache(maxsize=256)
-def _declaration(tool: GraphTool) -> types.FunctionDeclaration:
+def _declaration(tool: GraphTool, vocabulary: GraphVocabulary | None = None) -> types.FunctionDeclaration:
     return types.FunctionDeclaration(
-        name=tool.name, description=tool.description, parameters_json_schema=tool.input_schema()
+        name=tool.name, description=tool.description, parameters_json_schema=tool.input_schema(vocabulary)
     )
+
+
+# (project, graph version) -> the project's types: its types change only with its graph version.
+_VOCABULARIES: dict[tuple[uuid.UUID, int], GraphVocabulary] = {}
+_VOCABULARIES_MAX = 256
+
+
+async def project_vocabulary(project_id: uuid.UUID, graph_version: int | None) -> GraphVocabulary:
+    """The project's types, read once per graph version (every turn when the version is unknown)."""
+    key = (project_id, graph_version) if graph_version is not None else None
+    if key is not None and key in _VOCABULARIES:
+        return _VOCABULARIES[key]
+    vocabulary = await sync_to_async(graph_vocabulary)(project_id=project_id)
+    if key is not None:
+        if len(_VOCABULARIES) >= _VOCABULARIES_MAX:
+            _VOCABULARIES.pop(next(iter(_VOCABULARIES)))
+        _VOCABULARIES[key] = vocabulary
+    return vocabulary
 
 
 def _size(value: Any) -> int:
@@ -120,10 +142,12 @@ def shrink_result(result: Any, *, max_chars: int) -> Any:
     return {"truncated": True, "preview": text[:max_chars]}
 
 
-def graph_tools(names: list[str], *, project_id: uuid.UUID, gate: WriteGate | None = None) -> list[BaseTool]:
+def graph_tools(
+    names: list[str], *, project_id: uuid.UUID, gate: WriteGate | None = None
+) -> list[GraphAdkTool]:
     """The registry tools named in an agent definition; unknown names are skipped with a warning.
     Write tools go through ``gate`` (none: they answer ``approval_required``)."""
-    tools: list[BaseTool] = []
+    tools: list[GraphAdkTool] = []
     for name in names:
         try:
             tools.append(GraphAdkTool(tool_get(name), project_id=project_id, gate=gate))
@@ -140,11 +164,26 @@ class GraphToolset(BaseToolset):
     one toolset, one. The model sees the same declarations and ADK calls the same tools.
     """
 
-    def __init__(self, tools: list[BaseTool]) -> None:
+    def __init__(
+        self,
+        tools: list[GraphAdkTool],
+        *,
+        project_id: uuid.UUID | None = None,
+        graph_version: int | None = None,
+    ) -> None:
         super().__init__()
-        self.tools = tools
+        self.tools: list[BaseTool] = list(tools)
+        self._per_project = [t for t in tools if t.graph_tool.per_project]
+        self._project_id = project_id
+        self._graph_version = graph_version
 
     async def get_tools(self, readonly_context: ReadonlyContext | None = None) -> list[BaseTool]:
+        if self._per_project and self._project_id is not None:
+            # Once a turn (once a graph version): the schemas that name the project's types.
+            vocabulary = await project_vocabulary(self._project_id, self._graph_version)
+            for tool in self._per_project:
+                tool.vocabulary = vocabulary
+            self._per_project = []
         return self.tools
 
 

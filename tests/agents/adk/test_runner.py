@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uuid
 
+import pytest
 from google.adk.events.event import Event
 from google.genai import types
 
@@ -43,6 +44,7 @@ def _graph_agent_definition(tools: list[str]):
     return AgentDefinition(name="grapher", tools=tools, model={"name": "scripted/test", "temperature": 0.1})
 
 
+@pytest.mark.django_db
 async def test_graph_tools_reach_adk_as_one_toolset_and_the_model_is_offered_each_of_them() -> None:
     from apps.agents.adk.runner import adk_run, build_agent
     from apps.agents.adk.tools import GraphToolset
@@ -73,3 +75,48 @@ async def test_graph_tools_reach_adk_as_one_toolset_and_the_model_is_offered_eac
     assert len(agent.tools) == 1 and isinstance(agent.tools[0], GraphToolset)
     assert sorted(t.name for t in provider.calls[0].tools) == sorted(names)
     assert "".join(state.text) == "Nothing to look up."
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_query_paths_is_offered_with_the_projects_relationship_and_entity_types() -> None:
+    from asgiref.sync import sync_to_async
+
+    from apps.agents.adk.runner import adk_run
+    from apps.agents.llm.scripted import ScriptedProvider, text
+    from tests.factories import make_entity, make_project, make_relationship
+
+    def build() -> uuid.UUID:
+        project = make_project()
+        make_relationship(
+            project,
+            make_entity(project, "a", type="City"),
+            "LOCATED_IN",
+            make_entity(project, "b", type="Country"),
+        )
+        return project.id
+
+    project_id = await sync_to_async(build)()
+    definition = _graph_agent_definition(["query_paths"])
+    provider = ScriptedProvider(turns=[text("Nothing to look up.")])
+
+    await adk_run(
+        RunState(callback=None, max_steps=5),
+        definition=definition,
+        provider=provider,
+        message="Hello",
+        history=[],
+        project_id=project_id,
+        sub_definitions=[],
+        session_id="s",
+        user_id="u",
+        stop=None,
+        share_provider=True,
+        graph_version=1,
+    )
+
+    (spec,) = provider.calls[0].tools
+    hop = spec.parameters["$defs"]["Hop"]["properties"]
+    assert next(b for b in hop["relationship"]["anyOf"] if b.get("type") == "string")["enum"] == [
+        "LOCATED_IN"
+    ]
+    assert next(b for b in hop["type"]["anyOf"] if b.get("type") == "string")["enum"] == ["City", "Country"]

@@ -9,8 +9,9 @@ from asgiref.sync import async_to_sync
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from apps.evals import report
+from apps.evals import metaqa, report
 from apps.evals.planner import PLANNER_MODEL
+from apps.evals.questions import KINDS, METAQA_KINDS
 from apps.evals.services import SETS, EvalError, QuestionResult, eval_plan, eval_run
 from apps.evals.sets import DEFAULT_PER_KIND, DEFAULT_SEED
 
@@ -45,7 +46,25 @@ class Command(BaseCommand):
         )
         parser.add_argument("--plain-only", action="store_true", help="only plain chat, no agent")
         parser.add_argument("--per-kind", type=int, default=DEFAULT_PER_KIND, help="questions of each kind")
+        parser.add_argument(
+            "--per-hop",
+            type=int,
+            default=metaqa.DEFAULT_PER_HOP,
+            help="metaqa: dev questions of each hop count, spread over its question types (0: all of them)",
+        )
+        parser.add_argument(
+            "--all",
+            action="store_true",
+            help="metaqa: the whole dev split (36k questions; same as --per-hop 0)",
+        )
         parser.add_argument("--limit", type=int, help="at most this many questions per set")
+        parser.add_argument(
+            "--kind",
+            dest="kinds",
+            action="append",
+            choices=[*KINDS, *METAQA_KINDS],
+            help="only questions of this kind (repeatable; default every kind)",
+        )
         parser.add_argument("--seed", type=int, default=DEFAULT_SEED)
         parser.add_argument(
             "--rescore", help="score the answers of a written results file again (nothing is asked)"
@@ -92,6 +111,8 @@ class Command(BaseCommand):
                     per_kind=o["per_kind"],
                     limit=o["limit"],
                     seed=o["seed"],
+                    per_hop=0 if o["all"] else o["per_hop"],
+                    kinds=o["kinds"],
                 )
                 results.extend(await eval_run(plan=plan, on_result=show))
 
@@ -104,5 +125,8 @@ class Command(BaseCommand):
     def _report(self, results: list[QuestionResult], out: Path) -> None:
         rows = report.summarise(results)
         self.stdout.write("\n" + report.table(rows))
+        metaqa_text = report.metaqa_table(rows, report.metaqa_rows(results))
+        if metaqa_text:
+            self.stdout.write("\n" + metaqa_text)
         paths = report.write(results, rows, out)
         self.stdout.write("\n" + "  ".join(f"{k}: {v}" for k, v in paths.items()))

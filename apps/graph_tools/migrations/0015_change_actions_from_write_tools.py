@@ -7,7 +7,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("graph_tools", "0013_hnsw_ef_construction"),
+        ("graph_tools", "0014_entity_name_lower_index"),
     ]
 
     operations = [
