@@ -33,6 +33,7 @@ from typing import Any
 
 import httpx
 
+from bench.load import _setup_django
 from bench.support import start_daphne, wait_ready
 
 
@@ -48,17 +49,6 @@ class Outcome:
         done = [f for f in self.frames if f.get("type") == "done"]
         errors = [f for f in self.frames if f.get("type") == "error"]
         return self.status == 200 and not errors and bool(done) and bool(done[-1].get("messageId"))
-
-
-def _setup_django() -> None:
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.local")
-    if not os.environ.get("DATABASE_URL"):
-        from config import embedded_db
-
-        embedded_db.start()
-    import django
-
-    django.setup()
 
 
 def _arrange(users: int) -> tuple[Any, Any, list[Any], list[str]]:

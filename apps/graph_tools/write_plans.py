@@ -109,6 +109,21 @@ class WritePlan:
         }
 
 
+def properties_merge(properties: dict[str, Any], given: dict[str, Any]) -> list[dict[str, Any]]:
+    """Merge ``given`` into ``properties`` (in place): a property given as null is removed, others set;
+    return the field-level changes (``properties.<key>``), none for values it already has."""
+    changes = []
+    for key, value in given.items():
+        old = properties.get(key)
+        if value is None and key in properties:
+            del properties[key]
+            changes.append({"field": f"properties.{key}", "before": old, "after": None})
+        elif value is not None and (key not in properties or old != value):
+            properties[key] = value
+            changes.append({"field": f"properties.{key}", "before": old, "after": value})
+    return changes
+
+
 def entity_label(entity: dict[str, Any]) -> str:
     return f'{entity["type"]} "{entity["name"]}" ({entity["key"]})'
 
@@ -171,14 +186,7 @@ def plan_update_entity(project_id: uuid.UUID, args: UpdateEntityArgs) -> WritePl
         if value is not None and value != before[name]:
             changes.append({"field": name, "before": before[name], "after": value})
             after[name] = value
-    for key, value in (args.properties or {}).items():
-        old = after["properties"].get(key)
-        if value is None and key in after["properties"]:
-            del after["properties"][key]
-            changes.append({"field": f"properties.{key}", "before": old, "after": None})
-        elif value is not None and (key not in after["properties"] or old != value):
-            after["properties"][key] = value
-            changes.append({"field": f"properties.{key}", "before": old, "after": value})
+    changes += properties_merge(after["properties"], args.properties or {})
     label = entity_label(before)
     summary = (
         f"Update entity {label}: {', '.join(c['field'] for c in changes)}"
@@ -281,14 +289,7 @@ def plan_update_relationship(project_id: uuid.UUID, args: UpdateRelationshipArgs
     before = relationship_value(rel, src, dst)
     after = dict(before, properties=dict(before["properties"] or {}))
     changes: list[dict[str, Any]] = []
-    for key, value in args.properties.items():
-        old = after["properties"].get(key)
-        if value is None and key in after["properties"]:
-            del after["properties"][key]
-            changes.append({"field": f"properties.{key}", "before": old, "after": None})
-        elif value is not None and (key not in after["properties"] or old != value):
-            after["properties"][key] = value
-            changes.append({"field": f"properties.{key}", "before": old, "after": value})
+    changes += properties_merge(after["properties"], args.properties)
     label = f"{entity_label(src)} -{args.type}-> {entity_label(dst)}"
     summary = (
         f"Update relationship {label}: {', '.join(c['field'] for c in changes)}"
