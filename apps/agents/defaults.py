@@ -6,15 +6,6 @@ from typing import Any
 
 from apps.graph_tools.writes import WRITE_KINDS
 
-# When to use query_paths, for models that call tools themselves.
-QUERY_PATHS_INSTRUCTION = (
-    "When a question follows relationships -- a fact of a related entity (the capital of the country a "
-    "city lies in), an inverse fact (which country has X as its capital), entities related to two others "
-    "at once, a list with a condition, each item's own facts, a count, a yes/no or a comparison -- prefer "
-    "one query_paths call: the start entities, the hops (relationship types and directions from its "
-    "schema) and the result shape; answer from its results and cite the entities on their paths."
-)
-
 GRAPH_QUERY_AGENT: dict[str, Any] = {
     "name": "graph-query-agent",
     "description": (
@@ -26,7 +17,7 @@ GRAPH_QUERY_AGENT: dict[str, Any] = {
         "questions about the knowledge graph -- its entities, relationships, schema, and structure. "
         "Always use tools to look up real data rather than guessing. When presenting results, cite "
         "the entities and relationships you found. If a search returns no results, say so clearly "
-        "rather than fabricating an answer. " + QUERY_PATHS_INSTRUCTION
+        "rather than fabricating an answer."
     ),
     "model": {"name": "gemini-2.0-flash", "temperature": 0.1},
     "tools": [
@@ -40,7 +31,6 @@ GRAPH_QUERY_AGENT: dict[str, Any] = {
         "list_entity_types",
         "schema_version",
         "list_relationships",
-        "query_paths",
     ],
     "flow_type": "single",
     "is_default": True,
