@@ -10,6 +10,7 @@ from __future__ import annotations
 import random
 import re
 import unicodedata
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -202,6 +203,29 @@ def ask(
         pairs=pairs,
         prelude=prelude,
     )
+
+
+Maker = Callable[[int], "Question | None"]
+
+
+def draw(makers: dict[Kind, Maker], per_kind: int) -> list[Question]:
+    """``per_kind`` questions of each kind, each text once, each one that reads back as its template.
+
+    A maker is called with the number of distinct questions of its kind drawn so far; it may return
+    None (nothing to ask this time), and is given ``per_kind * 20`` attempts."""
+    questions: list[Question] = []
+    for kind, make in makers.items():
+        seen: set[tuple[str, ...]] = set()
+        attempts = 0
+        while sum(1 for q in questions if q.kind == kind) < per_kind and attempts < per_kind * 20:
+            attempts += 1
+            question = make(len(seen))
+            # A follow-up's text repeats ("And its currency?"): its conversation tells it apart.
+            asked = (*question.prelude, question.text) if question is not None else ()
+            if question is not None and asked not in seen and reads_back(question):
+                seen.add(asked)
+                questions.append(question)
+    return questions
 
 
 def reads_back(question: Question) -> bool:

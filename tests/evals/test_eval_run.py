@@ -84,7 +84,7 @@ async def test_a_model_that_answers_from_memory_scores_zero_and_its_made_up_cita
 
 
 async def test_eval_of_an_unknown_agent_is_a_clear_error_and_asks_nothing(fictional_project):
-    from apps.evals.services import EvalError
+    from apps.evals.harness import EvalError
 
     with pytest.raises(EvalError, match="no agent definition named 'nobody'"):
         await eval_plan(

@@ -71,7 +71,7 @@ def test_the_perfect_plan_of_a_question_follows_its_question_type():
 
 @pytest.mark.django_db
 def test_the_eval_project_imports_the_knowledge_base_once_and_is_reused_while_it_is_the_same(monkeypatch):
-    from apps.evals.services import eval_project_ensure
+    from apps.evals.harness import eval_project_ensure
 
     lines = [
         {"kind": "entity", "key": "movie-a", "type": "Movie", "name": "A Film"},
