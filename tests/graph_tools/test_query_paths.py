@@ -313,7 +313,7 @@ def test_a_name_that_matches_nothing_is_listed_not_found_and_an_unknown_key_is_a
 
 
 def test_a_hop_over_its_fan_out_limit_is_cut_and_says_so(africa: Africa, monkeypatch: pytest.MonkeyPatch):
-    monkeypatch.setattr(paths, "HOP_EDGE_LIMIT", 2)
+    monkeypatch.setattr(paths.walk, "HOP_EDGE_LIMIT", 2)
 
     result = africa.call(start=["Benin"], hops=[{"relationship": "BORDERS"}])
 
@@ -339,8 +339,8 @@ def test_a_statement_over_the_timeout_is_a_query_timeout_error(
             cursor.execute("SELECT pg_sleep(2)")
         return {}
 
-    monkeypatch.setattr(paths, "STATEMENT_TIMEOUT_MS", 50)
-    monkeypatch.setattr(paths, "_run", slow)
+    monkeypatch.setattr(paths.result, "STATEMENT_TIMEOUT_MS", 50)
+    monkeypatch.setattr(paths.result, "_run", slow)
 
     with pytest.raises(paths.PathQueryTimeout) as exc:
         africa.call(start=["Benin"])
