@@ -187,7 +187,8 @@ function onRequestError(frame) {
     state.pendingCancel = false;
     const bubble = ui.messages.querySelector("article.message-user.pending");
     if (bubble) bubble.classList.replace("pending", "refused");
-    setBusy(false);
+    // Another tab's turn may be streaming here meanwhile (it is why mine was refused).
+    setBusy(Boolean(state.turn && !state.turn.finished));
     return;
   }
   if (frame.code === "not_running") {
@@ -212,8 +213,14 @@ function onMeta(frame) {
     // A new turn began before we saw the previous one end (e.g. frames lost while offline).
     state.turn.finish(null);
   }
-  let turn = state.pending;
-  state.pending = null;
+  // My pending message is bound to the first meta of a message I have not seen: a meta whose message
+  // is known (drawn from turn_started: another tab's, sent just before mine) is that other turn's,
+  // and mine is still waiting for its own meta or its refusal.
+  let turn = null;
+  if (!state.userMessages.has(frame.messageId)) {
+    turn = state.pending;
+    state.pending = null;
+  }
   if (!state.conversationId) {
     adoptConversation(frame.conversationId);
     loadConversations();

@@ -355,3 +355,75 @@ def test_a_message_sent_in_one_tab_appears_in_another_tab_on_the_conversation_an
     expect(other.get_by_role("button", name="Send")).to_be_visible()
     expect(page.locator("article.message-user")).to_have_count(2)
     other.close()
+
+
+def test_a_message_sent_while_another_tabs_turn_starts_is_refused_and_that_turn_stays_the_other_tabs(
+    page: Page, live_server_url: str, world: World, llm_server: LLMTestServer
+) -> None:
+    """Two tabs send at once: the other tab's turn_started arrives, then mine is sent before that
+    turn's meta. The meta is not bound to my pending message (it belongs to the message drawn from
+    turn_started); mine is refused (turn_in_progress) while that turn streams on, Stop still shown."""
+    llm_server.enqueue(Stream(text_chunks("Paris is in France.")))
+    log_in(page, live_server_url, "ada")
+    send(page, "Where is Paris?")
+    expect(answer(page)).to_have_attribute("data-state", "done")
+    conversation_id = page.url.rstrip("/").rsplit("/", 1)[-1]
+    other = page.context.new_page()
+    watching: list[str] = []
+    held: list[str | bytes] = []
+    holding: list[bool] = []
+
+    def through(ws: WebSocketRoute) -> None:
+        server = ws.connect_to_server()
+
+        def from_page(message: str | bytes) -> None:
+            server.send(message)
+            if isinstance(message, str) and '"chat.subscribe"' in message:
+                server.send(json.dumps({"type": "chat.cancel", "conversationId": conversation_id}))
+            if isinstance(message, str) and '"chat.message"' in message and holding:
+                # My message is on its way: now let the other turn's frames through.
+                holding.clear()
+                for frame in held:
+                    ws.send(frame)
+                held.clear()
+
+        def from_server(message: str | bytes) -> None:
+            if isinstance(message, str) and '"not_running"' in message and not watching:
+                watching.append(message)
+                return
+            if holding:
+                held.append(message)
+                return
+            ws.send(message)
+            if isinstance(message, str) and '"turn_started"' in message:
+                holding.append(True)
+
+        ws.on_message(from_page)
+        server.on_message(from_server)
+
+    other.route_web_socket(re.compile(r"/ws/chat/$"), through)
+    other.goto(page.url)
+    expect(answer(other).locator(".md")).to_have_text("Paris is in France.")
+    for _ in range(300):
+        if watching:
+            break
+        other.wait_for_timeout(50)
+    assert watching, "the other tab's socket never confirmed its subscription"
+    chunks = [f"part{n:02d} " for n in range(16)]
+    llm_server.enqueue(Stream(text_chunks(*chunks), delay=0.2))
+
+    send(page, "And Lyon?")
+    expect(other.locator("article.message-user")).to_have_count(2)
+    expect(other.locator("article.message-user").last).to_have_text("And Lyon?")
+    send(other, "Mine too")
+
+    expect(other.locator("article.message-user.refused")).to_have_text("Mine too")
+    expect(answer(other)).to_have_attribute("data-state", "streaming")
+    expect(other.get_by_role("button", name="Stop")).to_be_visible()
+    expect(answer(other)).to_have_attribute("data-state", "done", timeout=30_000)
+    assert answer(other).locator(".md").inner_text().strip() == "".join(chunks).strip()
+    lyon = other.locator("article.message-user", has_text="And Lyon?")
+    stored = Message.objects.filter(conversation_id=conversation_id, role="user", content="And Lyon?").get()
+    expect(lyon).to_have_attribute("data-message-id", str(stored.id))
+    assert not Message.objects.filter(conversation_id=conversation_id, content="Mine too").exists()
+    other.close()
