@@ -155,12 +155,20 @@ def _user_lookup(*, username: str | None, email: str | None) -> User:
     if not value or len(value) > MAX_USER_LOOKUP_CHARS:
         raise InvalidInput(f"{field} must be 1 to {MAX_USER_LOOKUP_CHARS} characters", field=field)
     users = User.objects.filter(is_active=True)
-    matches = list(
-        users.filter(username=value)[:2] if field == "username" else users.filter(email__iexact=value)[:2]
-    )
+    if field == "username":
+        # Usernames are case-insensitive here; one spelled exactly as typed wins over its case variants
+        # (Django lets "Ana" and "ana" both exist), and several variants without one are ambiguous.
+        exact = users.filter(username=value).first()
+        matches = [exact] if exact is not None else list(users.filter(username__iexact=value)[:2])
+    else:
+        matches = list(users.filter(email__iexact=value)[:2])
     if not matches:
         raise UserNotFound(f"no user with that {field}")
     if len(matches) > 1:
+        if field == "username":
+            raise ServiceError(
+                "several users have that username in other cases: type it exactly", code="ambiguous_username"
+            )
         raise ServiceError(
             "several users have that e-mail address: name the user by username", code="ambiguous_email"
         )

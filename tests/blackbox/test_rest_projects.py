@@ -9,6 +9,7 @@ import pytest
 
 from tests.blackbox.clients import Api
 from tests.blackbox.covers import covers
+from tests.blackbox.server import Kgchat
 from tests.blackbox.world import World, create_token_in_admin, create_user
 
 
@@ -132,6 +133,35 @@ def test_an_email_shared_by_two_users_is_ambiguous_and_only_owners_add(
         project_id=world.project_id,
     )
     assert refused.json()["requiredRole"] == "owner"
+
+
+@covers("POST /api/projects/{project_id}/members", "201", "400 ambiguous_username")
+def test_a_username_is_matched_whatever_its_case_unless_variants_make_it_ambiguous(
+    kgchat: Kgchat, world: World, admin: Api, team: str
+) -> None:
+    create_user(admin, "Hedy", email="hedy@example.com")
+    ada = world.api("ada")
+
+    added = ada.call(
+        "POST /api/projects/{project_id}/members", 201, json={"username": "hedy"}, project_id=team
+    )
+    assert added.json()["username"] == "Hedy"
+
+    # The admin refuses a username that differs from another only in case; data from before it (an
+    # operator's shell here) can still hold such variants, and then neither is guessed.
+    kgchat.manage(
+        "shell",
+        "-c",
+        "from django.contrib.auth.models import User; "
+        "[User.objects.create_user(username=n) for n in ('Max', 'MAX')]",
+    )
+    ada.call(
+        "POST /api/projects/{project_id}/members",
+        400,
+        "ambiguous_username",
+        json={"username": "max"},
+        project_id=team,
+    )
 
 
 @covers("PATCH /api/projects/{project_id}/members/{user_id}", "200", "404 member_not_found", "409 last_owner")

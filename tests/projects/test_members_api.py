@@ -128,6 +128,42 @@ def test_two_users_sharing_an_email_must_be_named_by_username(team):
     assert response.json()["code"] == "ambiguous_email"
 
 
+def test_a_username_is_found_whatever_its_case(team):
+    user = make_user("Grace.Hopper")
+
+    response = client_of(team["owner"]).post(
+        members_url(team["project"]), {"username": "  grace.HOPPER "}, content_type=JSON
+    )
+
+    assert response.status_code == 201
+    assert roles_of(team["project"])[user.username] == "viewer"
+
+
+def test_a_username_typed_exactly_wins_over_its_case_variants(team):
+    make_user("ana"), make_user("Ana")
+
+    response = client_of(team["owner"]).post(
+        members_url(team["project"]), {"username": "ana"}, content_type=JSON
+    )
+
+    assert response.status_code == 201
+    assert "ana" in roles_of(team["project"])
+    assert "Ana" not in roles_of(team["project"])
+
+
+def test_case_variants_of_a_username_without_an_exact_one_are_ambiguous(team):
+    make_user("Lin"), make_user("LIN")
+    before = roles_of(team["project"])
+
+    response = client_of(team["owner"]).post(
+        members_url(team["project"]), {"username": "lin"}, content_type=JSON
+    )
+
+    assert response.status_code == 400
+    assert response.json()["code"] == "ambiguous_username"
+    assert roles_of(team["project"]) == before
+
+
 def test_owner_changes_a_role(team):
     response = client_of(team["owner"]).patch(
         members_url(team["project"], team["viewer"].pk), {"role": "editor"}, content_type=JSON
