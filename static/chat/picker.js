@@ -42,14 +42,22 @@ export async function loadProjects() {
   window.localStorage.setItem("kgchat.projectId", state.projectId);
 }
 
+let agentsAsked = 0;
+
+/* The agents of the project on screen. An answer that comes back after the project changed again
+ * (a quick second change) is dropped: the picker shows the agents of the project now chosen. */
 export async function loadAgents() {
-  state.agents = [];
+  const asked = ++agentsAsked;
+  const projectId = state.projectId;
+  let agents = [];
   try {
-    const data = await api("GET", `/projects/${state.projectId}/agent-definitions`);
-    state.agents = (data && (data.items || data)) || [];
+    const data = await api("GET", `/projects/${projectId}/agent-definitions`);
+    agents = (data && (data.items || data)) || [];
   } catch (_) {
-    state.agents = [];
+    agents = [];
   }
+  if (asked !== agentsAsked || projectId !== state.projectId) return;
+  state.agents = agents;
   state.agentsLoaded = true;
 }
 

@@ -8,14 +8,20 @@ import { api } from "./api.js";
 import { el, announce, formatWhen } from "./dom.js";
 import { state, ui } from "./state.js";
 
+let listAsked = 0;
+
+/* The project's conversations in the sidebar; an answer for a project no longer chosen is dropped. */
 export async function loadConversations() {
   if (!state.projectId) return;
+  const asked = ++listAsked;
+  const projectId = state.projectId;
   let data;
   try {
-    data = await api("GET", `/chat/conversations?projectId=${encodeURIComponent(state.projectId)}`);
+    data = await api("GET", `/chat/conversations?projectId=${encodeURIComponent(projectId)}`);
   } catch (_) {
     return;
   }
+  if (asked !== listAsked || projectId !== state.projectId) return;
   const items = (data && data.items) || [];
   ui.list.replaceChildren();
   ui.listEmpty.hidden = items.length > 0;

@@ -7,7 +7,7 @@ from datetime import timedelta
 
 import pytest
 from django.utils import timezone
-from playwright.sync_api import Page, expect
+from playwright.sync_api import Page, Route, expect
 
 from apps.chat.models import Conversation, Message
 from apps.graph_tools.registry import WriteAuthorization
@@ -198,3 +198,66 @@ def test_the_entity_panel_shows_the_entity_s_change_history(
     expect(change).to_contain_text("updated description")
     expect(change).to_contain_text("by ada (direct)")
     expect(panel).to_contain_text("The third city of France")
+
+
+def test_a_link_to_a_conversation_of_another_project_shows_that_project_and_its_agent(
+    page: Page, live_server_url: str, world: World
+) -> None:
+    from apps.agents.models import AgentDefinition
+    from tests.factories import make_project
+
+    zephyr = make_project(owner=world.user, name="Zephyr")
+    agent = AgentDefinition.objects.create(
+        project=zephyr, name="zephyr-agent", system_prompt="You answer.", model={"name": "x"}, tools=[]
+    )
+    conv = Conversation.objects.create(project=zephyr, user=world.user, title="Winds", agent_definition=agent)
+    Conversation.objects.create(project=world.project, user=world.user, title="Atlas question")
+    log_in(page, live_server_url, "ada")
+    page.locator("#project-select").select_option(label="Atlas")
+    expect(page.locator(".conversation-item .conversation-name")).to_have_text(["Atlas question"])
+
+    page.goto(f"{live_server_url}/chat/{conv.id}/")
+
+    expect(page.locator("#agent-badge")).to_have_text("zephyr-agent")
+    expect(page.locator("#project-select option:checked")).to_have_text("Zephyr")
+    expect(page.locator(".conversation-item .conversation-name")).to_have_text(["Winds"])
+
+
+def test_switching_projects_quickly_shows_the_agents_and_conversations_of_the_last_one_chosen(
+    page: Page, live_server_url: str, world: World
+) -> None:
+    """The answers for the project chosen first arrive last (held back here): they are dropped."""
+    from apps.agents.models import AgentDefinition
+    from tests.factories import make_project
+
+    zephyr = make_project(owner=world.user, name="Zephyr")
+    AgentDefinition.objects.create(
+        project=zephyr, name="zephyr-agent", system_prompt="You answer.", model={"name": "x"}, tools=[]
+    )
+    Conversation.objects.create(project=zephyr, user=world.user, title="Winds")
+    Conversation.objects.create(project=world.project, user=world.user, title="Atlas question")
+    log_in(page, live_server_url, "ada")
+    page.locator("#project-select").select_option(label="Zephyr")
+    expect(page.locator(".conversation-item .conversation-name")).to_have_text(["Winds"])
+    held: list[Route] = []
+
+    def hold(route: Route) -> None:
+        held.append(route)
+
+    page.route(f"**/api/projects/{world.project.id}/agent-definitions*", hold)
+    page.route(f"**/api/chat/conversations?projectId={world.project.id}*", hold)
+
+    page.locator("#project-select").select_option(label="Atlas")
+    for _ in range(100):
+        if len(held) == 2:
+            break
+        page.wait_for_timeout(50)
+    assert len(held) == 2, "the page did not ask for Atlas's agents and conversations"
+    page.locator("#project-select").select_option(label="Zephyr")
+    expect(page.locator(".agent-option-name")).to_have_text(["zephyr-agent", "Plain chat"])
+    for route in held:
+        route.continue_()
+    page.wait_for_timeout(1000)
+
+    expect(page.locator(".agent-option-name")).to_have_text(["zephyr-agent", "Plain chat"])
+    expect(page.locator(".conversation-item .conversation-name")).to_have_text(["Winds"])
