@@ -63,7 +63,7 @@ NOT_FOUND_PHRASES = (
     "there is no",
     "there are no",
     "unknown",
-    # The small-model loop (apps.agents.llm.prompted_tools) tells the model to say "the knowledge
+    # The small-model loop (apps.agents.loop) tells the model to say "the knowledge
     # graph has nothing about it".
     "nothing about",
     "no information",

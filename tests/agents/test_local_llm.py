@@ -4,7 +4,7 @@ The test marked ``local_llm`` starts the real llama.cpp server (xllamacpp) on a 
 and runs an agent turn through the small-model loop. It is skipped where ``make run`` (or
 ``scripts/local_llm.sh install``) has not installed the runtime and the 1.1 GB model, as on CI:
 ``make test`` never needs them, and the loop itself is tested against a scripted HTTP server in
-tests/agents/test_prompted_tools.py.
+tests/agents/loop/test_provider.py.
 """
 
 from __future__ import annotations
@@ -31,8 +31,8 @@ from pytest_django import Settings
 from apps.agents.llm.base import ChatMessage, ErrorEvent, GenerationConfig, ModelUnavailable
 from apps.agents.llm.local_server import main as local_server_main
 from apps.agents.llm.openai_compat import OpenAICompatProvider
-from apps.agents.llm.prompted_tools import PromptedToolsProvider
 from apps.agents.llm.resolve import resolve_model
+from apps.agents.loop.provider import PromptedToolsProvider
 from bench.support import free_port
 from tests.llm_server import LLMTestServer, Stream, text_chunks
 

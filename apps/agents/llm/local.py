@@ -17,7 +17,7 @@ from django.conf import settings
 from apps.agents.llm.base import ModelUnavailable
 from apps.agents.llm.local_server import api_key_read
 from apps.agents.llm.openai_compat import OpenAICompatProvider
-from apps.agents.llm.prompted_tools import PromptedToolsProvider
+from apps.agents.loop.provider import PromptedToolsProvider
 
 # The names ``scripts/local_llm.sh`` can install and serve (its ALIAS).
 MODELS = ("qwen2.5-1.5b",)

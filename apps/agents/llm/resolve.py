@@ -12,7 +12,7 @@ from the module ``apps.agents.llm.local``, which must define ``provider(model: s
 (for the ``meta`` frame).
 
 ``openai/`` models call tools natively unless ``OPENAI_NATIVE_TOOLS`` is off: then they get the
-small-model agent loop of ``apps.agents.llm.prompted_tools`` (like ``local/`` models always do).
+small-model agent loop of ``apps.agents.loop`` (like ``local/`` models always do).
 """
 
 from __future__ import annotations
@@ -67,7 +67,7 @@ def resolve_model(name: str) -> Provider:
         )
         if getattr(settings, "OPENAI_NATIVE_TOOLS", True):
             return compat
-        from apps.agents.llm.prompted_tools import PromptedToolsProvider
+        from apps.agents.loop.provider import PromptedToolsProvider
 
         return PromptedToolsProvider(inner=compat)
     if prefix == "ollama":

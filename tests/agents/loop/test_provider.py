@@ -24,14 +24,11 @@ from apps.agents.llm.base import (
     ToolSpec,
 )
 from apps.agents.llm.openai_compat import OpenAICompatProvider
-from apps.agents.llm.prompted_tools import (
-    CallHoldback,
-    PromptedToolsProvider,
-    find_call,
-    layout_result,
-    prompt_messages,
-    step_schema,
-)
+from apps.agents.loop.holdback import CallHoldback, find_call
+from apps.agents.loop.layout import layout_result
+from apps.agents.loop.prompt import prompt_messages
+from apps.agents.loop.provider import PromptedToolsProvider
+from apps.agents.loop.schema import step_schema
 from apps.graph_tools.registry import tool_get
 from tests.llm_server import Json, LLMTestServer, Stream, completion, text_chunks
 

@@ -11,7 +11,8 @@ import json
 from typing import Any
 
 from apps.agents.llm.base import ChatMessage, Done, GenerationConfig, ToolCall, ToolCallRequest, ToolSpec
-from apps.agents.llm.graph_lookup import (
+from apps.agents.llm.openai_compat import OpenAICompatProvider
+from apps.agents.loop.lookups import (
     AnswerLinker,
     TurnLookups,
     card_entities,
@@ -20,14 +21,9 @@ from apps.agents.llm.graph_lookup import (
     next_lookup,
     question_number,
 )
-from apps.agents.llm.openai_compat import OpenAICompatProvider
-from apps.agents.llm.prompted_tools import (
-    LOOKUP_ID_PREFIX,
-    PromptedToolsProvider,
-    first_step_tools,
-    prompt_messages,
-    step_schema,
-)
+from apps.agents.loop.prompt import LOOKUP_ID_PREFIX, prompt_messages
+from apps.agents.loop.provider import PromptedToolsProvider
+from apps.agents.loop.schema import first_step_tools, step_schema
 from apps.graph_tools.registry import tool_get
 from tests.llm_server import LLMTestServer, Stream, text_chunks
 

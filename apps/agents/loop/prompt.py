@@ -1,0 +1,235 @@
+"""The conversation as the small model reads it: the system prompt, the turn, the results laid out.
+
+The system prompt and tool list are the same for every step and turn, so the server's prompt cache
+(``cache_prompt``) reads them once.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from apps.agents.llm.base import ChatMessage, ToolSpec
+from apps.agents.loop.layout import RESULT_MAX_CHARS, clip, layout_result
+from apps.agents.loop.lookups import (
+    TurnLookups,
+    edges_tool,
+    entities,
+    entity_card,
+    is_entity,
+    link,
+    named_hits,
+    question_number,
+    turn_lookups,
+)
+
+HISTORY_MESSAGES = 4
+MESSAGE_MAX_CHARS = 600
+# A search that named no entity: how many hits the model reads, and how much of each description.
+SEARCH_HITS = 6
+HIT_DESCRIPTION = 160
+# The ids of the loop's own calls (the model never wrote them, so it is not shown them as its own).
+LOOKUP_ID_PREFIX = "lookup_"
+
+
+def _signature(tool: ToolSpec) -> str:
+    properties = tool.parameters.get("properties") or {}
+    required = set(tool.parameters.get("required") or [])
+    args = ", ".join(name if name in required else f"{name}?" for name in properties)
+    description = " ".join(tool.description.split())
+    end = description.find(". ")
+    return f"- {tool.name}({args}): {description[: end + 1] if end > 0 else description}"
+
+
+def _first_with_required(tools: Sequence[ToolSpec], argument: str) -> str | None:
+    for tool in tools:
+        if argument in (tool.parameters.get("required") or []):
+            return tool.name
+    return None
+
+
+def _strategy(tools: Sequence[ToolSpec]) -> str:
+    """How to look things up, naming the agent's own search and neighbourhood tools when it has them.
+
+    Measured on the demo graph without it: a first step of ``query_entities({})`` (a page of
+    arbitrary entities) answered from memory, and a two-hop question was answered after one search.
+    """
+    search = _first_with_required(tools, "query")
+    edges = _first_with_required(tools, "entity_id")
+    lines = []
+    if search:
+        lines.append(
+            f"Start with {search} on the name the question is about (only the name, not the whole question)."
+        )
+    if edges:
+        lines.append(
+            "When the answer needs facts of another entity that a result mentions (the country a city "
+            f"lies in, the members of a group), look that entity up too ({search or edges} with its name, "
+            f"or {edges} with its key) before answering."
+        )
+    return "\n" + "\n".join(lines) if lines else ""
+
+
+def system_prompt(instructions: str, tools: Sequence[ToolSpec]) -> str:
+    """The agent's instructions, the tools and the rules: the same for every step of every turn."""
+    parts = [instructions.strip()] if instructions.strip() else []
+    if tools:
+        listing = "\n".join(_signature(t) for t in tools)
+        parts.append(
+            "You read a knowledge graph with tools; you know nothing about it yourself.\n"
+            f"Tools:\n{listing}\n"
+            'To call a tool, reply with only a JSON object: {"name": "<tool>", "arguments": {...}}. '
+            "Refer to an entity by the key in its link, for example country:PT in "
+            "[Portugal](entity:country:PT).\n"
+            "After a tool result, either call another tool the same way or write the answer."
+            + _strategy(tools)
+        )
+    # Plain chat offers no tools and puts the retrieved facts into the instructions instead.
+    if tools:
+        use, cite, found = "facts from the tool results", "the link the results give it", "the results"
+    else:
+        use, cite, found = "the facts above", "the link given for it", "the facts above"
+    parts.append(
+        f"Rules for the answer: use only {use}, never your own knowledge. "
+        f"Cite every entity you mention with {cite}, exactly as written. "
+        f"If {found} do not contain what was asked, say that you could not find it in the "
+        "knowledge graph, and nothing more. Answer briefly."
+    )
+    return "\n\n".join(parts)
+
+
+def _names_in(content: str, query: str) -> bool | None:
+    """Whether a search result names an entity that the query names (``None``: no entities in it).
+
+    Searches always return their nearest matches. Measured on the demo graph: asked for the capital
+    of an invented country, the model answered with the nearest result ("Oslo"); a plain note that
+    no result's name is in the query is what it lacked.
+    """
+    try:
+        data = json.loads(content)
+    except (json.JSONDecodeError, TypeError):
+        return None
+    hits = entities(data)
+    if not hits:
+        return None
+    return bool(named_hits(hits, query))
+
+
+def this_turn_start(messages: Sequence[ChatMessage]) -> int:
+    for index in range(len(messages) - 1, -1, -1):
+        if messages[index].role == "user":
+            return index
+    return len(messages)
+
+
+def turn_calls(messages: Sequence[ChatMessage]) -> list[tuple[str, dict[str, Any]]]:
+    """(name, arguments) of every tool call made in this turn so far (after the last user message)."""
+    start = this_turn_start(messages)
+    return [
+        (c.name, c.arguments) for m in messages[start + 1 :] if m.role == "assistant" for c in m.tool_calls
+    ]
+
+
+def _trimmed(data: Any) -> Any:
+    """A search result cut to its first ``SEARCH_HITS`` hits, descriptions to ``HIT_DESCRIPTION`` characters.
+
+    Shown when the search named no entity (else the cards say more): measured, the whole result cost
+    ~550 prompt tokens (~16 s on 2 cores) to answer an invented place "not found".
+    """
+    if isinstance(data, dict):
+        return {k: _trimmed(v) for k, v in data.items()}
+    if isinstance(data, list):
+        return [
+            {**x, "description": clip(str(x["description"]), HIT_DESCRIPTION)}
+            if is_entity(x) and x.get("description")
+            else x
+            for x in data[:SEARCH_HITS]
+        ]
+    return data
+
+
+def _result_text(name: str, content: str, query: Any, lookups: TurnLookups, limit: int) -> str:
+    """One tool result as the model reads it: an entity card, a search, or laid-out lines."""
+    try:
+        data = json.loads(content)
+    except (json.JSONDecodeError, TypeError):
+        data = None
+    if isinstance(data, dict) and is_entity(data.get("entity")) and isinstance(data.get("edges"), list):
+        card = entity_card(
+            data, via=lookups.neighbour_of(str(data["entity"]["key"])), threshold=lookups.threshold
+        )
+        return f"Result of {name}:\n{clip(card, limit)}"
+    if isinstance(query, str) and data is not None:
+        named = [hit for hit in named_hits(entities(data), query) if hit["key"] in lookups.cards]
+        if named:
+            # Measured: the other, nearer-by-words hits cost ~200 prompt tokens (~6 s on 2 cores) and
+            # lured the model into listing them; the named entities' cards follow. No number here:
+            # "(and 9 other matches)" was answered "10 countries border Qualumistan" (it borders 2).
+            found = ", ".join(link(hit) for hit in named)
+            return f"Result of {name}: {found} (the other matches are about something else)"
+        text = f"Result of {name}:\n{layout_result(json.dumps(_trimmed(data)), limit)}"
+        if _names_in(content, query) is False and not lookups.named:
+            text += f'\n(No result has a name that appears in "{query}".)'
+        return text
+    return f"Result of {name}:\n{layout_result(content, limit)}"
+
+
+def prompt_messages(
+    messages: Sequence[ChatMessage],
+    tools: Sequence[ToolSpec],
+    *,
+    answer_now: bool = False,
+    result_limit: int = RESULT_MAX_CHARS,
+    lookups: TurnLookups | None = None,
+) -> list[ChatMessage]:
+    """The conversation as the small model reads it: plain roles, calls as JSON, results laid out.
+
+    ``lookups``: this turn's ``turn_lookups`` when the caller read them already.
+    """
+    instructions = "\n".join(m.content for m in messages if m.role == "system")
+    out = [ChatMessage(role="system", content=system_prompt(instructions, tools))]
+    start = this_turn_start(messages)
+    earlier = [
+        ChatMessage(role=m.role, content=clip(m.content, MESSAGE_MAX_CHARS))
+        for m in messages[:start]
+        if m.role in {"user", "assistant"} and m.content.strip()
+    ]
+    out.extend(earlier[-HISTORY_MESSAGES:])
+    if start < len(messages):
+        out.append(ChatMessage(role="user", content=messages[start].content))
+    names = {c.id: c.name for m in messages for c in m.tool_calls}
+    queries = {c.id: c.arguments.get("query") for m in messages for c in m.tool_calls}
+    if lookups is None:
+        lookups = turn_lookups(messages[start + 1 :], edges_tool(tools))
+    if start < len(messages):
+        lookups.threshold = question_number(messages[start].content)
+    for message in messages[start + 1 :]:
+        if message.role == "assistant":
+            calls = [
+                json.dumps({"name": c.name, "arguments": c.arguments})
+                for c in message.tool_calls
+                if not c.id.startswith(LOOKUP_ID_PREFIX)
+            ]
+            text = "\n".join([message.content.strip(), *calls]).strip()
+            if text:
+                out.append(ChatMessage(role="assistant", content=text))
+        elif message.role == "tool":
+            call_id = message.tool_call_id or ""
+            name = names.get(call_id, message.name or "tool")
+            text = _result_text(name, message.content, queries.get(call_id), lookups, result_limit)
+            if call_id.startswith(LOOKUP_ID_PREFIX):
+                # The loop's own look-up: shown as found facts, not as a call the model made.
+                _, _, card = text.partition("\n")
+                if not card.strip():
+                    continue
+                text = f"Looked up in the graph:\n{card}"
+                if out[-1].role == "user":
+                    out[-1] = ChatMessage(role="user", content=f"{out[-1].content}\n\n{text}")
+                    continue
+            out.append(ChatMessage(role="user", content=text))
+    if answer_now and out[-1].role == "user":
+        out[-1] = ChatMessage(
+            role="user", content=out[-1].content + "\n\nNo more tool calls: write the answer now."
+        )
+    return out
