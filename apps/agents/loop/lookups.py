@@ -239,7 +239,7 @@ def _compared(value: int, threshold: int | None) -> str:
     return f"{value:,}, {'more' if value > threshold else 'less'} than {threshold:,}"
 
 
-def _members(others: list[dict[str, Any]], shown: int = GROUP_SHOWN, threshold: int | None = None) -> str:
+def members_line(others: list[dict[str, Any]], shown: int = GROUP_SHOWN, threshold: int | None = None) -> str:
     """Links to the members; with a shared quantity, largest first.
 
     With ``threshold`` (the number the question names) each member's value is shown too, and whether
@@ -280,7 +280,7 @@ def _group_line(
     """ "Vietnam borders 3 countries: …", "Vietnam uses currency: …", "2 cities located in X: …"."""
     types = {str(o.get("type") or "") for o in others}
     counted = f"{len(others)} {_noun(types.pop(), len(others))}" if len(types) == 1 else f"{len(others)}"
-    members = _members(others, threshold=threshold)
+    members = members_line(others, threshold=threshold)
     if direction == "out":
         return (
             f"- {name} {_phrase(rel)}: {members}"

@@ -7,10 +7,12 @@ The system prompt and tool list are the same for every step and turn, so the ser
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from typing import Any
 
 from apps.agents.llm.base import ChatMessage, ToolSpec
+from apps.agents.loop import plan_graph, plan_turn
 from apps.agents.loop.layout import RESULT_MAX_CHARS, clip, layout_result
 from apps.agents.loop.lookups import (
     TurnLookups,
@@ -23,6 +25,7 @@ from apps.agents.loop.lookups import (
     question_number,
     turn_lookups,
 )
+from apps.agents.loop.plan import plan_system_part
 
 HISTORY_MESSAGES = 4
 MESSAGE_MAX_CHARS = 600
@@ -85,6 +88,11 @@ def system_prompt(instructions: str, tools: Sequence[ToolSpec]) -> str:
             "After a tool result, either call another tool the same way or write the answer."
             + _strategy(tools)
         )
+    path = plan_graph.path_tool(tools)
+    relationships = plan_graph.graph_relationships(path) if path is not None else []
+    if relationships:
+        # In every step's prompt, so the server's prompt cache reads it once for all of them.
+        parts.append(plan_system_part(relationships))
     # Plain chat offers no tools and puts the retrieved facts into the instructions instead.
     if tools:
         use, cite, found = "facts from the tool results", "the link the results give it", "the results"
@@ -121,6 +129,56 @@ def this_turn_start(messages: Sequence[ChatMessage]) -> int:
         if messages[index].role == "user":
             return index
     return len(messages)
+
+
+def model_calls(messages: Sequence[ChatMessage]) -> list[tuple[str, dict[str, Any]]]:
+    """(name, arguments) of the calls the model made in this turn (not the loop's look-ups)."""
+    start = this_turn_start(messages)
+    return [
+        (c.name, c.arguments)
+        for m in messages[start + 1 :]
+        if m.role == "assistant"
+        for c in m.tool_calls
+        if not c.id.startswith(LOOKUP_ID_PREFIX)
+    ]
+
+
+def _earlier_question(messages: Sequence[ChatMessage]) -> str | None:
+    start = this_turn_start(messages)
+    return next((m.content for m in reversed(messages[:start]) if m.role == "user"), None)
+
+
+def path_move(messages: Sequence[ChatMessage], tools: Sequence[ToolSpec]) -> plan_turn.Move | None:
+    """The path plan's next move this turn (``plan_turn.next_move``), or None for the earlier recipe."""
+    start = this_turn_start(messages)
+    if start >= len(messages):
+        return None
+    return plan_turn.next_move(
+        messages[start + 1 :],
+        tools,
+        question=messages[start].content,
+        earlier=_earlier_question(messages),
+        edges_name=edges_tool(tools),
+        lookup_prefix=LOOKUP_ID_PREFIX,
+    )
+
+
+def answer_messages(
+    messages: Sequence[ChatMessage], tools: Sequence[ToolSpec], move: plan_turn.Answer
+) -> list[ChatMessage]:
+    """The answer step of a planned turn: the system prompt, the last exchanges, the question with
+    the plan's cards, and the instruction to answer (one sentence when the loop adds a long list)."""
+    start = this_turn_start(messages)
+    out = prompt_messages(messages[: start + 1], tools)
+    if move.appended:
+        # Measured: told that the loop adds the list, the model wrote that sentence as its answer.
+        instruction = "Answer in one short sentence that names the first three found."
+    else:
+        instruction = "Answer the question from these facts only, briefly; no tool calls."
+    out[-1] = ChatMessage(
+        role="user", content=f"{out[-1].content}\n\nFound in the graph:\n{move.card}\n\n{instruction}"
+    )
+    return out
 
 
 def turn_calls(messages: Sequence[ChatMessage]) -> list[tuple[str, dict[str, Any]]]:
@@ -175,6 +233,18 @@ def _result_text(name: str, content: str, query: Any, lookups: TurnLookups, limi
     return f"Result of {name}:\n{layout_result(content, limit)}"
 
 
+_HISTORY_LINK = re.compile(r"\[([^\[\]\n]+)\]\(entity:[^()\s]+\)")
+
+
+def _unlinked(text: str) -> str:
+    """An earlier message with its entity links as plain names.
+
+    Measured: a follow-up's answer copied the previous answer's links, which this turn's tools did
+    not return (so they count as uncited); this turn's cards give the links to use, and the answer
+    linker links the names it writes."""
+    return _HISTORY_LINK.sub(lambda m: m.group(1), text)
+
+
 def prompt_messages(
     messages: Sequence[ChatMessage],
     tools: Sequence[ToolSpec],
@@ -191,7 +261,7 @@ def prompt_messages(
     out = [ChatMessage(role="system", content=system_prompt(instructions, tools))]
     start = this_turn_start(messages)
     earlier = [
-        ChatMessage(role=m.role, content=clip(m.content, MESSAGE_MAX_CHARS))
+        ChatMessage(role=m.role, content=clip(_unlinked(m.content), MESSAGE_MAX_CHARS))
         for m in messages[:start]
         if m.role in {"user", "assistant"} and m.content.strip()
     ]
@@ -200,6 +270,12 @@ def prompt_messages(
         out.append(ChatMessage(role="user", content=messages[start].content))
     names = {c.id: c.name for m in messages for c in m.tool_calls}
     queries = {c.id: c.arguments.get("query") for m in messages for c in m.tool_calls}
+    mention_lookups = {
+        c.id
+        for m in messages
+        for c in m.tool_calls
+        if c.id.startswith(LOOKUP_ID_PREFIX) and plan_turn.is_mention_lookup(c.arguments)
+    }
     if lookups is None:
         lookups = turn_lookups(messages[start + 1 :], edges_tool(tools))
     if start < len(messages):
@@ -216,6 +292,8 @@ def prompt_messages(
                 out.append(ChatMessage(role="assistant", content=text))
         elif message.role == "tool":
             call_id = message.tool_call_id or ""
+            if call_id in mention_lookups:
+                continue  # the loop's look-up of names: what a plan starts from, not a result to read
             name = names.get(call_id, message.name or "tool")
             text = _result_text(name, message.content, queries.get(call_id), lookups, result_limit)
             if call_id.startswith(LOOKUP_ID_PREFIX):
