@@ -446,3 +446,35 @@ async def test_a_plan_that_found_nothing_looks_up_the_starts_relationships_befor
     assert isinstance(call, ToolCall) and call.id.startswith(LOOKUP_ID_PREFIX)
     assert (call.name, call.arguments) == ("get_entity_edges", {"entity_id": "country:BJ", "limit": 500})
     assert server.requests == []
+
+
+async def test_an_agent_without_a_path_tool_takes_the_forced_search_and_its_prompt_has_no_plan_rules(
+    server: LLMTestServer,
+):
+    server.enqueue(Json(completion('{"name": "hybrid_search", "arguments": {"query": "Benin"}}')))
+
+    events = [
+        e
+        async for e in provider_for(server).stream(
+            list(QUESTION), TOOLS[:2], GenerationConfig(model="small", temperature=0.1)
+        )
+    ]
+
+    sent = server.requests[0]
+    assert sent["response_format"]["json_schema"]["schema"] == step_schema(TOOLS[:2])
+    assert "This graph's relationships" not in sent["messages"][0]["content"]
+    assert isinstance(events[0], ToolCall) and events[0].name == "hybrid_search"
+
+
+async def test_a_plan_the_graph_cannot_run_falls_back_to_the_forced_search_without_the_path_tool(
+    server: LLMTestServer,
+):
+    server.enqueue(Json(completion(json.dumps({"answer": "list"}))))
+    server.enqueue(Json(completion("not a plan")))
+    server.enqueue(Json(completion('{"name": "hybrid_search", "arguments": {"query": "Benin"}}')))
+
+    events = await run(provider_for(server), after(LOOKUP))
+
+    assert len(server.requests) == 3
+    assert server.requests[2]["response_format"]["json_schema"]["schema"] == step_schema(TOOLS[:2])
+    assert isinstance(events[0], ToolCall) and events[0].name == "hybrid_search"
