@@ -253,6 +253,38 @@ def _and_paths(
     return sorted((p for p in options if len(p.hops) == shortest), key=lambda p: path_rank(p, mentioned, end))
 
 
+def _ranked(arguments: dict[str, Any], prop: Any, others: Sequence[Mention], shape: str) -> str:
+    """A largest/smallest plan: the property ranked by, and the result shape (a list without one)."""
+    if prop is None:
+        return "entities"
+    arguments["property"] = prop
+    if others:
+        # Two named entities compared: the entities themselves, whatever path was named.
+        arguments["hops"] = []
+        arguments["start"] += [{"key": k} for m in others for k in m.keys]
+    return shape
+
+
+def _intersect(
+    arguments: dict[str, Any],
+    others: Sequence[Mention],
+    other: dict[str, Any] | None,
+    end: str,
+    relationships: Sequence[Relationship],
+) -> None:
+    """Keep only the answers also reached from the second named entity (or both starts' neighbours)."""
+    second = [(m, p) for m in others for p in _and_paths(m, other, end, relationships)]
+    if not second:
+        return
+    member, path = second[0]
+    within: dict[str, Any] = {"start": [{"key": k} for k in member.keys], "hops": _hops(path, relationships)}
+    if arguments["hops"]:
+        arguments["hops"][-1]["in_path"] = within
+    else:
+        arguments["start"] += within["start"]
+        arguments["start_match"] = "all"
+
+
 def plan_candidates(
     plan: dict[str, Any], named: Sequence[Mention], relationships: Sequence[Relationship], limit: int = 500
 ) -> list[dict[str, Any]]:
@@ -287,28 +319,11 @@ def plan_candidates(
         }
         result = shape
         if shape in ("max", "min"):
-            prop = plan.get("property") or next(iter(start.numbers), None)
-            if prop is None:
-                result = "entities"
-            else:
-                arguments["property"] = prop
-                if others:
-                    # Two named entities compared: the entities themselves, whatever path was named.
-                    arguments["hops"] = []
-                    arguments["start"] += [{"key": k} for m in others for k in m.keys]
+            result = _ranked(
+                arguments, plan.get("property") or next(iter(start.numbers), None), others, shape
+            )
         elif others:
-            second = [(m, p) for m in others for p in _and_paths(m, other, option.end, relationships)]
-            if second:
-                member, path = second[0]
-                within: dict[str, Any] = {
-                    "start": [{"key": k} for k in member.keys],
-                    "hops": _hops(path, relationships),
-                }
-                if arguments["hops"]:
-                    arguments["hops"][-1]["in_path"] = within
-                else:
-                    arguments["start"] += within["start"]
-                    arguments["start_match"] = "all"
+            _intersect(arguments, others, other, option.end, relationships)
         if result == "group" and len(option.hops) < 2:
             result = "entities"
         arguments["result"] = result

@@ -245,6 +245,51 @@ def _unlinked(text: str) -> str:
     return _HISTORY_LINK.sub(lambda m: m.group(1), text)
 
 
+def _turn_so_far(
+    out: list[ChatMessage],
+    messages: Sequence[ChatMessage],
+    start: int,
+    lookups: TurnLookups,
+    result_limit: int,
+) -> None:
+    """Append this turn's calls and results to ``out``: the model's calls as JSON, results laid out,
+    the loop's own look-ups as found facts (its look-ups of names not at all)."""
+    names = {c.id: c.name for m in messages for c in m.tool_calls}
+    queries = {c.id: c.arguments.get("query") for m in messages for c in m.tool_calls}
+    mention_lookups = {
+        c.id
+        for m in messages
+        for c in m.tool_calls
+        if c.id.startswith(LOOKUP_ID_PREFIX) and plan_turn.is_mention_lookup(c.arguments)
+    }
+    for message in messages[start + 1 :]:
+        if message.role == "assistant":
+            calls = [
+                json.dumps({"name": c.name, "arguments": c.arguments})
+                for c in message.tool_calls
+                if not c.id.startswith(LOOKUP_ID_PREFIX)
+            ]
+            text = "\n".join([message.content.strip(), *calls]).strip()
+            if text:
+                out.append(ChatMessage(role="assistant", content=text))
+            continue
+        call_id = message.tool_call_id or ""
+        if message.role != "tool" or call_id in mention_lookups:
+            continue  # the loop's look-up of names: what a plan starts from, not a result to read
+        name = names.get(call_id, message.name or "tool")
+        text = _result_text(name, message.content, queries.get(call_id), lookups, result_limit)
+        if call_id.startswith(LOOKUP_ID_PREFIX):
+            # The loop's own look-up: shown as found facts, not as a call the model made.
+            _, _, card = text.partition("\n")
+            if not card.strip():
+                continue
+            text = f"Looked up in the graph:\n{card}"
+            if out[-1].role == "user":
+                out[-1] = ChatMessage(role="user", content=f"{out[-1].content}\n\n{text}")
+                continue
+        out.append(ChatMessage(role="user", content=text))
+
+
 def prompt_messages(
     messages: Sequence[ChatMessage],
     tools: Sequence[ToolSpec],
@@ -268,44 +313,11 @@ def prompt_messages(
     out.extend(earlier[-HISTORY_MESSAGES:])
     if start < len(messages):
         out.append(ChatMessage(role="user", content=messages[start].content))
-    names = {c.id: c.name for m in messages for c in m.tool_calls}
-    queries = {c.id: c.arguments.get("query") for m in messages for c in m.tool_calls}
-    mention_lookups = {
-        c.id
-        for m in messages
-        for c in m.tool_calls
-        if c.id.startswith(LOOKUP_ID_PREFIX) and plan_turn.is_mention_lookup(c.arguments)
-    }
     if lookups is None:
         lookups = turn_lookups(messages[start + 1 :], edges_tool(tools))
     if start < len(messages):
         lookups.threshold = question_number(messages[start].content)
-    for message in messages[start + 1 :]:
-        if message.role == "assistant":
-            calls = [
-                json.dumps({"name": c.name, "arguments": c.arguments})
-                for c in message.tool_calls
-                if not c.id.startswith(LOOKUP_ID_PREFIX)
-            ]
-            text = "\n".join([message.content.strip(), *calls]).strip()
-            if text:
-                out.append(ChatMessage(role="assistant", content=text))
-        elif message.role == "tool":
-            call_id = message.tool_call_id or ""
-            if call_id in mention_lookups:
-                continue  # the loop's look-up of names: what a plan starts from, not a result to read
-            name = names.get(call_id, message.name or "tool")
-            text = _result_text(name, message.content, queries.get(call_id), lookups, result_limit)
-            if call_id.startswith(LOOKUP_ID_PREFIX):
-                # The loop's own look-up: shown as found facts, not as a call the model made.
-                _, _, card = text.partition("\n")
-                if not card.strip():
-                    continue
-                text = f"Looked up in the graph:\n{card}"
-                if out[-1].role == "user":
-                    out[-1] = ChatMessage(role="user", content=f"{out[-1].content}\n\n{text}")
-                    continue
-            out.append(ChatMessage(role="user", content=text))
+    _turn_so_far(out, messages, start, lookups, result_limit)
     if answer_now and out[-1].role == "user":
         out[-1] = ChatMessage(
             role="user", content=out[-1].content + "\n\nNo more tool calls: write the answer now."

@@ -48,7 +48,15 @@ from apps.agents.llm.base import (
 from apps.agents.loop import plan, plan_graph, plan_turn
 from apps.agents.loop.holdback import CallHoldback, FoundCall, find_call
 from apps.agents.loop.layout import RESULT_MAX_CHARS
-from apps.agents.loop.lookups import AnswerLinker, card_entities, edges_tool, link, next_lookup, turn_lookups
+from apps.agents.loop.lookups import (
+    AnswerLinker,
+    TurnLookups,
+    card_entities,
+    edges_tool,
+    link,
+    next_lookup,
+    turn_lookups,
+)
 from apps.agents.loop.prompt import (
     LOOKUP_ID_PREFIX,
     answer_messages,
@@ -56,6 +64,7 @@ from apps.agents.loop.prompt import (
     path_move,
     prompt_messages,
     this_turn_start,
+    turn_calls,
 )
 from apps.agents.loop.schema import first_step_tools, step_schema
 
@@ -116,17 +125,18 @@ class PromptedToolsProvider:
         self, messages: list[ChatMessage], tools: list[ToolSpec], config: GenerationConfig
     ) -> AsyncIterator[StreamEvent]:
         usage = Usage()
-        turn = messages[this_turn_start(messages) + 1 :]
         if tools and self.plan_paths and (move := path_move(messages, tools)) is not None:
             async for event in self._path(move, messages, tools, config, usage):
                 yield event
             return
-        made = model_calls(messages)
+        # With a path tool the loop's own look-up of names comes first: only the model's calls count.
+        made = model_calls(messages) if plan_graph.path_tool(tools) else turn_calls(messages)
         if tools and not made:
             # No plan this turn (or none the model could write): the forced search of the earlier recipe.
             async for event in self._forced(messages, _without_path_tool(tools), config, usage):
                 yield event
             return
+        turn = messages[this_turn_start(messages) + 1 :]
         # Read once a step: the results' JSON (edges with properties) is parsed here only.
         lookups = turn_lookups(turn, edges_tool(tools)) if tools else None
         if self.look_up and lookups is not None and (lookup := next_lookup(turn, tools, lookups)) is not None:
@@ -136,6 +146,19 @@ class PromptedToolsProvider:
             )
             yield Done(usage=usage, finish_reason="tool_calls")
             return
+        async for event in self._free_step(messages, tools, config, usage, made, lookups):
+            yield event
+
+    async def _free_step(
+        self,
+        messages: list[ChatMessage],
+        tools: list[ToolSpec],
+        config: GenerationConfig,
+        usage: Usage,
+        made: list[tuple[str, dict[str, Any]]],
+        lookups: TurnLookups | None,
+    ) -> AsyncIterator[StreamEvent]:
+        """A free-text step: the answer, or one more call while the cap and the look-ups allow it."""
         looked_up = self.look_up and lookups is not None and bool(lookups.cards)
         may_call = bool(tools) and len(made) < self.max_tool_calls and not looked_up
         prompt = prompt_messages(
