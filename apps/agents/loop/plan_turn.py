@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from apps.agents.llm.base import ChatMessage, ToolSpec
-from apps.agents.loop.lookups import entity_card, members_line, question_number
+from apps.agents.loop.lookups import members_line, question_number
 from apps.agents.loop.plan import plan_request
 from apps.agents.loop.plan_graph import (
     CARD_SHOWN,
@@ -46,7 +46,6 @@ class PlanState:
     named: list[Mention] = field(default_factory=list)
     # The plan's queries (the typed paths that fit it best, in rank order) and their results.
     queries: list[tuple[dict[str, Any], dict[str, Any]]] = field(default_factory=list)
-    edges: dict[str, Any] | None = None  # the start's relationships, when the plan found nothing
     other_calls: int = 0  # calls of other tools the model made (the loop's earlier recipe is running)
 
     def chosen(self) -> tuple[dict[str, Any], dict[str, Any]] | None:
@@ -82,11 +81,16 @@ def plan_state(
             state.queries.append(
                 (call.arguments, data if isinstance(data, dict) else {"error": message.content})
             )
-        elif call.name == edges_name and call.id.startswith(lookup_prefix) and state.queries:
-            state.edges = data if isinstance(data, dict) else None
         elif not call.id.startswith(lookup_prefix):
             state.other_calls += 1
     return state
+
+
+def found_nothing(result: dict[str, Any]) -> bool:
+    """Whether a path query's result holds nothing to answer from (a "no" to a yes/no is an answer)."""
+    return "error" in result or (
+        not result.get("results") and "exists" not in result and not result.get("groups")
+    )
 
 
 # --- the loop's next move ------------------------------------------------------------------------
@@ -133,7 +137,7 @@ def next_move(
 ) -> Move | None:
     """What the loop does next this turn along a path plan; None: the loop's earlier recipe (search,
     then the named entities' look-ups) goes on instead (nothing named, no relationships, a plan the
-    model could not write, or that recipe already running)."""
+    model could not write or that found nothing, or that recipe already running)."""
     tool = path_tool(tools)
     if tool is None:
         return None
@@ -157,18 +161,13 @@ def next_move(
             relationships,
         )
     arguments, result = chosen
-    empty = "error" in result or (
-        not result.get("results") and "exists" not in result and not result.get("groups")
-    )
-    starts = [s for s in result.get("start") or [] if isinstance(s, dict)]
-    if empty and edges_name and starts and state.edges is None:
-        return LookUp(edges_name, {"entity_id": starts[0]["key"], "limit": 500})
+    if found_nothing(result):
+        # Measured ("the capital of the country in which the city Kumasi lies": CAPITAL_OF from the
+        # city found nothing): the earlier recipe's look-ups of the named entities and their single
+        # neighbours answer it from cards, as they did before plans.
+        return None
     card = plan_card(arguments, result, threshold=question_number(question))
     entities = card_entities(result)
-    if state.edges is not None:
-        if isinstance(state.edges.get("entity"), dict) and isinstance(state.edges.get("edges"), list):
-            card += "\nWhat the graph has about it:\n" + entity_card(state.edges)
-            entities += [state.edges["entity"], *(e.get("other") for e in state.edges["edges"])]
     return Answer(
         card=card, entities=[e for e in entities if isinstance(e, dict)], appended=full_list(result)
     )

@@ -245,6 +245,29 @@ def _unlinked(text: str) -> str:
     return _HISTORY_LINK.sub(lambda m: m.group(1), text)
 
 
+def _hidden_calls(turn: Sequence[ChatMessage]) -> set[str]:
+    """The ids of this turn's calls the model does not read: the loop's look-ups of the names a
+    question mentions (what a plan starts from) and path queries that found nothing (the earlier
+    recipe's cards answer instead)."""
+    calls = {c.id: c for m in turn if m.role == "assistant" for c in m.tool_calls}
+    hidden = {
+        c.id
+        for c in calls.values()
+        if c.id.startswith(LOOKUP_ID_PREFIX) and plan_turn.is_mention_lookup(c.arguments)
+    }
+    for message in turn:
+        call = calls.get(message.tool_call_id or "") if message.role == "tool" else None
+        if call is None or "hops" not in call.arguments:
+            continue
+        try:
+            data = json.loads(message.content)
+        except (json.JSONDecodeError, TypeError):
+            continue
+        if isinstance(data, dict) and plan_turn.found_nothing(data):
+            hidden.add(call.id)
+    return hidden
+
+
 def _turn_so_far(
     out: list[ChatMessage],
     messages: Sequence[ChatMessage],
@@ -256,26 +279,21 @@ def _turn_so_far(
     the loop's own look-ups as found facts (its look-ups of names not at all)."""
     names = {c.id: c.name for m in messages for c in m.tool_calls}
     queries = {c.id: c.arguments.get("query") for m in messages for c in m.tool_calls}
-    mention_lookups = {
-        c.id
-        for m in messages
-        for c in m.tool_calls
-        if c.id.startswith(LOOKUP_ID_PREFIX) and plan_turn.is_mention_lookup(c.arguments)
-    }
+    hidden = _hidden_calls(messages[start + 1 :])
     for message in messages[start + 1 :]:
         if message.role == "assistant":
             calls = [
                 json.dumps({"name": c.name, "arguments": c.arguments})
                 for c in message.tool_calls
-                if not c.id.startswith(LOOKUP_ID_PREFIX)
+                if not c.id.startswith(LOOKUP_ID_PREFIX) and c.id not in hidden
             ]
             text = "\n".join([message.content.strip(), *calls]).strip()
             if text:
                 out.append(ChatMessage(role="assistant", content=text))
             continue
         call_id = message.tool_call_id or ""
-        if message.role != "tool" or call_id in mention_lookups:
-            continue  # the loop's look-up of names: what a plan starts from, not a result to read
+        if message.role != "tool" or call_id in hidden:
+            continue
         name = names.get(call_id, message.name or "tool")
         text = _result_text(name, message.content, queries.get(call_id), lookups, result_limit)
         if call_id.startswith(LOOKUP_ID_PREFIX):

@@ -431,7 +431,7 @@ async def test_a_question_that_names_nothing_goes_the_earlier_way_a_forced_searc
     assert isinstance(events[0], ToolCall) and events[0].name == "hybrid_search"
 
 
-async def test_a_plan_that_found_nothing_looks_up_the_starts_relationships_before_answering(
+async def test_a_plan_that_found_nothing_hands_over_to_the_look_ups_of_the_named_entities(
     server: LLMTestServer,
 ):
     arguments = {
@@ -478,3 +478,49 @@ async def test_a_plan_the_graph_cannot_run_falls_back_to_the_forced_search_witho
     assert len(server.requests) == 3
     assert server.requests[2]["response_format"]["json_schema"]["schema"] == step_schema(TOOLS[:2])
     assert isinstance(events[0], ToolCall) and events[0].name == "hybrid_search"
+
+
+async def test_after_a_plan_that_found_nothing_the_answer_reads_the_cards_and_not_the_empty_query(
+    server: LLMTestServer,
+):
+    arguments = {
+        "start": [{"key": "country:BJ"}],
+        "hops": [{"relationship": "BORDERS", "direction": "in", "type": "Country"}],
+    }
+    benin = entity("country:BJ", "Country", "Benin")
+    empty = {"start": [benin], "results": [], "count": 0}
+    togo, naira = entity("country:TG", "Country", "Togo"), entity("currency:NGN", "Currency", "Naira")
+    card = {
+        "entity": benin,
+        "edges": [
+            {"type": "BORDERS", "direction": "out", "other": togo, "properties": {}},
+            {
+                "type": "BORDERS",
+                "direction": "out",
+                "other": entity("country:NE", "Country", "Niger"),
+                "properties": {},
+            },
+        ],
+    }
+    naira_card = {"entity": naira, "edges": []}
+    server.enqueue(Stream(text_chunks("Benin borders Togo.")))
+
+    events = await run(
+        provider_for(server),
+        after(
+            LOOKUP,
+            ("call_1", "query_paths", arguments, empty),
+            (f"{LOOKUP_ID_PREFIX}2", "get_entity_edges", {"entity_id": "country:BJ", "limit": 500}, card),
+            (
+                f"{LOOKUP_ID_PREFIX}3",
+                "get_entity_edges",
+                {"entity_id": "currency:NGN", "limit": 500},
+                naira_card,
+            ),
+        ),
+    )
+
+    prompt = "\n".join(m["content"] for m in server.requests[0]["messages"][1:])
+    assert "Looked up in the graph:" in prompt and "[Togo](entity:country:TG)" in prompt
+    assert "query_paths" not in prompt
+    assert any(isinstance(e, TextDelta) for e in events)
