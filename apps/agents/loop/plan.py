@@ -285,12 +285,49 @@ def _intersect(
         arguments["start_match"] = "all"
 
 
+def _main_relationships(mentioned: list[str], second: list[str]) -> list[str]:
+    """The main path's relationships without those the second entity's path names (each relationship
+    the question mentions once is followed once). Measured: "which of the countries that border China
+    use the Indian Rupee" was planned from the Rupee as USES_CURRENCY, BORDERS with China's BORDERS
+    besides, which crosses one border too many. When nothing would be left, the plan stays."""
+    left = Counter(mentioned) - Counter(second)
+    if not sum(left.values()):
+        return mentioned
+    kept = []
+    for rel in mentioned:
+        if left[rel] > 0:
+            kept.append(rel)
+            left[rel] -= 1
+    return kept
+
+
+def _per_item(
+    option: PathOption, used: Sequence[str], hinted: Sequence[str], relationships: Sequence[Relationship]
+) -> PathOption | None:
+    """A list's path one hop longer, along a relationship the question's words name but the plan left
+    out, from the type it reaches ("which countries border X, and what currency does each use":
+    BORDERS, then USES_CURRENCY for each); None when there is none."""
+    for rel in hinted:
+        if rel in used:
+            continue
+        for r in relationships:
+            if r.type == rel and r.source == option.end:
+                return PathOption(option.start, (*option.hops, (r.type, "out", r.target)))
+            if r.type == rel and r.target == option.end:
+                return PathOption(option.start, (*option.hops, (r.type, "in", r.source)))
+    return None
+
+
 def plan_candidates(
-    plan: dict[str, Any], named: Sequence[Mention], relationships: Sequence[Relationship], limit: int = 500
+    plan: dict[str, Any],
+    named: Sequence[Mention],
+    relationships: Sequence[Relationship],
+    limit: int = 500,
+    hinted: Sequence[str] = (),
 ) -> list[dict[str, Any]]:
     """The ``query_paths`` arguments of a plan, best first: one per typed path that fits it best
     (several when they tie: the loop answers from the first that finds something); none when the
-    plan names no entity of the question."""
+    plan names no entity of the question. ``hinted``: the relationships the question's words name."""
     starts = [m for m in named if m.name == plan.get("start")]
     asks_for = plan.get("asks_for") if isinstance(plan.get("asks_for"), str) else None
     mentioned = _rels(plan.get("relationships"))
@@ -299,6 +336,8 @@ def plan_candidates(
     others = [
         m for m in named if other is not None and m.name == other.get("start") and m.name != plan.get("start")
     ]
+    if others and other is not None:
+        mentioned = _main_relationships(mentioned, _rels(other.get("relationships")))
     ranked: list[tuple[tuple[int, ...], Mention, PathOption]] = []
     for start in starts:
         asked = asks_for
@@ -318,6 +357,11 @@ def plan_candidates(
             "limit": limit,
         }
         result = shape
+        if shape == "entities" and not others and option.hops:
+            longer = _per_item(option, [*mentioned, *[h[0] for h in option.hops]], hinted, relationships)
+            if longer is not None:
+                option, result = longer, "group"
+                arguments["hops"] = _hops(option, relationships)
         if shape in ("max", "min"):
             result = _ranked(
                 arguments, plan.get("property") or next(iter(start.numbers), None), others, shape

@@ -12,7 +12,7 @@ from typing import Any
 
 from apps.agents.llm.base import ChatMessage, ToolSpec
 from apps.agents.loop.lookups import members_line, question_number
-from apps.agents.loop.plan import plan_request
+from apps.agents.loop.plan import plan_request, word_hints
 from apps.agents.loop.plan_graph import (
     CARD_SHOWN,
     Mention,
@@ -112,6 +112,7 @@ class MakePlan:
     request: str
     named: list[Mention]
     relationships: list[Relationship]
+    hinted: list[str] = field(default_factory=list)  # relationships the question's words name
 
 
 @dataclass(frozen=True)
@@ -159,6 +160,7 @@ def next_move(
             plan_request(question, state.named, earlier if state.lookups > 1 else None, relationships),
             state.named,
             relationships,
+            word_hints(question, relationships)[1],
         )
     arguments, result = chosen
     if found_nothing(result):

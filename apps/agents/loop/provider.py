@@ -295,7 +295,9 @@ class PromptedToolsProvider:
                 yield item
                 return
         if written:
-            candidates = plan.plan_candidates({**written, "answer": shape}, move.named, move.relationships)
+            candidates = plan.plan_candidates(
+                {**written, "answer": shape}, move.named, move.relationships, hinted=move.hinted
+            )
             if candidates:
                 yield candidates
 
