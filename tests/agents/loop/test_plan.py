@@ -196,6 +196,34 @@ def test_a_plan_becomes_path_queries_the_best_fitting_paths_first():
     assert plan_step.plan_candidates(plan(start="Ghana"), named, RELATIONSHIPS) == []
 
 
+def test_a_relationship_the_second_entity_follows_is_not_followed_again_on_the_main_path():
+    named = [NAIRA, BENIN]
+    written = plan(
+        start="Naira",
+        relationships=["USES_CURRENCY", "BORDERS"],
+        **{"and": {"start": "Benin", "relationships": ["BORDERS"]}},
+    )
+
+    (filtered,) = plan_step.plan_candidates(written, named, RELATIONSHIPS)
+
+    assert filtered["start"] == [{"key": "currency:NGN"}]
+    assert [h["relationship"] for h in filtered["hops"]] == ["USES_CURRENCY"]
+    assert filtered["hops"][0]["in_path"]["start"] == [{"key": "country:BJ"}]
+    assert [h["relationship"] for h in filtered["hops"][0]["in_path"]["hops"]] == ["BORDERS"]
+
+
+def test_a_list_follows_a_relationship_the_question_names_but_the_plan_left_out_for_each_item():
+    (each,) = plan_step.plan_candidates(plan(), [BENIN], RELATIONSHIPS, hinted=["BORDERS", "USES_CURRENCY"])
+    (plain,) = plan_step.plan_candidates(plan(), [BENIN], RELATIONSHIPS, hinted=["BORDERS"])
+
+    assert each["result"] == "group"
+    assert [(h["relationship"], h["direction"]) for h in each["hops"]] == [
+        ("BORDERS", "both"),
+        ("USES_CURRENCY", "out"),
+    ]
+    assert plain["result"] == "entities" and len(plain["hops"]) == 1
+
+
 def test_paths_that_fit_equally_well_are_all_queried_and_the_first_that_finds_something_answers():
     kumasi = plan_graph.Mention("Kumasi", "City", ("city:kumasi",))
     candidates = plan_step.plan_candidates(
