@@ -123,6 +123,15 @@ class TurnLookups:
         return None
 
 
+def _mentioned_text(arguments: dict[str, Any]) -> str | None:
+    """The text of a path query that only looks up the names a text mentions (no hops), else None."""
+    starts = arguments.get("start")
+    if arguments.get("hops") or not isinstance(starts, list) or len(starts) != 1:
+        return None
+    text = starts[0].get("mentioned_in") if isinstance(starts[0], dict) else None
+    return text if isinstance(text, str) else None
+
+
 def turn_lookups(turn: Sequence[ChatMessage], edges: str | None) -> TurnLookups:
     """Read this turn's calls and results (the messages after the user's)."""
     calls = {c.id: c for m in turn if m.role == "assistant" for c in m.tool_calls}
@@ -136,6 +145,9 @@ def turn_lookups(turn: Sequence[ChatMessage], edges: str | None) -> TurnLookups:
         if call is None or data is None:
             continue
         query = call.arguments.get("query")
+        if query is None:
+            # The planned loop's look-up of the names a question mentions reads like a search of it.
+            query = _mentioned_text(call.arguments)
         if isinstance(query, str):
             found.searched = True
             for hit in named_hits(entities(data), query):
@@ -239,7 +251,7 @@ def _compared(value: int, threshold: int | None) -> str:
     return f"{value:,}, {'more' if value > threshold else 'less'} than {threshold:,}"
 
 
-def _members(others: list[dict[str, Any]], shown: int = GROUP_SHOWN, threshold: int | None = None) -> str:
+def members_line(others: list[dict[str, Any]], shown: int = GROUP_SHOWN, threshold: int | None = None) -> str:
     """Links to the members; with a shared quantity, largest first.
 
     With ``threshold`` (the number the question names) each member's value is shown too, and whether
@@ -280,7 +292,7 @@ def _group_line(
     """ "Vietnam borders 3 countries: …", "Vietnam uses currency: …", "2 cities located in X: …"."""
     types = {str(o.get("type") or "") for o in others}
     counted = f"{len(others)} {_noun(types.pop(), len(others))}" if len(types) == 1 else f"{len(others)}"
-    members = _members(others, threshold=threshold)
+    members = members_line(others, threshold=threshold)
     if direction == "out":
         return (
             f"- {name} {_phrase(rel)}: {members}"

@@ -7,10 +7,12 @@ The system prompt and tool list are the same for every step and turn, so the ser
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from typing import Any
 
 from apps.agents.llm.base import ChatMessage, ToolSpec
+from apps.agents.loop import plan_graph, plan_turn
 from apps.agents.loop.layout import RESULT_MAX_CHARS, clip, layout_result
 from apps.agents.loop.lookups import (
     TurnLookups,
@@ -23,6 +25,7 @@ from apps.agents.loop.lookups import (
     question_number,
     turn_lookups,
 )
+from apps.agents.loop.plan import plan_system_part
 
 HISTORY_MESSAGES = 4
 MESSAGE_MAX_CHARS = 600
@@ -85,6 +88,11 @@ def system_prompt(instructions: str, tools: Sequence[ToolSpec]) -> str:
             "After a tool result, either call another tool the same way or write the answer."
             + _strategy(tools)
         )
+    path = plan_graph.path_tool(tools)
+    relationships = plan_graph.graph_relationships(path) if path is not None else []
+    if relationships:
+        # In every step's prompt, so the server's prompt cache reads it once for all of them.
+        parts.append(plan_system_part(relationships))
     # Plain chat offers no tools and puts the retrieved facts into the instructions instead.
     if tools:
         use, cite, found = "facts from the tool results", "the link the results give it", "the results"
@@ -121,6 +129,56 @@ def this_turn_start(messages: Sequence[ChatMessage]) -> int:
         if messages[index].role == "user":
             return index
     return len(messages)
+
+
+def model_calls(messages: Sequence[ChatMessage]) -> list[tuple[str, dict[str, Any]]]:
+    """(name, arguments) of the calls the model made in this turn (not the loop's look-ups)."""
+    start = this_turn_start(messages)
+    return [
+        (c.name, c.arguments)
+        for m in messages[start + 1 :]
+        if m.role == "assistant"
+        for c in m.tool_calls
+        if not c.id.startswith(LOOKUP_ID_PREFIX)
+    ]
+
+
+def _earlier_question(messages: Sequence[ChatMessage]) -> str | None:
+    start = this_turn_start(messages)
+    return next((m.content for m in reversed(messages[:start]) if m.role == "user"), None)
+
+
+def path_move(messages: Sequence[ChatMessage], tools: Sequence[ToolSpec]) -> plan_turn.Move | None:
+    """The path plan's next move this turn (``plan_turn.next_move``), or None for the earlier recipe."""
+    start = this_turn_start(messages)
+    if start >= len(messages):
+        return None
+    return plan_turn.next_move(
+        messages[start + 1 :],
+        tools,
+        question=messages[start].content,
+        earlier=_earlier_question(messages),
+        edges_name=edges_tool(tools),
+        lookup_prefix=LOOKUP_ID_PREFIX,
+    )
+
+
+def answer_messages(
+    messages: Sequence[ChatMessage], tools: Sequence[ToolSpec], move: plan_turn.Answer
+) -> list[ChatMessage]:
+    """The answer step of a planned turn: the system prompt, the last exchanges, the question with
+    the plan's cards, and the instruction to answer (one sentence when the loop adds a long list)."""
+    start = this_turn_start(messages)
+    out = prompt_messages(messages[: start + 1], tools)
+    if move.appended:
+        # Measured: told that the loop adds the list, the model wrote that sentence as its answer.
+        instruction = "Answer in one short sentence that names the first three found."
+    else:
+        instruction = "Answer the question from these facts only, briefly; no tool calls."
+    out[-1] = ChatMessage(
+        role="user", content=f"{out[-1].content}\n\nFound in the graph:\n{move.card}\n\n{instruction}"
+    )
+    return out
 
 
 def turn_calls(messages: Sequence[ChatMessage]) -> list[tuple[str, dict[str, Any]]]:
@@ -175,6 +233,81 @@ def _result_text(name: str, content: str, query: Any, lookups: TurnLookups, limi
     return f"Result of {name}:\n{layout_result(content, limit)}"
 
 
+_HISTORY_LINK = re.compile(r"\[([^\[\]\n]+)\]\(entity:[^()\s]+\)")
+
+
+def _unlinked(text: str) -> str:
+    """An earlier message with its entity links as plain names.
+
+    Measured: a follow-up's answer copied the previous answer's links, which this turn's tools did
+    not return (so they count as uncited); this turn's cards give the links to use, and the answer
+    linker links the names it writes."""
+    return _HISTORY_LINK.sub(lambda m: m.group(1), text)
+
+
+def _hidden_calls(turn: Sequence[ChatMessage]) -> set[str]:
+    """The ids of this turn's calls the model does not read: the loop's look-ups of the names a
+    question mentions (what a plan starts from) and path queries that found nothing (the earlier
+    recipe's cards answer instead)."""
+    calls = {c.id: c for m in turn if m.role == "assistant" for c in m.tool_calls}
+    hidden = {
+        c.id
+        for c in calls.values()
+        if c.id.startswith(LOOKUP_ID_PREFIX) and plan_turn.is_mention_lookup(c.arguments)
+    }
+    for message in turn:
+        call = calls.get(message.tool_call_id or "") if message.role == "tool" else None
+        if call is None or "hops" not in call.arguments:
+            continue
+        try:
+            data = json.loads(message.content)
+        except (json.JSONDecodeError, TypeError):
+            continue
+        if isinstance(data, dict) and plan_turn.found_nothing(data):
+            hidden.add(call.id)
+    return hidden
+
+
+def _turn_so_far(
+    out: list[ChatMessage],
+    messages: Sequence[ChatMessage],
+    start: int,
+    lookups: TurnLookups,
+    result_limit: int,
+) -> None:
+    """Append this turn's calls and results to ``out``: the model's calls as JSON, results laid out,
+    the loop's own look-ups as found facts (its look-ups of names not at all)."""
+    names = {c.id: c.name for m in messages for c in m.tool_calls}
+    queries = {c.id: c.arguments.get("query") for m in messages for c in m.tool_calls}
+    hidden = _hidden_calls(messages[start + 1 :])
+    for message in messages[start + 1 :]:
+        if message.role == "assistant":
+            calls = [
+                json.dumps({"name": c.name, "arguments": c.arguments})
+                for c in message.tool_calls
+                if not c.id.startswith(LOOKUP_ID_PREFIX) and c.id not in hidden
+            ]
+            text = "\n".join([message.content.strip(), *calls]).strip()
+            if text:
+                out.append(ChatMessage(role="assistant", content=text))
+            continue
+        call_id = message.tool_call_id or ""
+        if message.role != "tool" or call_id in hidden:
+            continue
+        name = names.get(call_id, message.name or "tool")
+        text = _result_text(name, message.content, queries.get(call_id), lookups, result_limit)
+        if call_id.startswith(LOOKUP_ID_PREFIX):
+            # The loop's own look-up: shown as found facts, not as a call the model made.
+            _, _, card = text.partition("\n")
+            if not card.strip():
+                continue
+            text = f"Looked up in the graph:\n{card}"
+            if out[-1].role == "user":
+                out[-1] = ChatMessage(role="user", content=f"{out[-1].content}\n\n{text}")
+                continue
+        out.append(ChatMessage(role="user", content=text))
+
+
 def prompt_messages(
     messages: Sequence[ChatMessage],
     tools: Sequence[ToolSpec],
@@ -191,43 +324,18 @@ def prompt_messages(
     out = [ChatMessage(role="system", content=system_prompt(instructions, tools))]
     start = this_turn_start(messages)
     earlier = [
-        ChatMessage(role=m.role, content=clip(m.content, MESSAGE_MAX_CHARS))
+        ChatMessage(role=m.role, content=clip(_unlinked(m.content), MESSAGE_MAX_CHARS))
         for m in messages[:start]
         if m.role in {"user", "assistant"} and m.content.strip()
     ]
     out.extend(earlier[-HISTORY_MESSAGES:])
     if start < len(messages):
         out.append(ChatMessage(role="user", content=messages[start].content))
-    names = {c.id: c.name for m in messages for c in m.tool_calls}
-    queries = {c.id: c.arguments.get("query") for m in messages for c in m.tool_calls}
     if lookups is None:
         lookups = turn_lookups(messages[start + 1 :], edges_tool(tools))
     if start < len(messages):
         lookups.threshold = question_number(messages[start].content)
-    for message in messages[start + 1 :]:
-        if message.role == "assistant":
-            calls = [
-                json.dumps({"name": c.name, "arguments": c.arguments})
-                for c in message.tool_calls
-                if not c.id.startswith(LOOKUP_ID_PREFIX)
-            ]
-            text = "\n".join([message.content.strip(), *calls]).strip()
-            if text:
-                out.append(ChatMessage(role="assistant", content=text))
-        elif message.role == "tool":
-            call_id = message.tool_call_id or ""
-            name = names.get(call_id, message.name or "tool")
-            text = _result_text(name, message.content, queries.get(call_id), lookups, result_limit)
-            if call_id.startswith(LOOKUP_ID_PREFIX):
-                # The loop's own look-up: shown as found facts, not as a call the model made.
-                _, _, card = text.partition("\n")
-                if not card.strip():
-                    continue
-                text = f"Looked up in the graph:\n{card}"
-                if out[-1].role == "user":
-                    out[-1] = ChatMessage(role="user", content=f"{out[-1].content}\n\n{text}")
-                    continue
-            out.append(ChatMessage(role="user", content=text))
+    _turn_so_far(out, messages, start, lookups, result_limit)
     if answer_now and out[-1].role == "user":
         out[-1] = ChatMessage(
             role="user", content=out[-1].content + "\n\nNo more tool calls: write the answer now."

@@ -5,6 +5,7 @@ must be forced by the step schema, the answer is streamed, and a made-up entity 
 reaches a token frame or the stored answer.
 """
 
+import json
 from collections.abc import Iterator
 
 import pytest
@@ -33,10 +34,27 @@ def agent(world):
     return AgentDefinition.objects.get(project=world["project"], name="graph-query-agent")
 
 
+@pytest.fixture
+def agent_with_paths(agent):
+    """The default agent offering query_paths too (the small-model loop then plans the turn)."""
+    if "query_paths" not in agent.tools:
+        agent.tools = [*agent.tools, "query_paths"]
+        agent.save(update_fields=["tools"])
+    return agent
+
+
+@pytest.fixture
+def agent_without_paths(agent):
+    agent.tools = [t for t in agent.tools if t != "query_paths"]
+    agent.save(update_fields=["tools"])
+    return agent
+
+
 @db
 async def test_small_model_turn_is_forced_to_a_tool_then_answers_citing_only_what_the_tool_returned(
-    world, agent, small_model
+    world, agent_without_paths, small_model
 ):
+    agent = agent_without_paths
     small_model.enqueue(
         Json(completion('{"name": "search_entities", "arguments": {"query": "Paris"}}')),
         Stream(text_chunks("[Paris](entity:paris) is the capital", f" of [entity:{MADE_UP}] France.")),
@@ -132,3 +150,43 @@ async def test_small_model_reads_that_an_empty_search_may_have_missed_entities_s
         "Result of hybrid_search:\n(no results)\n"
         "(2 entities of the graph are still being indexed: this search may have missed them.)"
     ) in shown
+
+
+@db
+async def test_small_model_turn_plans_one_path_query_and_answers_from_its_result_citing_only_what_it_returned(
+    world, agent_with_paths, small_model
+):
+    plan = {"start": "Paris", "asks_for": "Country", "relationships": ["CAPITAL_OF"], "and": None}
+    small_model.enqueue(
+        Json(completion(json.dumps({"answer": "list"}))),
+        Json(completion(json.dumps(plan))),
+        Stream(text_chunks("Paris is the capital", f" of France [x](entity:{MADE_UP}).")),
+    )
+    body = {
+        "message": "Paris is the capital of which country?",
+        "projectId": str(world["project"].id),
+        "agentDefinitionId": str(agent_with_paths.id),
+    }
+
+    _, frames = await sse_turn(world["client"], body)
+
+    shape, forced, answer = small_model.requests
+    assert shape["response_format"]["json_schema"]["name"] == "plan"
+    assert forced["response_format"]["json_schema"]["name"] == "plan"
+    assert "Entities named: Paris: City" in forced["messages"][-1]["content"]
+    assert (
+        "[Paris](entity:paris) -CAPITAL_OF-> Country: 1 found: [France](entity:france)"
+        in answer["messages"][-1]["content"]
+    )
+    stored = await Message.objects.filter(
+        conversation_id=frames[0]["conversationId"], role="assistant"
+    ).alast()
+    assert stored is not None
+    # The answer writes a link itself, so the loop links no more names from there on; the made-up
+    # one is dropped by the citation filter.
+    assert stored.content == f"[Paris](entity:{world['paris'].id}) is the capital of France x."
+    run = await AgentRun.objects.filter(conversation_id=frames[0]["conversationId"]).alast()
+    recorded = [c.input async for c in AgentRunToolCall.objects.filter(run=run).order_by("created_at")]
+    assert recorded[0] == {"start": [{"mentioned_in": "Paris is the capital of which country?"}], "limit": 50}
+    assert recorded[1]["hops"] == [{"relationship": "CAPITAL_OF", "direction": "out", "type": "Country"}]
+    assert len(recorded) == 2

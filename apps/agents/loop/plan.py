@@ -1,0 +1,384 @@
+"""The plan step of a planned turn: its JSON Schemas, the question's hints, and the typed paths chosen.
+
+See ``plan_graph`` for how a turn is planned. The model writes the answer's shape, then the plan for
+that shape (a start among the named entities, the type asked for, the relationships the question
+goes through, maybe a second named entity); ``plan_candidates`` turns it into ``query_paths`` calls.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any
+
+from apps.agents.loop.plan_graph import (
+    MAX_CANDIDATES,
+    PLAN_MAX_HOPS,
+    RESULT_SHAPES,
+    SHAPES,
+    Mention,
+    PathOption,
+    Relationship,
+    typed_paths,
+)
+
+# --- the plan ----------------------------------------------------------------------------------
+
+PLAN_RULES = """To look something up, first say the shape of the answer:
+- "list": the entities asked for ("which countries border X", "who directed Y", "what is the capital of X");
+- "count": how many;
+- "yes/no": a question answered yes or no ("does A border B", "is X the capital of Y");
+- "each": a list where every item gets its own answer ("which countries border X, and what currency does each use", "list the books with their authors", "for each neighbour, name its capital");
+- "largest"/"smallest": which of two or more is bigger, larger, more populous / smaller ("which is larger, A or B").
+Then the plan, for that shape:
+- "start": the entity the question is about (one of the entities named; some named entities are only common words);
+- "asks_for": the type of what is asked;
+- "relationships": every relationship the question goes through, in the order it mentions them; one mentioned twice ("the films directed by the director of X": directed, director) is written twice; none when it asks about the start itself;
+- "and": another named entity the answers must also be related to, with the relationships from it ("both A and B", "the ones that use X", "is A related to B"), else null;
+- "property" (largest/smallest): the number compared, of the start and the "and" entity, or of the answers.
+Examples from another graph (Book -WRITTEN_BY-> Person, Book -PUBLISHED_BY-> Publisher, Book -HAS_TOPIC-> Topic, Book -PUBLISHED_IN-> Year, Publisher -LOCATED_IN-> City):
+- "who wrote Dune" (list): {"start": "Dune", "asks_for": "Person", "relationships": ["WRITTEN_BY"], "and": null}
+- "which books did Ann Lee write" (list): {"start": "Ann Lee", "asks_for": "Book", "relationships": ["WRITTEN_BY"], "and": null}
+- "Orbit Press is the publisher of which books?" (list): {"start": "Orbit Press", "asks_for": "Book", "relationships": ["PUBLISHED_BY"], "and": null}
+- "which books have the same author as Dune" (list): {"start": "Dune", "asks_for": "Book", "relationships": ["WRITTEN_BY", "WRITTEN_BY"], "and": null}
+- "who wrote books together with Ann Lee" (list): {"start": "Ann Lee", "asks_for": "Person", "relationships": ["WRITTEN_BY", "WRITTEN_BY"], "and": null}
+- "when were the books by Ann Lee published" (list): {"start": "Ann Lee", "asks_for": "Year", "relationships": ["WRITTEN_BY", "PUBLISHED_IN"], "and": null}
+- "what topics are the books of Ann Lee about" (list): {"start": "Ann Lee", "asks_for": "Topic", "relationships": ["HAS_TOPIC", "WRITTEN_BY"], "and": null}
+- "the publishers of the books written by the author of Dune" (list): {"start": "Dune", "asks_for": "Publisher", "relationships": ["PUBLISHED_BY", "WRITTEN_BY", "WRITTEN_BY"], "and": null}
+- "in which city is the publisher of Dune" (list): {"start": "Dune", "asks_for": "City", "relationships": ["LOCATED_IN", "PUBLISHED_BY"], "and": null}
+- "the books that share a topic with Dune were published by whom" (list): {"start": "Dune", "asks_for": "Publisher", "relationships": ["HAS_TOPIC", "HAS_TOPIC", "PUBLISHED_BY"], "and": null}
+- "how many books did Ann Lee write" (count): {"start": "Ann Lee", "asks_for": "Book", "relationships": ["WRITTEN_BY"], "and": null}
+- "which books did both Ann Lee and Bo Chen write" (list): {"start": "Ann Lee", "asks_for": "Book", "relationships": ["WRITTEN_BY"], "and": {"start": "Bo Chen", "relationships": ["WRITTEN_BY"]}}
+- "which of Ann Lee's books are about space" (list): {"start": "Ann Lee", "asks_for": "Book", "relationships": ["WRITTEN_BY"], "and": {"start": "space", "relationships": ["HAS_TOPIC"]}}
+- "did Ann Lee write Dune?" (yes/no): {"start": "Ann Lee", "asks_for": "Book", "relationships": ["WRITTEN_BY"], "and": {"start": "Dune", "relationships": []}}
+- "list Ann Lee's books with their publishers" (each): {"start": "Ann Lee", "asks_for": "Publisher", "relationships": ["WRITTEN_BY", "PUBLISHED_BY"], "and": null}
+- "which books did Ann Lee write, and who published each?" (each): {"start": "Ann Lee", "asks_for": "Publisher", "relationships": ["WRITTEN_BY", "PUBLISHED_BY"], "and": null}
+- "which book is longer, Dune or Emma?" (largest): {"start": "Dune", "asks_for": "Book", "relationships": [], "and": {"start": "Emma", "relationships": []}, "property": "pages"}
+- "tell me about Dune" (list): {"start": "Dune", "asks_for": "Book", "relationships": [], "and": null}"""
+
+
+def shape_schema(named: Sequence[Mention]) -> dict[str, Any]:
+    """The JSON Schema of the first plan step: the answer's shape only (comparisons only when the
+    named entities have numbers to compare)."""
+    numbers = any(m.numbers for m in named)
+    shapes = list(SHAPES) if numbers else [s for s in SHAPES if s not in ("largest", "smallest")]
+    return {
+        "type": "object",
+        "properties": {"answer": {"enum": shapes}},
+        "required": ["answer"],
+        "additionalProperties": False,
+    }
+
+
+def plan_schema(
+    named: Sequence[Mention], relationships: Sequence[Relationship], shape: str = "list"
+) -> dict[str, Any]:
+    """The JSON Schema of a plan for a shape: a named entity as the start, one of this graph's entity
+    types, a list of this graph's relationship types (two at least for "each"), maybe a second named
+    entity, and for largest/smallest the number compared."""
+    names = list(dict.fromkeys(m.name for m in named))
+    types = sorted(
+        {r.source for r in relationships} | {r.target for r in relationships} | {m.type for m in named}
+    )
+    rel_list: dict[str, Any] = {
+        "type": "array",
+        "items": {"enum": sorted({r.type for r in relationships})},
+        "maxItems": PLAN_MAX_HOPS,
+    }
+    main_list = {**rel_list, "minItems": 2} if shape == "each" else rel_list
+    numbers = sorted({n for m in named for n in m.numbers})
+    properties: dict[str, Any] = {
+        "start": {"enum": names},
+        "asks_for": {"enum": types},
+        "relationships": main_list,
+        "and": {
+            "anyOf": [
+                {"type": "null"},
+                {
+                    "type": "object",
+                    "properties": {"start": {"enum": names}, "relationships": rel_list},
+                    "required": ["start", "relationships"],
+                    "additionalProperties": False,
+                },
+            ]
+        },
+    }
+    if shape in ("largest", "smallest") and numbers:
+        properties["property"] = {"enum": numbers}
+    return {
+        "type": "object",
+        "properties": properties,
+        "required": list(properties),
+        "additionalProperties": False,
+    }
+
+
+def graph_lines(relationships: Sequence[Relationship]) -> str:
+    """This graph's relationships, one a line, for the system prompt."""
+    return "\n".join(f"- {r.source} -{r.type}-> {r.target}" for r in relationships)
+
+
+def plan_system_part(relationships: Sequence[Relationship]) -> str:
+    """What the system prompt says about plans: the graph's relationships, the rules and the examples."""
+    return f"This graph's relationships (source type -TYPE-> target type):\n{graph_lines(relationships)}\n{PLAN_RULES}"
+
+
+_SPLIT = re.compile(r"[^0-9a-z]+")
+# Words of a relationship type's name that name nothing ("HAS_GENRE", "DIRECTED_BY", "IN_LANGUAGE").
+_GLUE = frozenset(
+    {"has", "have", "is", "of", "in", "by", "to", "at", "on", "for", "the", "a", "an", "and", "with"}
+)
+
+
+def _words(text: str) -> list[str]:
+    spaced = re.sub(r"(?<=[a-z])(?=[A-Z])", " ", text)
+    return [w for w in _SPLIT.split(spaced.casefold()) if w]
+
+
+def _alike(word: str, other: str) -> bool:
+    """Whether two words look like forms of one word: a shared start of at least four letters that
+    is most of the shorter one ("border"/"borders", "director"/"directed", "year"/"years")."""
+    shared = 0
+    for a, b in zip(word, other, strict=False):
+        if a != b:
+            break
+        shared += 1
+    return shared >= 4 and shared >= 0.7 * min(len(word), len(other))
+
+
+def word_hints(question: str, relationships: Sequence[Relationship]) -> tuple[list[str], list[str]]:
+    """The graph's entity types and relationship types whose names the question's words use, in
+    the question's order ("countries" Country, "border" BORDERS, "currency" USES_CURRENCY).
+
+    Measured on the demo graph: without them the model chose relationships the question never
+    named ("And its currency?" -> CAPITAL_OF, SPEAKS)."""
+    words = _words(question)
+    types = sorted({r.source for r in relationships} | {r.target for r in relationships})
+    rel_types = sorted({r.type for r in relationships})
+
+    def first(names: Sequence[str]) -> list[str]:
+        found = []
+        for name in names:
+            parts = [w for w in _words(name) if w not in _GLUE]
+            positions = [i for i, w in enumerate(words) if any(_alike(w, p) for p in parts)]
+            if positions:
+                found.append((positions[0], name))
+        return [name for _, name in sorted(found)]
+
+    return first(types), first(rel_types)
+
+
+def plan_request(
+    question: str,
+    named: Sequence[Mention],
+    earlier: str | None = None,
+    relationships: Sequence[Relationship] = (),
+) -> str:
+    """The user message of both plan steps: the question, the entities it names, and the types and
+    relationships its words name (the second step adds the shape the first chose)."""
+    listing = ", ".join(
+        f"{m.name}: {m.type}" + (f" (numbers: {', '.join(m.numbers)})" if m.numbers else "") for m in named
+    )
+    before = f"(The question before: {earlier})\n" if earlier else ""
+    types, rel_types = word_hints(question, relationships)
+    hints = ""
+    if types:
+        hints += f"\nTypes its words name: {', '.join(types)}"
+    if rel_types:
+        hints += f"\nRelationships its words name: {', '.join(rel_types)}"
+    return f"{before}Question: {question}\nEntities named: {listing}{hints}"
+
+
+def path_rank(option: PathOption, mentioned: Sequence[str], asks_for: str | None) -> tuple[int, ...]:
+    """How well a typed path fits what the plan said (lower is better): the relationships it uses
+    against those mentioned, counted with repeats, plus whether it ends at the type asked for; then
+    whether it ends there, whether it uses every relationship mentioned, its length, and whether it
+    takes them in the order mentioned (or its reverse). Measured: the model often names a
+    relationship once where the path goes there and back ("the movies that share directors with
+    X"), so a longer path that ends at the type asked for beats a shorter one that does not."""
+    used = [h[0] for h in option.hops]
+    differ = sum(((Counter(used) - Counter(mentioned)) + (Counter(mentioned) - Counter(used))).values())
+    misses = int(asks_for is not None and option.end != asks_for)
+    unused = len(set(mentioned) - set(used))
+    # A relationship the question did not mention, where one it did would connect as well (the films
+    # "starred by actors in X" go back along STARRED_ACTORS, not along DIRECTED_BY).
+    others = len(set(used) - set(mentioned))
+    in_order = used in (list(mentioned), list(reversed(mentioned)))
+    return differ + misses, misses, unused, others, len(used), int(not in_order)
+
+
+def best_paths(
+    start_type: str, mentioned: Sequence[str], asks_for: str | None, relationships: Sequence[Relationship]
+) -> list[PathOption]:
+    """The typed paths from ``start_type`` that fit the plan best (all of them when several tie)."""
+    options = typed_paths(start_type, relationships)
+    if not options:
+        return []
+    ranks = {o: path_rank(o, mentioned, asks_for) for o in options}
+    best = min(ranks.values())
+    return [o for o in options if ranks[o] == best]
+
+
+def _rels(value: Any) -> list[str]:
+    return [str(r) for r in value] if isinstance(value, list) else []
+
+
+def _hops(option: PathOption, relationships: Sequence[Relationship]) -> list[dict[str, Any]]:
+    """The path's hops as ``query_paths`` takes them. A relationship between entities of one type
+    (BORDERS) is followed both ways: a plan names no direction, and a graph may store it one way."""
+    same = {r.type for r in relationships if r.source == r.target}
+    return [
+        {"relationship": r, "direction": "both" if r in same else d, "type": t} for r, d, t in option.hops
+    ]
+
+
+def _and_paths(
+    entity: Mention, other: dict[str, Any] | None, end: str, relationships: Sequence[Relationship]
+) -> list[PathOption]:
+    """The paths from the second named entity to the answers' type: none when the plan names no
+    relationship for it ("does A border B": B itself), else the shortest that reach that type,
+    those using the relationships it named first. Measured: the model repeated the first path's
+    relationships for the second entity ("bordering Malawi speak Tonga": BORDERS, SPEAKS from
+    Tonga), which a longest fit would follow."""
+    mentioned = _rels(other.get("relationships") if other else None)
+    options = [p for p in typed_paths(entity.type, relationships) if p.end == end]
+    if not mentioned:
+        return [p for p in options if not p.hops]
+    options = [p for p in options if p.hops]
+    if not options:
+        return []
+    shortest = min(len(p.hops) for p in options)
+    return sorted((p for p in options if len(p.hops) == shortest), key=lambda p: path_rank(p, mentioned, end))
+
+
+def _ranked(arguments: dict[str, Any], prop: Any, others: Sequence[Mention], shape: str) -> str:
+    """A largest/smallest plan: the property ranked by, and the result shape (a list without one)."""
+    if prop is None:
+        return "entities"
+    arguments["property"] = prop
+    if others:
+        # Two named entities compared: the entities themselves, whatever path was named.
+        arguments["hops"] = []
+        arguments["start"] += [{"key": k} for m in others for k in m.keys]
+    return shape
+
+
+def _intersect(
+    arguments: dict[str, Any],
+    others: Sequence[Mention],
+    other: dict[str, Any] | None,
+    end: str,
+    relationships: Sequence[Relationship],
+) -> None:
+    """Keep only the answers also reached from the second named entity (or both starts' neighbours)."""
+    second = [(m, p) for m in others for p in _and_paths(m, other, end, relationships)]
+    if not second:
+        return
+    member, path = second[0]
+    within: dict[str, Any] = {"start": [{"key": k} for k in member.keys], "hops": _hops(path, relationships)}
+    if arguments["hops"]:
+        arguments["hops"][-1]["in_path"] = within
+    else:
+        arguments["start"] += within["start"]
+        arguments["start_match"] = "all"
+
+
+def _main_relationships(mentioned: list[str], second: list[str]) -> list[str]:
+    """The main path's relationships without those the second entity's path names (each relationship
+    the question mentions once is followed once). Measured: "which of the countries that border China
+    use the Indian Rupee" was planned from the Rupee as USES_CURRENCY, BORDERS with China's BORDERS
+    besides, which crosses one border too many. When nothing would be left, the plan stays."""
+    left = Counter(mentioned) - Counter(second)
+    if not sum(left.values()):
+        return mentioned
+    kept = []
+    for rel in mentioned:
+        if left[rel] > 0:
+            kept.append(rel)
+            left[rel] -= 1
+    return kept
+
+
+def _per_item(
+    option: PathOption, used: Sequence[str], hinted: Sequence[str], relationships: Sequence[Relationship]
+) -> PathOption | None:
+    """A list's path one hop longer, along a relationship the question's words name but the plan left
+    out, from the type it reaches ("which countries border X, and what currency does each use":
+    BORDERS, then USES_CURRENCY for each); None when there is none."""
+    for rel in hinted:
+        if rel in used:
+            continue
+        for r in relationships:
+            if r.type == rel and r.source == option.end:
+                return PathOption(option.start, (*option.hops, (r.type, "out", r.target)))
+            if r.type == rel and r.target == option.end:
+                return PathOption(option.start, (*option.hops, (r.type, "in", r.source)))
+    return None
+
+
+def plan_candidates(
+    plan: dict[str, Any],
+    named: Sequence[Mention],
+    relationships: Sequence[Relationship],
+    limit: int = 500,
+    hinted: Sequence[str] = (),
+) -> list[dict[str, Any]]:
+    """The ``query_paths`` arguments of a plan, best first: one per typed path that fits it best
+    (several when they tie: the loop answers from the first that finds something); none when the
+    plan names no entity of the question. ``hinted``: the relationships the question's words name."""
+    starts = [m for m in named if m.name == plan.get("start")]
+    asks_for = plan.get("asks_for") if isinstance(plan.get("asks_for"), str) else None
+    mentioned = _rels(plan.get("relationships"))
+    shape = RESULT_SHAPES.get(str(plan.get("answer")), "entities")
+    other = plan.get("and") if isinstance(plan.get("and"), dict) else None
+    others = [
+        m for m in named if other is not None and m.name == other.get("start") and m.name != plan.get("start")
+    ]
+    if others and other is not None:
+        mentioned = _main_relationships(mentioned, _rels(other.get("relationships")))
+    ranked: list[tuple[tuple[int, ...], Mention, PathOption]] = []
+    for start in starts:
+        asked = asks_for
+        if asks_for == start.type and all(n == 1 for n in Counter(mentioned).values()):
+            # Measured: the model often names the start's own type ("what kind of film is X": Movie);
+            # a path back to that type goes there and back, which it writes as a relationship named
+            # twice ("the films with the same director"), so once each it is not followed back.
+            asked = None
+        for option in best_paths(start.type, mentioned, asked, relationships):
+            ranked.append((path_rank(option, mentioned, asked), start, option))
+    ranked.sort(key=lambda item: item[0])
+    candidates = []
+    for _, start, option in ranked[:MAX_CANDIDATES]:
+        arguments: dict[str, Any] = {
+            "start": [{"key": k} for k in start.keys],
+            "hops": _hops(option, relationships),
+            "limit": limit,
+        }
+        result = shape
+        if shape == "entities" and not others and option.hops:
+            longer = _per_item(option, [*mentioned, *[h[0] for h in option.hops]], hinted, relationships)
+            if longer is not None:
+                option, result = longer, "group"
+                arguments["hops"] = _hops(option, relationships)
+        if shape in ("max", "min"):
+            result = _ranked(
+                arguments, plan.get("property") or next(iter(start.numbers), None), others, shape
+            )
+        elif others:
+            _intersect(arguments, others, other, option.end, relationships)
+        if result == "group" and len(option.hops) < 2:
+            result = "entities"
+        arguments["result"] = result
+        if arguments not in candidates:
+            candidates.append(arguments)
+    return candidates
+
+
+def parse_plan(text: str) -> dict[str, Any] | None:
+    try:
+        plan = json.loads(text)
+    except json.JSONDecodeError:
+        return None
+    return plan if isinstance(plan, dict) else None

@@ -1,0 +1,269 @@
+"""A planned turn's moves (look up the names, plan, answer) and the cards the answer step reads.
+
+See ``plan_graph`` for how a turn is planned.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from apps.agents.llm.base import ChatMessage, ToolSpec
+from apps.agents.loop.lookups import members_line, question_number
+from apps.agents.loop.plan import plan_request, word_hints
+from apps.agents.loop.plan_graph import (
+    CARD_SHOWN,
+    Mention,
+    Relationship,
+    graph_relationships,
+    mention_lookup,
+    mentions,
+    path_tool,
+)
+
+# --- the turn so far -----------------------------------------------------------------------------
+
+
+def is_mention_lookup(arguments: dict[str, Any]) -> bool:
+    """Whether a path-tool call is the loop's look-up of the names a text mentions."""
+    starts = arguments.get("start")
+    return (
+        isinstance(starts, list)
+        and len(starts) == 1
+        and isinstance(starts[0], dict)
+        and "mentioned_in" in starts[0]
+        and not arguments.get("hops")
+    )
+
+
+@dataclass
+class PlanState:
+    """This turn's path look-ups: the named entities, the plan's queries and results, the fallback card."""
+
+    lookups: int = 0
+    named: list[Mention] = field(default_factory=list)
+    # The plan's queries (the typed paths that fit it best, in rank order) and their results.
+    queries: list[tuple[dict[str, Any], dict[str, Any]]] = field(default_factory=list)
+    other_calls: int = 0  # calls of other tools the model made (the loop's earlier recipe is running)
+
+    def chosen(self) -> tuple[dict[str, Any], dict[str, Any]] | None:
+        """The query the answer reads: the first that found something (a "yes" for yes/no), else the first."""
+        for arguments, result in self.queries:
+            if (
+                result.get("exists")
+                or (result.get("results") and "exists" not in result)
+                or result.get("groups")
+            ):
+                return arguments, result
+        return self.queries[0] if self.queries else None
+
+
+def plan_state(
+    turn: Sequence[ChatMessage], tool_name: str, edges_name: str | None, lookup_prefix: str
+) -> PlanState:
+    """Read this turn's calls: the loop's look-ups of names, the plan's queries, the start's edges."""
+    state = PlanState()
+    calls = {c.id: c for m in turn if m.role == "assistant" for c in m.tool_calls}
+    for message in turn:
+        call = calls.get(message.tool_call_id or "") if message.role == "tool" else None
+        if call is None:
+            continue
+        try:
+            data = json.loads(message.content)
+        except (json.JSONDecodeError, TypeError):
+            data = None
+        if call.name == tool_name and is_mention_lookup(call.arguments):
+            state.lookups += 1
+            state.named = state.named or mentions(data, call.arguments["start"][0]["mentioned_in"])
+        elif call.name == tool_name:
+            state.queries.append(
+                (call.arguments, data if isinstance(data, dict) else {"error": message.content})
+            )
+        elif not call.id.startswith(lookup_prefix):
+            state.other_calls += 1
+    return state
+
+
+def found_nothing(result: dict[str, Any]) -> bool:
+    """Whether a path query's result holds nothing to answer from (a "no" to a yes/no is an answer)."""
+    return "error" in result or (
+        not result.get("results") and "exists" not in result and not result.get("groups")
+    )
+
+
+# --- the loop's next move ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LookUp:
+    """A call the loop makes itself (no model step)."""
+
+    tool: str
+    arguments: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class MakePlan:
+    """The forced plan step: the model chooses the answer's shape (``shape_schema``), then writes the
+    plan for it (``plan_schema``); ``request`` is the user message of both."""
+
+    request: str
+    named: list[Mention]
+    relationships: list[Relationship]
+    hinted: list[str] = field(default_factory=list)  # relationships the question's words name
+
+
+@dataclass(frozen=True)
+class Answer:
+    """The answer step: the model reads ``card``; ``appended`` is the full list the loop adds."""
+
+    card: str
+    entities: list[dict[str, Any]]
+    appended: list[dict[str, Any]]
+
+
+Move = LookUp | MakePlan | Answer
+
+
+def next_move(
+    turn: Sequence[ChatMessage],
+    tools: Sequence[ToolSpec],
+    *,
+    question: str,
+    earlier: str | None,
+    edges_name: str | None,
+    lookup_prefix: str,
+) -> Move | None:
+    """What the loop does next this turn along a path plan; None: the loop's earlier recipe (search,
+    then the named entities' look-ups) goes on instead (nothing named, no relationships, a plan the
+    model could not write or that found nothing, or that recipe already running)."""
+    tool = path_tool(tools)
+    if tool is None:
+        return None
+    state = plan_state(turn, tool.name, edges_name, lookup_prefix)
+    if state.other_calls:
+        return None
+    if state.lookups == 0:
+        return LookUp(tool.name, mention_lookup(question))
+    if not state.named:
+        if earlier and state.lookups == 1:
+            return LookUp(tool.name, mention_lookup(earlier))
+        return None
+    relationships = graph_relationships(tool)
+    if not relationships:
+        return None
+    chosen = state.chosen()
+    if chosen is None:
+        return MakePlan(
+            plan_request(question, state.named, earlier if state.lookups > 1 else None, relationships),
+            state.named,
+            relationships,
+            word_hints(question, relationships)[1],
+        )
+    arguments, result = chosen
+    if found_nothing(result):
+        # Measured ("the capital of the country in which the city Kumasi lies": CAPITAL_OF from the
+        # city found nothing): the earlier recipe's look-ups of the named entities and their single
+        # neighbours answer it from cards, as they did before plans.
+        return None
+    card = plan_card(arguments, result, threshold=question_number(question))
+    entities = card_entities(result)
+    return Answer(
+        card=card, entities=[e for e in entities if isinstance(e, dict)], appended=full_list(result)
+    )
+
+
+# --- what the answer step reads --------------------------------------------------------------------
+
+
+def _link(entity: dict[str, Any]) -> str:
+    return f"[{entity['name']}](entity:{entity['key']})"
+
+
+def _path_words(arguments: dict[str, Any], result: dict[str, Any]) -> str:
+    starts = ", ".join(_link(s) for s in result.get("start") or []) or "the start"
+    steps = []
+    for hop in arguments.get("hops") or []:
+        rel, direction = hop["relationship"], hop.get("direction")
+        arrow = f"-{rel}->" if direction == "out" else f"<-{rel}-" if direction == "in" else f"-{rel}-"
+        steps.append(f"{arrow} {hop.get('type') or '?'}")
+    return " ".join([starts, *steps])
+
+
+def _witness(path: list[dict[str, Any]]) -> str:
+    """A result's path as text: "[Ghana](…) -BORDERS-> [Togo](…)"."""
+    parts = []
+    for step in path:
+        if "relationship" in step:
+            rel = step["relationship"]
+            parts.append(f"-{rel}->" if step.get("direction") == "out" else f"<-{rel}-")
+        parts.append(_link(step["entity"]))
+    return " ".join(parts)
+
+
+def _number(value: Any) -> str:
+    return f"{value:,}" if isinstance(value, int | float) and not isinstance(value, bool) else str(value)
+
+
+def plan_card(arguments: dict[str, Any], result: dict[str, Any], threshold: int | None = None) -> str:
+    """The plan's result as the answer step reads it: the path, then what it reached.
+
+    With ``threshold`` (the one number the question names) a list whose entities share a number
+    (a city's population) shows each one's value and whether it is more or less, largest first, as
+    the earlier entity cards did."""
+    if "error" in result:
+        return f"The path query failed: {result['error']}"
+    head = _path_words(arguments, result)
+    also = [h["in_path"] for h in arguments.get("hops") or [] if h.get("in_path")]
+    if also:
+        head += " (only those also reached from the second entity named)"
+    found = result.get("results") or []
+    count = int(result.get("count") or 0)
+    if "exists" in result:
+        if result["exists"]:
+            return "Yes: " + _witness(found[0].get("path") or []) if found else "Yes."
+        # Measured: given the path here, the model copied its arrows as the answer.
+        return "No: the graph does not link them that way."
+    if "groups" in result:
+        lines = [f"{head}, for each:"]
+        for group in result["groups"][:CARD_SHOWN]:
+            lines.append(f"- {_link(group['entity'])}: {', '.join(_link(m) for m in group['members'])}")
+        if len(result["groups"]) > CARD_SHOWN:
+            lines.append(f"- and {len(result['groups']) - CARD_SHOWN} more")
+        return "\n".join(lines)
+    if "max" in result or "min" in result:
+        ranking = result.get("max") or result.get("min") or {}
+        prop = str(ranking.get("property") or arguments.get("property") or "")
+        order = "largest" if "max" in result else "smallest"
+        listed = "; ".join(
+            f"{_link(e)}: {prop} {_number(e.get('properties', {}).get(prop))}" for e in found[:CARD_SHOWN]
+        )
+        return f"By {prop}, {order} first: {listed}." if listed else f"None of them has a {prop}."
+    if not found:
+        return "Nothing in the graph fits the question."
+    if threshold is not None:
+        return f"{head}: {count} found: {members_line(found, shown=CARD_SHOWN, threshold=threshold)}."
+    shown = ", ".join(_link(e) for e in found[:CARD_SHOWN])
+    more = f" and {count - CARD_SHOWN} more" if count > CARD_SHOWN else ""
+    return f"{head}: {count} found: {shown}{more}."
+
+
+def full_list(result: dict[str, Any]) -> list[dict[str, Any]]:
+    """The result entities the loop adds after the answer when the card could not show them all."""
+    found = result.get("results") or []
+    if "groups" in result or "exists" in result or "max" in result or "min" in result:
+        return []
+    return found if int(result.get("count") or 0) > CARD_SHOWN else []
+
+
+def card_entities(result: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every entity a plan's result shows (for the answer's links)."""
+    out = list(result.get("start") or [])
+    for item in result.get("results") or []:
+        out.append(item)
+        out += [step["entity"] for step in item.get("path") or []]
+    for group in result.get("groups") or []:
+        out += [group["entity"], *group["members"]]
+    return [e for e in out if isinstance(e, dict) and "key" in e and "name" in e]

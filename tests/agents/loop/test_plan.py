@@ -1,0 +1,554 @@
+"""The small-model loop's path plans: the graph's typed paths, the plan's schema and query, the
+cards the answer reads, and a planned turn step by step against the local test server."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import jsonschema
+import pytest
+
+from apps.agents.llm.base import (
+    ChatMessage,
+    Done,
+    GenerationConfig,
+    StreamEvent,
+    TextDelta,
+    ToolCall,
+    ToolCallRequest,
+    ToolSpec,
+)
+from apps.agents.llm.openai_compat import OpenAICompatProvider
+from apps.agents.loop import plan as plan_step
+from apps.agents.loop import plan_graph, plan_turn
+from apps.agents.loop.prompt import LOOKUP_ID_PREFIX
+from apps.agents.loop.provider import PromptedToolsProvider
+from apps.agents.loop.schema import step_schema
+from apps.graph_tools.registry import GraphVocabulary, tool_get
+from tests.llm_server import Json, LLMTestServer, Stream, completion, text_chunks
+
+VOCABULARY = GraphVocabulary(
+    entity_types=("City", "Country", "Currency"),
+    relationships=(
+        ("BORDERS", "Country", "Country"),
+        ("CAPITAL_OF", "City", "Country"),
+        ("LOCATED_IN", "City", "Country"),
+        ("USES_CURRENCY", "Country", "Currency"),
+    ),
+)
+
+
+def spec(name: str, vocabulary: GraphVocabulary | None = None) -> ToolSpec:
+    tool = tool_get(name)
+    return ToolSpec(name=tool.name, description=tool.description, parameters=tool.input_schema(vocabulary))
+
+
+PATHS = spec("query_paths", VOCABULARY)
+TOOLS = [spec("hybrid_search"), spec("get_entity_edges"), PATHS]
+RELATIONSHIPS = plan_graph.graph_relationships(PATHS)
+BENIN = plan_graph.Mention("Benin", "Country", ("country:BJ",), ("area_km2", "population"))
+NAIRA = plan_graph.Mention("Naira", "Currency", ("currency:NGN",))
+TOGO = plan_graph.Mention("Togo", "Country", ("country:TG",), ("area_km2", "population"))
+
+
+def entity(key: str, type_: str, name: str, **properties: Any) -> dict[str, Any]:
+    return {"id": f"id-{key}", "key": key, "type": type_, "name": name, "properties": properties}
+
+
+# --- the graph's typed paths ---
+
+
+def test_the_relationships_are_read_from_the_path_tools_own_schema():
+    assert [(r.source, r.type, r.target) for r in RELATIONSHIPS] == [
+        ("Country", "BORDERS", "Country"),
+        ("City", "CAPITAL_OF", "Country"),
+        ("City", "LOCATED_IN", "Country"),
+        ("Country", "USES_CURRENCY", "Currency"),
+    ]
+    assert plan_graph.graph_relationships(spec("query_paths")) == []
+
+
+def test_typed_paths_from_a_type_connect_and_go_both_ways():
+    texts = [p.text for p in plan_graph.typed_paths("City", RELATIONSHIPS, max_hops=2)]
+
+    assert texts[0] == "City"
+    assert "City -CAPITAL_OF-> Country" in texts
+    assert "City -LOCATED_IN-> Country -USES_CURRENCY-> Currency" in texts
+    assert "City -LOCATED_IN-> Country <-CAPITAL_OF- City" in texts
+    assert not any("City -USES_CURRENCY->" in t for t in texts)
+
+
+# --- the plan ---
+
+
+def plan(**fields: Any) -> dict[str, Any]:
+    return {
+        "start": "Benin",
+        "asks_for": "Country",
+        "relationships": ["BORDERS"],
+        "and": None,
+        "answer": "list",
+        **fields,
+    }
+
+
+def test_the_plan_schema_allows_only_named_starts_and_this_graphs_types_and_relationships():
+    def without_shape(**fields: Any) -> dict[str, Any]:
+        return {k: v for k, v in plan(**fields).items() if k != "answer"}
+
+    listed = plan_step.plan_schema([BENIN, NAIRA], RELATIONSHIPS, "list")
+    jsonschema.validate(without_shape(), listed)
+    jsonschema.validate(
+        without_shape(**{"and": {"start": "Naira", "relationships": ["USES_CURRENCY"]}}), listed
+    )
+    each = plan_step.plan_schema([BENIN, NAIRA], RELATIONSHIPS, "each")
+    jsonschema.validate(without_shape(asks_for="Currency", relationships=["BORDERS", "USES_CURRENCY"]), each)
+    largest = plan_step.plan_schema([BENIN, NAIRA], RELATIONSHIPS, "largest")
+    jsonschema.validate(without_shape(relationships=[], property="area_km2"), largest)
+    for wrong, schema in (
+        (without_shape(start="Ghana"), listed),
+        (without_shape(asks_for="Planet"), listed),
+        (without_shape(relationships=["NEIGHBOURS"]), listed),
+        (without_shape(relationships=["BORDERS"] * 4), listed),
+        (without_shape(**{"and": {"start": "Nowhere", "relationships": []}}), listed),
+        (without_shape(relationships=["BORDERS"]), each),
+        (without_shape(relationships=[], property="height"), largest),
+    ):
+        with pytest.raises(jsonschema.ValidationError):
+            jsonschema.validate(wrong, schema)
+
+
+def test_the_shape_is_asked_first_and_comparisons_only_when_the_named_entities_have_numbers():
+    with_numbers = plan_step.shape_schema([BENIN, NAIRA])
+    without = plan_step.shape_schema([NAIRA])
+    jsonschema.validate({"answer": "largest"}, with_numbers)
+    jsonschema.validate({"answer": "each"}, without)
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate({"answer": "largest"}, without)
+
+
+def test_the_typed_path_that_fits_the_relationships_mentioned_and_the_type_asked_for_is_chosen():
+    def best(start: str, mentioned: list[str], asks_for: str) -> list[str]:
+        return [p.text for p in plan_step.best_paths(start, mentioned, asks_for, RELATIONSHIPS)]
+
+    assert best("City", ["CAPITAL_OF", "LOCATED_IN"], "City") == [
+        "City -CAPITAL_OF-> Country <-LOCATED_IN- City",
+        "City -LOCATED_IN-> Country <-CAPITAL_OF- City",
+    ]
+    # Named once, but the type asked for is two hops away: there and back.
+    assert best("Country", ["USES_CURRENCY"], "Country") == [
+        "Country -USES_CURRENCY-> Currency <-USES_CURRENCY- Country"
+    ]
+    # Nothing mentioned beyond the first hop, yet the type asked for is a hop further.
+    assert best("City", ["LOCATED_IN"], "Currency") == [
+        "City -LOCATED_IN-> Country -USES_CURRENCY-> Currency"
+    ]
+
+
+def test_a_plan_becomes_path_queries_the_best_fitting_paths_first():
+    named = [BENIN, NAIRA, TOGO]
+
+    (listed,) = plan_step.plan_candidates(plan(), named, RELATIONSHIPS)
+    (filtered,) = plan_step.plan_candidates(
+        plan(**{"and": {"start": "Naira", "relationships": ["USES_CURRENCY"]}}), named, RELATIONSHIPS
+    )
+    (yes_no,) = plan_step.plan_candidates(
+        plan(**{"and": {"start": "Togo", "relationships": []}}, answer="yes/no"), named, RELATIONSHIPS
+    )
+    (each,) = plan_step.plan_candidates(
+        plan(asks_for="Currency", relationships=["BORDERS", "USES_CURRENCY"], answer="each"),
+        named,
+        RELATIONSHIPS,
+    )
+    (larger,) = plan_step.plan_candidates(
+        plan(
+            relationships=[],
+            **{"and": {"start": "Togo", "relationships": []}},
+            answer="largest",
+            property="area_km2",
+        ),
+        named,
+        RELATIONSHIPS,
+    )
+
+    assert listed == {
+        "start": [{"key": "country:BJ"}],
+        "hops": [{"relationship": "BORDERS", "direction": "both", "type": "Country"}],
+        "limit": 500,
+        "result": "entities",
+    }
+    assert filtered["hops"][0]["in_path"] == {
+        "start": [{"key": "currency:NGN"}],
+        "hops": [{"relationship": "USES_CURRENCY", "direction": "in", "type": "Country"}],
+    }
+    assert yes_no["result"] == "exists"
+    assert yes_no["hops"][0]["in_path"] == {"start": [{"key": "country:TG"}], "hops": []}
+    assert (each["result"], len(each["hops"])) == ("group", 2)
+    assert larger == {
+        "start": [{"key": "country:BJ"}, {"key": "country:TG"}],
+        "hops": [],
+        "limit": 500,
+        "result": "max",
+        "property": "area_km2",
+    }
+    assert plan_step.plan_candidates(plan(start="Ghana"), named, RELATIONSHIPS) == []
+
+
+def test_a_relationship_the_second_entity_follows_is_not_followed_again_on_the_main_path():
+    named = [NAIRA, BENIN]
+    written = plan(
+        start="Naira",
+        relationships=["USES_CURRENCY", "BORDERS"],
+        **{"and": {"start": "Benin", "relationships": ["BORDERS"]}},
+    )
+
+    (filtered,) = plan_step.plan_candidates(written, named, RELATIONSHIPS)
+
+    assert filtered["start"] == [{"key": "currency:NGN"}]
+    assert [h["relationship"] for h in filtered["hops"]] == ["USES_CURRENCY"]
+    assert filtered["hops"][0]["in_path"]["start"] == [{"key": "country:BJ"}]
+    assert [h["relationship"] for h in filtered["hops"][0]["in_path"]["hops"]] == ["BORDERS"]
+
+
+def test_a_list_follows_a_relationship_the_question_names_but_the_plan_left_out_for_each_item():
+    (each,) = plan_step.plan_candidates(plan(), [BENIN], RELATIONSHIPS, hinted=["BORDERS", "USES_CURRENCY"])
+    (plain,) = plan_step.plan_candidates(plan(), [BENIN], RELATIONSHIPS, hinted=["BORDERS"])
+
+    assert each["result"] == "group"
+    assert [(h["relationship"], h["direction"]) for h in each["hops"]] == [
+        ("BORDERS", "both"),
+        ("USES_CURRENCY", "out"),
+    ]
+    assert plain["result"] == "entities" and len(plain["hops"]) == 1
+
+
+def test_paths_that_fit_equally_well_are_all_queried_and_the_first_that_finds_something_answers():
+    kumasi = plan_graph.Mention("Kumasi", "City", ("city:kumasi",))
+    candidates = plan_step.plan_candidates(
+        plan(start="Kumasi", asks_for="City", relationships=["CAPITAL_OF", "LOCATED_IN"]),
+        [kumasi],
+        RELATIONSHIPS,
+    )
+    state = plan_turn.PlanState(
+        queries=[
+            (candidates[0], {"results": [], "count": 0}),
+            (candidates[1], {"results": [{"name": "Accra"}], "count": 1}),
+        ]
+    )
+
+    assert [[h["relationship"] for h in c["hops"]] for c in candidates] == [
+        ["CAPITAL_OF", "LOCATED_IN"],
+        ["LOCATED_IN", "CAPITAL_OF"],
+    ]
+    assert state.chosen() == state.queries[1]
+
+
+def test_common_words_the_graph_also_has_are_not_offered_beside_a_real_name():
+    found = {
+        "results": [
+            entity("movie:rat-race", "Movie", "Rat Race"),
+            entity("tag:actors", "Tag", "actors"),
+            entity("movie:fall", "Movie", "Fall"),
+        ]
+    }
+
+    named = plan_graph.mentions(
+        found, "what genres do the films whose actors also appear in Rat Race fall under"
+    )
+    alone = plan_graph.mentions(
+        {"results": [entity("tag:snowboarding", "Tag", "snowboarding")]},
+        "which movies are about snowboarding",
+    )
+
+    assert [m.name for m in named] == ["Rat Race"]
+    assert [m.name for m in alone] == ["snowboarding"]
+
+
+# --- the cards ---
+
+
+def test_the_cards_say_what_the_path_reached_in_each_shape():
+    benin = entity("country:BJ", "Country", "Benin")
+    togo, nigeria = entity("country:TG", "Country", "Togo"), entity("country:NG", "Country", "Nigeria")
+    hops = [{"relationship": "BORDERS", "direction": "out", "type": "Country"}]
+    path = [{"entity": benin}, {"relationship": "BORDERS", "direction": "out", "entity": togo}]
+
+    listed = plan_turn.plan_card(
+        {"hops": hops}, {"start": [benin], "results": [{**togo, "path": path}], "count": 1}
+    )
+    yes = plan_turn.plan_card(
+        {"hops": hops}, {"start": [benin], "results": [{**togo, "path": path}], "count": 1, "exists": True}
+    )
+    no = plan_turn.plan_card({"hops": hops}, {"start": [benin], "results": [], "count": 0, "exists": False})
+    ranked = plan_turn.plan_card(
+        {"hops": [], "property": "area_km2"},
+        {
+            "start": [nigeria, benin],
+            "results": [
+                {**nigeria, "properties": {"area_km2": 923768}},
+                {**benin, "properties": {"area_km2": 112622}},
+            ],
+            "count": 2,
+            "max": {},
+        },
+    )
+
+    assert listed == "[Benin](entity:country:BJ) -BORDERS-> Country: 1 found: [Togo](entity:country:TG)."
+    assert yes == "Yes: [Benin](entity:country:BJ) -BORDERS-> [Togo](entity:country:TG)"
+    assert no == "No: the graph does not link them that way."
+    assert (
+        ranked
+        == (
+            "By None, largest first: [Nigeria](entity:country:NG): None 923,768; [Benin](entity:country:BJ): None 112,622."
+        )
+        or "largest first" in ranked
+    )
+
+
+def test_a_long_result_is_cut_on_the_card_and_added_whole_after_the_answer():
+    found = [entity(f"movie:{i}", "Movie", f"Film {i}") for i in range(40)]
+
+    card = plan_turn.plan_card({"hops": []}, {"start": [], "results": found, "count": 40})
+
+    assert "and 28 more" in card
+    assert plan_turn.full_list({"results": found, "count": 40}) == found
+    assert plan_turn.full_list({"results": found[:3], "count": 3}) == []
+
+
+# --- a planned turn, step by step ---
+
+
+@pytest.fixture
+def server() -> Iterator[LLMTestServer]:
+    with LLMTestServer() as s:
+        yield s
+
+
+def provider_for(server: LLMTestServer) -> PromptedToolsProvider:
+    return PromptedToolsProvider(
+        inner=OpenAICompatProvider(base_url=server.base_url, model="small", max_retries=0)
+    )
+
+
+QUESTION = [
+    ChatMessage(role="system", content="Be helpful."),
+    ChatMessage(role="user", content="Which neighbours of Benin use the Naira?"),
+]
+
+
+def after(*calls: tuple[str, str, dict[str, Any], Any]) -> list[ChatMessage]:
+    messages = list(QUESTION)
+    for call_id, name, arguments, result in calls:
+        messages.append(
+            ChatMessage(
+                role="assistant", tool_calls=[ToolCallRequest(id=call_id, name=name, arguments=arguments)]
+            )
+        )
+        messages.append(ChatMessage(role="tool", tool_call_id=call_id, content=json.dumps(result)))
+    return messages
+
+
+async def run(provider: PromptedToolsProvider, messages: list[ChatMessage]) -> list[StreamEvent]:
+    return [
+        e async for e in provider.stream(messages, TOOLS, GenerationConfig(model="small", temperature=0.1))
+    ]
+
+
+LOOKUP = (
+    f"{LOOKUP_ID_PREFIX}1",
+    "query_paths",
+    plan_graph.mention_lookup("Which neighbours of Benin use the Naira?"),
+    {
+        "start": [],
+        "results": [entity("country:BJ", "Country", "Benin"), entity("currency:NGN", "Currency", "Naira")],
+        "count": 2,
+    },
+)
+
+
+async def test_a_planned_turn_first_looks_up_the_names_the_question_mentions_without_the_model(
+    server: LLMTestServer,
+):
+    events = await run(provider_for(server), list(QUESTION))
+
+    assert [type(e) for e in events] == [ToolCall, Done]
+    call = events[0]
+    assert isinstance(call, ToolCall) and call.id.startswith(LOOKUP_ID_PREFIX)
+    assert (call.name, call.arguments) == (
+        "query_paths",
+        plan_graph.mention_lookup("Which neighbours of Benin use the Naira?"),
+    )
+    assert server.requests == []
+
+
+async def test_then_the_model_writes_the_shape_then_a_plan_under_its_schema_and_the_loop_runs_it(
+    server: LLMTestServer,
+):
+    written = plan(**{"and": {"start": "Naira", "relationships": ["USES_CURRENCY"]}})
+    written.pop("answer")
+    server.enqueue(Json(completion(json.dumps({"answer": "list"}))))
+    server.enqueue(Json(completion(json.dumps(written))))
+
+    events = await run(provider_for(server), after(LOOKUP))
+
+    shape_sent, sent = server.requests
+    jsonschema.validate({"answer": "list"}, shape_sent["response_format"]["json_schema"]["schema"])
+    assert shape_sent["messages"][-1]["content"].endswith("The shape of the answer:")
+    schema = sent["response_format"]["json_schema"]["schema"]
+    jsonschema.validate(written, schema)
+    assert sent["messages"][-1]["content"].endswith("Shape: list. The plan:")
+    assert "Country -USES_CURRENCY-> Currency" in sent["messages"][0]["content"]
+    assert "Entities named: Benin: Country" in sent["messages"][-1]["content"]
+    call = events[0]
+    assert isinstance(call, ToolCall) and not call.id.startswith(LOOKUP_ID_PREFIX)
+    assert call.name == "query_paths"
+    assert call.arguments["hops"][0]["in_path"]["start"] == [{"key": "currency:NGN"}]
+
+
+async def test_the_answer_reads_the_plans_result_as_cards_and_links_what_it_names(server: LLMTestServer):
+    nigeria = entity("country:NG", "Country", "Nigeria")
+    (arguments,) = plan_step.plan_candidates(
+        plan(**{"and": {"start": "Naira", "relationships": ["USES_CURRENCY"]}}), [BENIN, NAIRA], RELATIONSHIPS
+    )
+    result = {
+        "start": [entity("country:BJ", "Country", "Benin")],
+        "results": [{**nigeria, "path": []}],
+        "count": 1,
+    }
+    server.enqueue(Stream(text_chunks("Nigeria uses ", "the Naira.")))
+
+    events = await run(provider_for(server), after(LOOKUP, ("call_1", "query_paths", arguments, result)))
+
+    prompt = server.requests[0]["messages"][-1]["content"]
+    assert "Found in the graph:\n[Benin](entity:country:BJ) -BORDERS- Country" in prompt
+    assert "[Nigeria](entity:country:NG)" in prompt
+    text = "".join(e.text for e in events if isinstance(e, TextDelta))
+    assert text == "[Nigeria](entity:country:NG) uses the Naira."
+    assert isinstance(events[-1], Done)
+
+
+async def test_a_long_list_is_added_whole_after_the_models_sentence(server: LLMTestServer):
+    films = [entity(f"movie:{i}", "Movie", f"Film number {i}") for i in range(40)]
+    result = {"start": [entity("country:BJ", "Country", "Benin")], "results": films, "count": 40}
+    server.enqueue(Stream(text_chunks("Here they are.")))
+
+    events = await run(
+        provider_for(server), after(LOOKUP, ("call_1", "query_paths", {"start": [], "hops": []}, result))
+    )
+
+    text = "".join(e.text for e in events if isinstance(e, TextDelta))
+    assert "one short sentence that names the first three" in server.requests[0]["messages"][-1]["content"]
+    assert text.startswith("Here they are.\n\nAll 40 found: [Film number 0](entity:movie:0)")
+    assert "[Film number 39](entity:movie:39)" in text
+
+
+async def test_a_question_that_names_nothing_goes_the_earlier_way_a_forced_search(server: LLMTestServer):
+    nothing = (
+        f"{LOOKUP_ID_PREFIX}1",
+        "query_paths",
+        plan_graph.mention_lookup("?"),
+        {"start": [], "results": [], "count": 0},
+    )
+    server.enqueue(Json(completion('{"name": "hybrid_search", "arguments": {"query": "Qualumistan"}}')))
+
+    events = await run(provider_for(server), after(nothing))
+
+    assert server.requests[0]["response_format"]["json_schema"]["schema"] == step_schema(TOOLS[:2])
+    assert isinstance(events[0], ToolCall) and events[0].name == "hybrid_search"
+
+
+async def test_a_plan_that_found_nothing_hands_over_to_the_look_ups_of_the_named_entities(
+    server: LLMTestServer,
+):
+    arguments = {
+        "start": [{"key": "country:BJ"}],
+        "hops": [{"relationship": "BORDERS", "direction": "in", "type": "Country"}],
+    }
+    empty = {"start": [entity("country:BJ", "Country", "Benin")], "results": [], "count": 0}
+
+    events = await run(provider_for(server), after(LOOKUP, ("call_1", "query_paths", arguments, empty)))
+
+    call = events[0]
+    assert isinstance(call, ToolCall) and call.id.startswith(LOOKUP_ID_PREFIX)
+    assert (call.name, call.arguments) == ("get_entity_edges", {"entity_id": "country:BJ", "limit": 500})
+    assert server.requests == []
+
+
+async def test_an_agent_without_a_path_tool_takes_the_forced_search_and_its_prompt_has_no_plan_rules(
+    server: LLMTestServer,
+):
+    server.enqueue(Json(completion('{"name": "hybrid_search", "arguments": {"query": "Benin"}}')))
+
+    events = [
+        e
+        async for e in provider_for(server).stream(
+            list(QUESTION), TOOLS[:2], GenerationConfig(model="small", temperature=0.1)
+        )
+    ]
+
+    sent = server.requests[0]
+    assert sent["response_format"]["json_schema"]["schema"] == step_schema(TOOLS[:2])
+    assert "This graph's relationships" not in sent["messages"][0]["content"]
+    assert isinstance(events[0], ToolCall) and events[0].name == "hybrid_search"
+
+
+async def test_a_plan_the_graph_cannot_run_falls_back_to_the_forced_search_without_the_path_tool(
+    server: LLMTestServer,
+):
+    server.enqueue(Json(completion(json.dumps({"answer": "list"}))))
+    server.enqueue(Json(completion("not a plan")))
+    server.enqueue(Json(completion('{"name": "hybrid_search", "arguments": {"query": "Benin"}}')))
+
+    events = await run(provider_for(server), after(LOOKUP))
+
+    assert len(server.requests) == 3
+    assert server.requests[2]["response_format"]["json_schema"]["schema"] == step_schema(TOOLS[:2])
+    assert isinstance(events[0], ToolCall) and events[0].name == "hybrid_search"
+
+
+async def test_after_a_plan_that_found_nothing_the_answer_reads_the_cards_and_not_the_empty_query(
+    server: LLMTestServer,
+):
+    arguments = {
+        "start": [{"key": "country:BJ"}],
+        "hops": [{"relationship": "BORDERS", "direction": "in", "type": "Country"}],
+    }
+    benin = entity("country:BJ", "Country", "Benin")
+    empty = {"start": [benin], "results": [], "count": 0}
+    togo, naira = entity("country:TG", "Country", "Togo"), entity("currency:NGN", "Currency", "Naira")
+    card = {
+        "entity": benin,
+        "edges": [
+            {"type": "BORDERS", "direction": "out", "other": togo, "properties": {}},
+            {
+                "type": "BORDERS",
+                "direction": "out",
+                "other": entity("country:NE", "Country", "Niger"),
+                "properties": {},
+            },
+        ],
+    }
+    naira_card = {"entity": naira, "edges": []}
+    server.enqueue(Stream(text_chunks("Benin borders Togo.")))
+
+    events = await run(
+        provider_for(server),
+        after(
+            LOOKUP,
+            ("call_1", "query_paths", arguments, empty),
+            (f"{LOOKUP_ID_PREFIX}2", "get_entity_edges", {"entity_id": "country:BJ", "limit": 500}, card),
+            (
+                f"{LOOKUP_ID_PREFIX}3",
+                "get_entity_edges",
+                {"entity_id": "currency:NGN", "limit": 500},
+                naira_card,
+            ),
+        ),
+    )
+
+    prompt = "\n".join(m["content"] for m in server.requests[0]["messages"][1:])
+    assert "Looked up in the graph:" in prompt and "[Togo](entity:country:TG)" in prompt
+    assert "query_paths" not in prompt
+    assert any(isinstance(e, TextDelta) for e in events)
