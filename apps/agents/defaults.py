@@ -31,6 +31,7 @@ GRAPH_QUERY_AGENT: dict[str, Any] = {
         "list_entity_types",
         "schema_version",
         "list_relationships",
+        "query_paths",
     ],
     "flow_type": "single",
     "is_default": True,

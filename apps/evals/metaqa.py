@@ -80,8 +80,13 @@ class Names:
     longest: int
 
 
-@functools.cache
 def kb_names() -> Names:
+    """The names of the knowledge base the eval uses (read once per content hash)."""
+    return _kb_names(kb_digest())
+
+
+@functools.cache
+def _kb_names(digest: str) -> Names:
     types: dict[str, set[str]] = defaultdict(set)
     for line in kb_lines():
         record = json.loads(line)

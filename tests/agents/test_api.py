@@ -32,7 +32,7 @@ def test_install_default_agents_creates_graph_query_agent_exactly_as_designed(ow
     assert agent["description"] == GRAPH_QUERY_AGENT["description"]
     assert agent["systemPrompt"] == GRAPH_QUERY_AGENT["system_prompt"]
     assert agent["model"] == {"name": "gemini-2.0-flash", "temperature": 0.1}
-    assert agent["tools"] == GRAPH_QUERY_AGENT["tools"] and len(agent["tools"]) == 10
+    assert agent["tools"] == GRAPH_QUERY_AGENT["tools"] and len(agent["tools"]) == 11
     assert (agent["flowType"], agent["isDefault"], agent["maxSteps"], agent["visibility"]) == (
         "single",
         True,

@@ -69,7 +69,7 @@ def resolve_model(name: str) -> Provider:
             return compat
         from apps.agents.loop.provider import PromptedToolsProvider
 
-        return PromptedToolsProvider(inner=compat)
+        return PromptedToolsProvider(inner=compat, plan_paths=settings.KGCHAT_SMALL_MODEL_PLANS)
     if prefix == "ollama":
         from apps.agents.llm.openai_compat import OpenAICompatProvider
 

@@ -108,7 +108,8 @@ class PromptedToolsProvider:
     result_limit: int = RESULT_MAX_CHARS
     # The loop's own look-ups of the entities a search named (``lookups``).
     look_up: bool = True
-    # Plan the turn as one path query when the agent has a path tool (``plan_turn``).
+    # Plan the turn as one path query when the agent has a path tool (``plan_turn``); without it the
+    # path tool is not shown to the model at all, and the turn is the search-and-look-up recipe's.
     plan_paths: bool = True
     extra_body: dict[str, Any] = field(default_factory=lambda: {"cache_prompt": True})
 
@@ -125,6 +126,8 @@ class PromptedToolsProvider:
         self, messages: list[ChatMessage], tools: list[ToolSpec], config: GenerationConfig
     ) -> AsyncIterator[StreamEvent]:
         usage = Usage()
+        if not self.plan_paths:
+            tools = _without_path_tool(tools)
         if tools and self.plan_paths and (move := path_move(messages, tools)) is not None:
             async for event in self._path(move, messages, tools, config, usage):
                 yield event

@@ -35,8 +35,9 @@ def agent(world):
 
 
 @pytest.fixture
-def agent_with_paths(agent):
-    """The default agent offering query_paths too (the small-model loop then plans the turn)."""
+def agent_with_paths(agent, settings):
+    """The default agent offering query_paths, with the small-model loop's planning on."""
+    settings.KGCHAT_SMALL_MODEL_PLANS = True
     if "query_paths" not in agent.tools:
         agent.tools = [*agent.tools, "query_paths"]
         agent.save(update_fields=["tools"])
@@ -52,9 +53,10 @@ def agent_without_paths(agent):
 
 @db
 async def test_small_model_turn_is_forced_to_a_tool_then_answers_citing_only_what_the_tool_returned(
-    world, agent_without_paths, small_model
+    world, agent, small_model
 ):
-    agent = agent_without_paths
+    # The default agent offers query_paths; with planning off (the default) the small model never sees it.
+    assert "query_paths" in agent.tools
     small_model.enqueue(
         Json(completion('{"name": "search_entities", "arguments": {"query": "Paris"}}')),
         Stream(text_chunks("[Paris](entity:paris) is the capital", f" of [entity:{MADE_UP}] France.")),
@@ -76,6 +78,7 @@ async def test_small_model_turn_is_forced_to_a_tool_then_answers_citing_only_wha
     assert frames[0]["model"] == "local/qwen2.5-1.5b"
     forced, answer = small_model.requests
     assert forced["response_format"]["type"] == "json_schema"
+    assert "query_paths" not in json.dumps(forced)
     assert "response_format" not in answer and answer["stream"] is True
     # The search found Paris by name: the loop looked up its relationships, then France's, itself
     # (no model step), and the answer step read them as facts.
@@ -106,8 +109,9 @@ async def test_small_model_turn_is_forced_to_a_tool_then_answers_citing_only_wha
 
 @db
 async def test_small_model_loop_reads_a_search_of_a_graph_still_being_embedded_and_shows_its_cards(
-    world, agent, small_model
+    world, agent_without_paths, small_model
 ):
+    agent = agent_without_paths
     small_model.enqueue(
         Json(completion('{"name": "hybrid_search", "arguments": {"query": "Paris"}}')),
         Stream(text_chunks("[Paris](entity:paris) is the capital of [France](entity:france).")),
@@ -131,8 +135,9 @@ async def test_small_model_loop_reads_a_search_of_a_graph_still_being_embedded_a
 
 @db
 async def test_small_model_reads_that_an_empty_search_may_have_missed_entities_still_being_embedded(
-    world, agent, small_model
+    world, agent_without_paths, small_model
 ):
+    agent = agent_without_paths
     small_model.enqueue(
         Json(completion('{"name": "hybrid_search", "arguments": {"query": "Atlantis"}}')),
         Stream(text_chunks("I could not find it in the knowledge graph.")),
