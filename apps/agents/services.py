@@ -22,7 +22,7 @@ from django.utils import timezone
 
 from apps.agents.events import ToolCallRecord, TraceMessage
 from apps.agents.llm.base import Usage
-from apps.agents.models import AgentRun, AgentRunMessage, AgentRunToolCall, RunStatus
+from apps.agents.models import AgentRun, AgentRunEvent, AgentRunMessage, AgentRunToolCall, RunStatus
 from apps.core.db import rows_write
 from apps.core.inputs import storable
 
@@ -231,3 +231,14 @@ def agent_runs_interrupt_orphaned(*, on_interrupted: Callable[[AgentRun], None] 
                 on_interrupted(run)
             closed += 1
     return closed
+
+
+async def agent_run_events_append(*, run_id: uuid.UUID, rows: Sequence[dict[str, Any]]) -> None:
+    """Store ADK session events of a run (``RunSessionService``): one statement."""
+    await AgentRunEvent.objects.abulk_create([AgentRunEvent(run_id=run_id, **storable(row)) for row in rows])
+
+
+async def agent_run_events_load(*, run_id: uuid.UUID) -> list[tuple[bool, dict[str, Any]]]:
+    """A run's stored ADK events, in order: (seeded, the event as stored)."""
+    rows = AgentRunEvent.objects.filter(run_id=run_id).order_by("position").values_list("seeded", "event")
+    return [(seeded, event) async for seeded, event in rows]
