@@ -64,8 +64,6 @@ class ToolResume(BaseModel):
     result: dict[str, Any]
 
 
-
-
 class ToolCallRecord(BaseModel):
     """One tool call of a run, as the audit trail (``kb.agent_run_tool_calls``) stores it."""
 

@@ -26,12 +26,12 @@ from apps.graph_tools.errors import (
 )
 from apps.graph_tools.importer import project_write_turn
 from apps.graph_tools.models import (
-    GraphWriteKey,
     IMPORT_ACTIONS,
     GraphChange,
     GraphObject,
     GraphObjectEmbedding,
     GraphRelationship,
+    GraphWriteKey,
 )
 from apps.graph_tools.registry import ToolArgs, WriteAuthorization
 from apps.graph_tools.versions import graph_version_bump, graph_version_current

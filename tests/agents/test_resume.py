@@ -40,6 +40,14 @@ def definition() -> AgentDefinition:
     )
 
 
+async def _until(condition: Any) -> None:
+    for _ in range(3000):  # a guard against hanging (30 s), not a timing
+        if condition():
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("the run never got there")
+
+
 async def _first_attempt_cut_off(definition: AgentDefinition, provider: ScriptedProvider) -> AgentRun:
     """Run until the provider's last scripted call blocks, then cut the run off there."""
     run = await agent_run_start(
@@ -61,8 +69,7 @@ async def _first_attempt_cut_off(definition: AgentDefinition, provider: Scripted
             share_provider=True,
         )
     )
-    while len(provider.calls) < len(provider.turns):
-        await asyncio.sleep(0.01)
+    await _until(lambda: len(provider.calls) == len(provider.turns))
     await asyncio.sleep(0.05)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
@@ -97,7 +104,11 @@ async def test_a_run_cut_off_after_its_tool_result_resumes_with_one_model_call_a
     run = await _first_attempt_cut_off(definition, first)
     stored = [e async for e in AgentRunEvent.objects.filter(run=run).order_by("position")]
     # The history window (2 seeded events), the user's message, the call, its result.
-    assert [(e.seeded, e.author) for e in stored][:3] == [(True, "user"), (True, "graph_query_agent"), (False, "user")]
+    assert [(e.seeded, e.author) for e in stored][:3] == [
+        (True, "user"),
+        (True, "graph_query_agent"),
+        (False, "user"),
+    ]
     assert stored[-1].event["content"]["parts"][0]["functionResponse"]["id"] == "call-1"
     assert len({e.invocation_id for e in stored if not e.seeded}) == 1
 
@@ -170,8 +181,7 @@ async def _first_attempt_cut_off_at_call(
             share_provider=True,
         )
     )
-    while len(provider.calls) < 2:
-        await asyncio.sleep(0.01)
+    await _until(lambda: len(provider.calls) == 2)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
