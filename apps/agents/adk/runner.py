@@ -15,6 +15,7 @@ import logging
 import sys
 import time
 import uuid
+import warnings
 from collections import Counter
 from collections.abc import Callable, Sequence
 from contextlib import aclosing
@@ -62,7 +63,10 @@ logger = logging.getLogger(__name__)
 
 APP_NAME = "kgchat"
 # Every run is resumable: another process may continue it from its stored events (issue #27).
-RESUMABLE = ResumabilityConfig(is_resumable=True)
+# ADK marks the config experimental (a warning per instance): one, built once, quietly.
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore", UserWarning)
+    RESUMABLE = ResumabilityConfig(is_resumable=True)
 DOOM_LOOP_REPEATS = 3
 
 # What stopped a run from inside: the step limit, a repeated call (a doom loop), or a write tool

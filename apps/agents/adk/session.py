@@ -284,7 +284,8 @@ def event_row(event: Event, *, position: int, seeded: bool = False) -> dict[str,
         "invocation_id": (event.invocation_id or "")[:200],
         "author": (event.author or "")[:200],
         "branch": (event.branch or "")[:500],
-        "event": json.loads(event.model_dump_json(exclude_none=True, by_alias=True)),
+        # Python's JSON mode keeps a lone surrogate a model wrote as a string (``storable`` replaces it).
+        "event": event.model_dump(mode="json", exclude_none=True, by_alias=True),
     }
 
 

@@ -13,6 +13,7 @@ from apps.agents.events import (
     ApprovalPending,
     RunError,
     RunEvent,
+    RunResumed,
     TextDelta,
     ToolCallEnd,
     ToolCallStart,
@@ -85,11 +86,18 @@ class _AgentStream:
         self.saver = PartialTextSaver(turn)
         self.waiting: list[ApprovalPending] = []
         self.used: dict[str, None] = {}  # ids of the entities tool results gave this turn, in order
+        # A taken-over turn: how much of its text its clients were shown already (not sent again).
+        self.skip = len(turn.shown)
 
     async def send_text(self, text: str) -> None:
         if text:
             self.parts.append(text)
-            await emit(self.turn, TokenFrame(token=text))
+            if self.skip:
+                cut = min(self.skip, len(text))
+                self.skip -= cut
+                text = text[cut:]
+            if text:
+                await emit(self.turn, TokenFrame(token=text))
             await self.saver.maybe_save(self.parts)
 
     def use(self, result: Any) -> None:
@@ -123,6 +131,13 @@ class _AgentStream:
             )
         elif isinstance(event, ToolCallEnd):
             await emit(turn, self._tool_end(event.tool, event.call_id, event.output, event.error))
+        elif isinstance(event, RunResumed):
+            # What the dead process's attempts did: their tool results still back citations, and
+            # their finished steps' text is the answer's start (its clients have it: not resent).
+            for record in event.tool_calls:
+                if not record.error:
+                    self.use(record.output)
+            await self.send_text(self.citations.feed(event.text))
         elif isinstance(event, RunError):
             await self.send_text(self.citations.flush())
             await emit(turn, ErrorFrame(error=event.message, code=event.code))
@@ -168,6 +183,7 @@ async def run_agent_turn(turn: Turn, provider: Provider | None) -> Answer | None
             graph_version=turn.graph_version,
             writer_user_id=turn.conversation.user_id,
             resume=turn.resume,
+            attempt=turn.attempt,
         )
     )
     await stream.send_text(stream.citations.flush())
