@@ -79,6 +79,8 @@ class Resumed:
 
     seq: int = 0
     shown: str = ""
+    # The tool calls whose chip was shown completed (or failed): not shown again.
+    completed: frozenset[str] = frozenset()
 
 
 class InProcessFrameBus:

@@ -31,6 +31,7 @@ from apps.chat.streams.frames import (
     RETENTION_SECONDS,
     AnyFrame,
     ConversationEvent,
+    McpToolFrame,
     TokenFrame,
     event_from_wire,
     frame_from_text,
@@ -184,7 +185,7 @@ class RedisFrameBus:
         stopped); this process's frames of it go to Redis directly (no local log: its sockets read
         the stream like any other process's), so every follower sees one ``seq`` order."""
         client = self._client()
-        seq, shown = 0, []
+        seq, shown, completed = 0, [], set()
         entries: Any = await client.xrange(_stream(conversation_id), count=MAX_FRAMES)
         for _, fields in entries or []:
             if "frame" not in fields:
@@ -193,13 +194,15 @@ class RedisFrameBus:
             seq = max(seq, frame.seq)
             if isinstance(frame, TokenFrame):
                 shown.append(frame.token)
+            elif isinstance(frame, McpToolFrame) and frame.status != "started":
+                completed.add(frame.callId)
         await client.set(_state(conversation_id), json.dumps({"turn": turn_id, "running": True}))
         event = asyncio.Event()
         self._cancels[conversation_id] = event
         ready = asyncio.Event()
         self._listeners[conversation_id] = asyncio.create_task(self._listen(conversation_id, event, ready))
         await ready.wait()
-        return Resumed(seq=seq, shown="".join(shown))
+        return Resumed(seq=seq, shown="".join(shown), completed=frozenset(completed))
 
     async def _listen(self, conversation_id: str, event: asyncio.Event, ready: asyncio.Event) -> None:
         pubsub = self._client().pubsub()

@@ -125,6 +125,9 @@ class _AgentStream:
             return  # not completed: the approval frame stands for it until the decision
         elif isinstance(event, TextDelta):
             await self.send_text(self.citations.feed(event.text))
+        elif isinstance(event, ToolCallStart | ToolCallEnd) and event.call_id in turn.completed_calls:
+            if isinstance(event, ToolCallEnd) and not event.error:
+                self.use(event.output)
         elif isinstance(event, ToolCallStart):
             await emit(
                 turn, McpToolFrame(tool=event.tool, callId=event.call_id, status="started", input=event.input)

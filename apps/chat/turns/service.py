@@ -117,6 +117,7 @@ async def _launch(turn: Turn, provider: Provider | None) -> TurnHandle:
         resumed = await turn.bus.resume(conversation_key, str(turn.turn_id))
         turn.seq = resumed.seq
         turn.shown = resumed.shown or turn.shown
+        turn.completed_calls = set(resumed.completed)
     else:
         await turn.bus.begin(conversation_key, str(turn.turn_id))
     turn.stop = StopSignal(turn.bus.cancel_signal(conversation_key), explain=turn.explain_stop)

@@ -61,6 +61,9 @@ class Turn:
     # A taken-over turn: the text its clients were shown already (the redone model call's text
     # is sent only past it, so nothing is shown twice).
     shown: str = ""
+    # ... and the tool calls whose chip it showed completed: a call run again (its result was not
+    # stored before the process died; a write answers its first result) is not shown again.
+    completed_calls: set[str] = field(default_factory=set)
     # The lease's renewal found the claim gone (released, deleted, or taken over by another process).
     lease_lost: bool = False
 

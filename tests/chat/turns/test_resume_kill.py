@@ -34,7 +34,7 @@ from apps.chat.models import Message
 from apps.graph_tools.importer import IMPORT_LOCK_NAMESPACE
 from apps.graph_tools.models import GraphChange, GraphObject
 from bench.support import ServerProcess
-from tests.chat.conftest import adb
+from tests.chat.conftest import adb, session_cookie
 from tests.chat.streams.test_multiprocess import ORIGIN, WAIT, _database_url, _start, _wait_ready, sse_frames
 from tests.factories import make_token
 from tests.llm_server import LLMTestServer, Stream, text_chunks, tool_call_chunks, tool_results
@@ -56,9 +56,14 @@ class Script:
         self.held = threading.Event()
         self.hold_answer = False
         self.hold_after = 0
+        self.hold_call = False
 
     def __call__(self, request: dict[str, Any]) -> Stream:
         if not tool_results(request):
+            if self.hold_call:
+                self.hold_call = False
+                self.held.set()
+                self.release.wait(WAIT)
             return Stream(
                 tool_call_chunks(
                     "create_entity", {"key": "city:lyon", "type": "City", "name": "Lyon"}, call_id="w1"
@@ -203,8 +208,49 @@ async def _check_the_turn_finished_on_b(
     return run
 
 
+async def test_killed_after_the_first_model_step_before_its_tool_runs(servers, world, writer, script, model):
+    a, b = servers
+    token = await adb(make_token)(world["user"])
+    script.hold_call = True
+    events_lock = await asyncio.to_thread(_other_connection)
+    http, response, frames = await _start_turn(a, world, writer, token)
+    try:
+        before = [await anext(frames)]  # meta
+        assert await asyncio.to_thread(script.held.wait, WAIT)
+        # The model's call arrives; A blocks storing it: its step is over, its tool not run.
+        events_lock.execute("LOCK TABLE kb.agent_run_events IN SHARE MODE")
+        script.release.set()
+
+        async def storing() -> bool:
+            return await asyncio.to_thread(_waits_on_the_events_table)
+
+        await _until(storing, "A waits to store the model's call")
+        _kill(a)
+        await response.aclose()
+    finally:
+        events_lock.rollback()
+        events_lock.close()
+        await http.aclose()
+
+    after = await _follow_on(
+        b, await adb(session_cookie)(world["user"]), before[0]["conversationId"], before[-1]["seq"]
+    )
+
+    await _check_the_turn_finished_on_b(before, after, b, world["project"])
+    assert len(model.requests) == 3  # the unstored step is asked again, then the answer
+
+
+def _waits_on_the_events_table() -> bool:
+    with _other_connection() as other:
+        row = other.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+            ' AND query LIKE \'INSERT INTO "kb"."agent_run_events"%%\''
+        ).fetchone()
+    return bool(row and row[0])
+
+
 async def test_killed_during_its_write_tool_the_turn_finishes_on_the_other_process(
-    servers, world, writer, script, session_for
+    servers, world, writer, script
 ):
     a, b = servers
     token = await adb(make_token)(world["user"])
@@ -223,14 +269,16 @@ async def test_killed_during_its_write_tool_the_turn_finishes_on_the_other_proce
         lock.close()
         await http.aclose()
 
-    after = await _follow_on(b, session_for(world["user"]), before[0]["conversationId"], before[-1]["seq"])
+    after = await _follow_on(
+        b, await adb(session_cookie)(world["user"]), before[0]["conversationId"], before[-1]["seq"]
+    )
 
     # The call was recorded, not answered: B runs it (its chip starts again), once to the end.
     await _check_the_turn_finished_on_b(before, after, b, world["project"])
 
 
 async def test_killed_right_after_its_write_committed_the_write_is_not_done_again(
-    servers, world, writer, script, session_for
+    servers, world, writer, script
 ):
     a, b = servers
     token = await adb(make_token)(world["user"])
@@ -258,15 +306,15 @@ async def test_killed_right_after_its_write_committed_the_write_is_not_done_agai
         write_lock.close()
         await http.aclose()
 
-    after = await _follow_on(b, session_for(world["user"]), before[0]["conversationId"], before[-1]["seq"])
+    after = await _follow_on(
+        b, await adb(session_cookie)(world["user"]), before[0]["conversationId"], before[-1]["seq"]
+    )
 
     # B runs the recorded call again; its idempotency key answers A's result without writing.
     await _check_the_turn_finished_on_b(before, after, b, world["project"])
 
 
-async def test_killed_after_the_tool_result_before_the_next_model_call(
-    servers, world, writer, script, session_for, model
-):
+async def test_killed_after_the_tool_result_before_the_next_model_call(servers, world, writer, script, model):
     a, b = servers
     token = await adb(make_token)(world["user"])
     script.hold_answer = True  # A's second model call never answers
@@ -280,14 +328,16 @@ async def test_killed_after_the_tool_result_before_the_next_model_call(
         script.release.set()
         await http.aclose()
 
-    after = await _follow_on(b, session_for(world["user"]), before[0]["conversationId"], before[-1]["seq"])
+    after = await _follow_on(
+        b, await adb(session_cookie)(world["user"]), before[0]["conversationId"], before[-1]["seq"]
+    )
 
     await _check_the_turn_finished_on_b(before, after, b, world["project"])
     assert len(model.requests) == 3  # the tool call once; the answer asked of A, then of B
 
 
 async def test_killed_while_the_answer_streams_the_text_goes_on_without_repeating(
-    servers, world, writer, script, session_for
+    servers, world, writer, script
 ):
     a, b = servers
     token = await adb(make_token)(world["user"])
@@ -303,13 +353,8 @@ async def test_killed_while_the_answer_streams_the_text_goes_on_without_repeatin
         script.release.set()
         await http.aclose()
 
-    after = await _follow_on(b, session_for(world["user"]), before[0]["conversationId"], before[-1]["seq"])
+    after = await _follow_on(
+        b, await adb(session_cookie)(world["user"]), before[0]["conversationId"], before[-1]["seq"]
+    )
 
     await _check_the_turn_finished_on_b(before, after, b, world["project"])
-
-
-@pytest.fixture
-def session_for():
-    from tests.chat.conftest import session_cookie
-
-    return session_cookie
