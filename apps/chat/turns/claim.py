@@ -166,22 +166,3 @@ async def turn_text_save(turn: Turn, text: str) -> None:
         await Conversation.objects.filter(id=turn.conversation.id, active_turn_id=turn.turn_id).aupdate(
             active_turn_text=text
         )
-
-
-def claim_reclaim_dead(conversation_id: uuid.UUID, turn_id: uuid.UUID) -> None:
-    """Release a dead process's claim; a plain turn's saved text becomes the interrupted answer."""
-    conversation = (
-        Conversation.objects.select_for_update(skip_locked=True)
-        .filter(id=conversation_id, active_turn_id=turn_id)
-        .first()
-    )
-    if conversation is None:  # released meanwhile, or another process is recovering it
-        return
-    if conversation.active_turn_text:
-        Message.objects.create(
-            conversation_id=conversation.id,
-            role=MessageRole.ASSISTANT,
-            content=conversation.active_turn_text,
-            retrieval_context={"strategy": "always_retrieve", "stop_reason": "interrupted"},
-        )
-    claim_release(conversation.id, turn_id)
