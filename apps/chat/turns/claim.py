@@ -15,7 +15,7 @@ from apps.agents.services import (
     agent_run_save_text,
     worker_name,
 )
-from apps.chat.models import Conversation, Message, MessageRole
+from apps.chat.models import Conversation
 from apps.chat.turns.turn import Turn
 from apps.core.db import (
     is_database_busy,
