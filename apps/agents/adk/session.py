@@ -325,8 +325,8 @@ class RunSessionService(BaseSessionService):
         self.store = store or services
         limit = history_limit or DEFAULT_HISTORY_LIMIT
         window = history_window(list(seed), limit=limit, token_budget=token_budget)
-        self._seed = [] if resume else EventsAdapter(window, agent_name=self.agent_name).all()
-        self._unsaved_seed = bool(self._seed)
+        self._seed = EventsAdapter(window, agent_name=self.agent_name).all()
+        self._unsaved_seed = bool(self._seed) and not resume
         self._position = 0
         self._calls: dict[str, HistoryToolCall] = {}
         for message in window:
@@ -350,6 +350,10 @@ class RunSessionService(BaseSessionService):
                 if not seeded:
                     self._own(session_id, event)
             self._position = len(rows)
+            if not rows:  # its process died before the run's first event: it starts afresh
+                self.resume = False
+                self._unsaved_seed = bool(self._seed)
+                events = list(self._seed)
         else:
             events = list(self._seed)
         self._session = Session(id=session_id, app_name=app_name, user_id=user_id, state={}, events=events)

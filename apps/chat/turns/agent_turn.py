@@ -165,7 +165,7 @@ async def run_agent_turn(turn: Turn, provider: Provider | None) -> Answer | None
     definition = turn.agent_definition
     assert definition is not None and turn.run_id is not None
     stream = _AgentStream(turn)
-    if turn.resume is not None:
+    if turn.resume is not None and turn.resume.call_id not in turn.completed_calls:
         await stream.resumed(turn.resume)
     turn.run_taken = True
     agent = copy.copy(definition)

@@ -24,7 +24,7 @@ from django.db.models import Case, F, Field, Q, Value, When
 from django.db.models.expressions import RawSQL
 from django.utils import timezone
 
-from apps.agents.events import StopReason, StopSignal
+from apps.agents.events import StopReason, StopSignal, ToolResume
 from apps.agents.plain import Provider
 from apps.agents.services import (
     agent_run_abandon,
@@ -65,6 +65,7 @@ from apps.core.db import (
 from apps.core.failures import error_classify
 from apps.core.inputs import storable
 from apps.graph_tools.models import WriteApproval
+from apps.graph_tools.selectors import approval_result
 from apps.projects.selectors import Principal, parse_uuid
 
 log = logging.getLogger("kgchat.chat")
@@ -358,7 +359,8 @@ def _taken_over_turn(takeover: Takeover) -> Turn | None:
             project=conversation.project,
             definition=conversation.agent_definition,
             user_message=user_message,
-            new_conversation=True,  # no history to read: the run's stored events hold it
+            # The history window (the run's stored events hold it, unless it died before its first).
+            resume=_decided_call(conversation),
             run_id=run.id,
             graph_version=run.graph_version or 0,
         )
@@ -366,6 +368,21 @@ def _taken_over_turn(takeover: Takeover) -> Turn | None:
         return turn
     finally:
         release_connections()
+
+
+def _decided_call(conversation: Conversation) -> ToolResume | None:
+    """When the taken-over turn continued a decided approval (the conversation's last message is
+    the paused answer carrying its call), that call's result: the new message of a run that died
+    before storing its first event (``adk_run`` sends it again then; otherwise it is stored)."""
+    last = Message.objects.filter(conversation=conversation).order_by("-created_at", "-id").first()
+    context = last.retrieval_context if last is not None else None
+    if not isinstance(context, dict) or context.get("stop_reason") != "approval_required":
+        return None
+    approval_id = parse_uuid(context.get("approval_id"))
+    approval = WriteApproval.objects.filter(id=approval_id).first() if approval_id else None
+    if approval is None or approval.status == "pending":
+        return None
+    return ToolResume(call_id=approval.call_id, tool=approval.tool_name, result=approval_result(approval))
 
 
 async def _taken_over_end(takeover: Takeover) -> None:

@@ -189,3 +189,45 @@ async def test_a_plain_turn_whose_process_died_ends_interrupted_with_its_saved_t
     assert [(f.type, getattr(f, "code", None)) for f in frames] == [("error", "interrupted"), ("done", None)]
     answer = await Message.objects.aget(conversation=conversation, role="assistant")
     assert (answer.content, answer.retrieval_context["stop_reason"]) == ("Half an ans", "interrupted")
+
+
+def _paused_then_decided(world, agent, conversation: Conversation) -> None:
+    """The conversation's last row is a paused answer carrying call w1, whose approval was approved."""
+    from apps.graph_tools.models import WriteApproval
+
+    approval = WriteApproval.objects.create(
+        project=world["project"],
+        tool_name="create_entity",
+        arguments={"key": "city:lyon", "type": "City", "name": "Lyon"},
+        status="approved",
+        conversation_id=conversation.id,
+        call_id="w1",
+        result={"changed": True, "summary": "Create entity Lyon"},
+        expires_at=timezone.now() + timedelta(hours=1),
+    )
+    Message.objects.create(
+        conversation=conversation,
+        role="assistant",
+        content="",
+        tool_calls=[{"id": "w1", "name": "create_entity", "input": approval.arguments}],
+        retrieval_context={"stop_reason": "approval_required", "approval_id": str(approval.id)},
+    )
+
+
+async def test_a_continuation_after_an_approval_that_died_before_its_first_event_resumes_from_the_decision(
+    world, agent
+):
+    conversation, run = await adb(_dead_turn)(world, agent)
+    await adb(_paused_then_decided)(world, agent, conversation)
+    provider = ScriptedProvider(
+        turns=[[TextDelta(text="Lyon is added."), Done(usage=Usage(output_tokens=3))]]
+    )
+
+    await turns_take_over(provider)
+    frames = await _frames(conversation)
+
+    # Its new message is the decided call's result again, not the user's question.
+    (call,) = provider.calls
+    assert call.messages[-1].role == "tool" and "Create entity Lyon" in call.messages[-1].content
+    assert "".join(f.token for f in frames if isinstance(f, TokenFrame)) == "Lyon is added."
+    assert (await AgentRun.objects.aget(id=run.id)).status == "success"
