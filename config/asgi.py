@@ -17,7 +17,7 @@ from django.conf import settings  # noqa: E402
 from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
 
 from apps.chat.transports.routing import websocket_urlpatterns  # noqa: E402
-from apps.chat.turns.recovery import recover_once  # noqa: E402
+from apps.chat.turns.service import recover_once  # noqa: E402
 from apps.graph_tools.mcp_server import mcp_asgi_app  # noqa: E402
 
 mcp_app = mcp_asgi_app()
@@ -43,8 +43,8 @@ router = ProtocolTypeRouter(
 
 
 async def application(scope, receive, send):
-    """The router, behind crash recovery: a process's first request waits until turns left
-    ``running`` by dead processes are closed, so the page shows their interrupted answers."""
+    """The router, behind crash recovery: a process's first request starts its takeover of turns
+    whose lease lapsed (their process died), and waits until dead processes' batch runs are closed."""
     if scope["type"] in ("http", "websocket"):
         try:
             await recover_once()

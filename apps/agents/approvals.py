@@ -64,7 +64,12 @@ class WriteGate:
         needed, can_decide = await sync_to_async(self._needs_approval)(name)
         if not needed:
             authorization = WriteAuthorization(
-                via=ChangeAuthority.POLICY_NEVER, user_id=self.user_id, run_id=self.run_id
+                via=ChangeAuthority.POLICY_NEVER,
+                user_id=self.user_id,
+                run_id=self.run_id,
+                # A resumed run may call it again (its process died after the write, before its
+                # result was stored): the run and the call's id make the second call a no-op.
+                idempotency_key=f"run:{self.run_id}:{call_id}" if self.run_id is not None else None,
             )
             return await tool_call(
                 project_id=self.project_id, name=name, arguments=arguments, authorization=authorization

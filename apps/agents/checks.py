@@ -31,18 +31,23 @@ def mcp_settings_check(app_configs: Any = None, **kwargs: Any) -> list[CheckMess
 
 
 @register()
-def stale_claim_check(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
-    """Report a turn timeout that reaches the stale-claim time: a turn still running would then
-    count as abandoned, and another process could claim its conversation and mark it interrupted."""
-    from apps.agents.services import STALE_AFTER
-
+def turn_lease_check(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """Report turn lease settings under which a live turn could be taken for dead, or a dead one
+    never resumed: the lease is renewed every third of ``KGCHAT_TURN_LEASE_SECONDS`` (under 3 s a
+    slow renewal lets it lapse while its process lives), it must lapse well within the turn timeout
+    (after which an abandoned claim is free for a new message), and a turn needs one attempt at least."""
+    lease = settings.KGCHAT_TURN_LEASE_SECONDS
     timeout = settings.KGCHAT_TURN_TIMEOUT_SECONDS
-    if timeout >= STALE_AFTER.total_seconds():
-        return [
+    found: list[CheckMessage] = []
+    if lease < 3 or lease * 2 > timeout:
+        found.append(
             Error(
-                f"KGCHAT_TURN_TIMEOUT_SECONDS ({timeout}) must be shorter than the time after which a "
-                f"running turn's claim counts as stale ({int(STALE_AFTER.total_seconds())} s)",
+                f"KGCHAT_TURN_LEASE_SECONDS ({lease}) must be at least 3 and at most half of "
+                f"KGCHAT_TURN_TIMEOUT_SECONDS ({timeout}): a running turn's lease is renewed every "
+                "third of it, and a turn whose lease lapsed is resumed before its claim counts as abandoned",
                 id="kgchat.E103",
             )
-        ]
-    return []
+        )
+    if settings.KGCHAT_TURN_MAX_ATTEMPTS < 1:
+        found.append(Error("KGCHAT_TURN_MAX_ATTEMPTS must be 1 or more", id="kgchat.E104"))
+    return found

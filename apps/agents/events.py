@@ -64,10 +64,6 @@ class ToolResume(BaseModel):
     result: dict[str, Any]
 
 
-RunEvent = TextDelta | ToolCallStart | ToolCallEnd | RunError | ApprovalPending
-StreamCallback = Callable[[RunEvent], Awaitable[None] | None]
-
-
 class ToolCallRecord(BaseModel):
     """One tool call of a run, as the audit trail (``kb.agent_run_tool_calls``) stores it."""
 
@@ -80,6 +76,17 @@ class ToolCallRecord(BaseModel):
     step: int = 0
 
 
+class RunResumed(BaseModel):
+    """A run taken over by another process (its own died): what its earlier attempts did, once,
+    before the run goes on. ``text`` is the text of its finished model steps; ``tool_calls`` the
+    calls whose result is stored (they are not run again)."""
+
+    type: Literal["run_resumed"] = "run_resumed"
+    text: str = ""
+    tool_calls: list[ToolCallRecord] = Field(default_factory=list)
+    attempt: int = 2
+
+
 class TraceMessage(BaseModel):
     """One message of a run, as the audit trail (``kb.agent_run_messages``) stores it."""
 
@@ -87,6 +94,10 @@ class TraceMessage(BaseModel):
     role: str
     content: str = ""
     tool_calls: list[dict[str, Any]] = Field(default_factory=list)
+
+
+RunEvent = TextDelta | ToolCallStart | ToolCallEnd | RunError | ApprovalPending | RunResumed
+StreamCallback = Callable[[RunEvent], Awaitable[None] | None]
 
 
 StopCode = Literal["cancelled", "timeout", "conversation_deleted"]

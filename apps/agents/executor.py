@@ -77,6 +77,9 @@ class ExecuteRequest:
     graph_version: int | None = None
     # Continue after a decided approval: the history ends with that call, this is its result.
     resume: ToolResume | None = None
+    # Which attempt at the run this is: > 1 when another process ran it and died; the run then
+    # resumes from its stored events (``adk_run``) instead of starting from ``message``.
+    attempt: int = 1
 
 
 class ExecuteResult(BaseModel):
@@ -160,13 +163,14 @@ class AgentExecutor:
                 history=request.history,
                 project_id=project_id,
                 sub_definitions=subs,
-                session_id=str(request.conversation_id or run.id),
+                run_id=run.id,
                 user_id=request.user_id,
                 stop=request.stop,
                 share_provider=request.provider is not None,
                 gate_for=gate_for,
                 resume=request.resume,
                 graph_version=request.graph_version,
+                attempt=request.attempt,
             )
             stopped = request.stop is not None and request.stop.is_set()
         except asyncio.CancelledError:

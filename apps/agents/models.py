@@ -125,8 +125,10 @@ class AgentRun(models.Model):
     final_text = models.TextField(blank=True, default="")
     # The project's graph version when the run started: what its answer was computed at.
     graph_version = models.BigIntegerField(null=True, blank=True)
-    # Which server process runs it, so a restarted process can mark its orphans interrupted.
+    # Which server process runs it now (the one that resumed it, after a crash).
     worker = models.CharField(max_length=200, blank=True, default="")
+    # How many processes have run it: 1, plus one per resumption after its process died.
+    attempts = models.PositiveSmallIntegerField(default=1)
     started_at = models.DateTimeField(auto_now_add=True)
     completed_at = models.DateTimeField(null=True, blank=True)
 
@@ -155,6 +157,31 @@ class AgentRunMessage(models.Model):
 
     def __str__(self) -> str:
         return f"{self.role} (step {self.step_number})"
+
+
+class AgentRunEvent(models.Model):
+    """One ADK session event of a run, in order (``apps/agents/adk/session.py``): what ADK's
+    resumption rebuilds an invocation from in another process. ``seeded`` events are the
+    conversation's history the run started with; the others are what the run added."""
+
+    id = models.BigAutoField(primary_key=True)
+    run = models.ForeignKey(AgentRun, on_delete=models.CASCADE, related_name="events")
+    position = models.PositiveIntegerField()
+    seeded = models.BooleanField(default=False)
+    invocation_id = models.CharField(max_length=200, blank=True, default="")
+    author = models.CharField(max_length=200, blank=True, default="")
+    branch = models.CharField(max_length=500, blank=True, default="")
+    # The whole event as ADK serialises it (content, function-call ids, actions, end of agent).
+    event = models.JSONField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        db_table = 'kb"."agent_run_events'
+        ordering = ["run", "position"]
+        constraints = [models.UniqueConstraint(fields=["run", "position"], name="agent_run_event_position")]
+
+    def __str__(self) -> str:
+        return f"event {self.position} of run {self.run_id} ({self.author})"
 
 
 class AgentRunToolCall(models.Model):

@@ -2,8 +2,8 @@
 
 A run's whole lifecycle lives here: ``agent_run_start`` opens it, ``agent_run_save_text`` keeps
 what it has streamed so far (so a crash loses nothing the user saw), ``agent_run_finish`` closes
-it once with its outcome, and ``agent_runs_interrupt_orphaned`` closes the runs of processes that
-died. The start, save and finish are async: the executor runs on the event loop.
+it once with its outcome, and ``agent_runs_interrupt_orphaned`` closes the batch runs of processes that
+died (a chat turn's run is resumed instead). ``agent_run_events_append`` stores its ADK session events. The start, save and finish are async: the executor runs on the event loop.
 """
 
 from __future__ import annotations
@@ -17,18 +17,15 @@ from typing import Any
 
 import psutil
 from asgiref.sync import sync_to_async
-from django.db import transaction
+from django.conf import settings
+from django.db import connection, transaction
 from django.utils import timezone
 
 from apps.agents.events import ToolCallRecord, TraceMessage
 from apps.agents.llm.base import Usage
-from apps.agents.models import AgentRun, AgentRunMessage, AgentRunToolCall, RunStatus
+from apps.agents.models import AgentRun, AgentRunEvent, AgentRunMessage, AgentRunToolCall, RunStatus
 from apps.core.db import rows_write
 from apps.core.inputs import storable
-
-# Work (a run, a conversation's claim) of a process on another host is taken as orphaned once
-# it is this old: there, whether the process still lives cannot be checked.
-STALE_AFTER = timedelta(minutes=15)
 
 
 def worker_name() -> str:
@@ -37,10 +34,13 @@ def worker_name() -> str:
 
 
 def worker_is_dead(worker: str, since: datetime | None) -> bool:
-    """Whether the process named ``host:pid`` (``worker_name``) that started work at ``since`` is gone."""
+    """Whether the process named ``host:pid`` (``worker_name``) that started work at ``since`` is
+    gone. On another host that cannot be checked: there, work older than twice the turn timeout
+    counts as abandoned. (Chat turns do not ask: they hold a lease, see ``chat.turns.recovery``.)"""
     host, _, pid_text = worker.rpartition(":")
     if not host or not pid_text.isdigit() or host != socket.gethostname():
-        return since is not None and since < timezone.now() - STALE_AFTER
+        abandoned = timedelta(seconds=2 * settings.KGCHAT_TURN_TIMEOUT_SECONDS)
+        return since is not None and since < timezone.now() - abandoned
     try:
         process = psutil.Process(int(pid_text))
         started = datetime.fromtimestamp(process.create_time(), tz=timezone.get_current_timezone())
@@ -193,8 +193,12 @@ async def agent_run_finish(
     @sync_to_async
     def write() -> None:
         values = _closing(run, status=status, stop_reason=stop_reason, error=error, **closing)
+        # Only while this process still runs it: one taken for dead (its turn's lease lapsed) and
+        # resumed elsewhere does not close the run the other process now runs.
+        mine = AgentRun.objects.filter(id=run.id, worker=run.worker) if run.worker else None
         rows_write(
-            inserts=[*message_rows, *call_rows], updates=[(AgentRun.objects.filter(id=run.id), values)]
+            inserts=[*message_rows, *call_rows],
+            updates=[(mine if mine is not None else AgentRun.objects.filter(id=run.id), values)],
         )
 
     await write()
@@ -202,14 +206,18 @@ async def agent_run_finish(
 
 
 def agent_runs_interrupt_orphaned(*, on_interrupted: Callable[[AgentRun], None] | None = None) -> int:
-    """Close the running runs of dead processes as ``interrupted``; return how many were closed.
+    """Close the running runs without a conversation (batch runs) of dead processes as
+    ``interrupted``; return how many were closed. (A chat turn's run is taken over and resumed
+    when its lease lapses: ``chat.turns.recovery``.)
 
     Safe when several processes start together: each run is closed under a row lock the others
     skip. ``on_interrupted`` runs in the same transaction for each closed run (the chat layer
     keeps its partial text as the conversation's answer), so that happens exactly once.
     """
     closed = 0
-    running = AgentRun.objects.filter(status=RunStatus.RUNNING).values_list("id", "worker", "started_at")
+    running = AgentRun.objects.filter(status=RunStatus.RUNNING, conversation_id__isnull=True).values_list(
+        "id", "worker", "started_at"
+    )
     for run_id, worker, started_at in list(running):
         if not worker_is_dead(worker, started_at):
             continue
@@ -231,3 +239,28 @@ def agent_runs_interrupt_orphaned(*, on_interrupted: Callable[[AgentRun], None] 
                 on_interrupted(run)
             closed += 1
     return closed
+
+
+async def agent_run_events_append(*, run_id: uuid.UUID, rows: Sequence[dict[str, Any]]) -> None:
+    """Store ADK session events of a run (``RunSessionService``): one insert.
+
+    Committed without waiting for the WAL flush (``synchronous_commit = off``, this transaction
+    only): what resumption guards against is the app process dying, which a commit survives the
+    moment PostgreSQL has it; a crash of PostgreSQL itself may lose the last events of a run
+    (its takeover then redoes those steps), never their order."""
+    events = [AgentRunEvent(run_id=run_id, **storable(row)) for row in rows]
+
+    @sync_to_async
+    def insert() -> None:
+        with transaction.atomic():
+            with connection.cursor() as cursor:
+                cursor.execute("SET LOCAL synchronous_commit TO OFF")
+            AgentRunEvent.objects.bulk_create(events)
+
+    await insert()
+
+
+async def agent_run_events_load(*, run_id: uuid.UUID) -> list[tuple[bool, dict[str, Any]]]:
+    """A run's stored ADK events, in order: (seeded, the event as stored)."""
+    rows = AgentRunEvent.objects.filter(run_id=run_id).order_by("position").values_list("seeded", "event")
+    return [(seeded, event) async for seeded, event in rows]

@@ -28,6 +28,11 @@ class Conversation(models.Model):
     active_turn_id = models.UUIDField(null=True, blank=True, editable=False)
     active_turn_started_at = models.DateTimeField(null=True, blank=True, editable=False)
     active_turn_worker = models.CharField(max_length=200, blank=True, default="", editable=False)
+    # The turn's lease: the process running it renews it every few seconds (``claim.py``); once it
+    # has lapsed, any process may take the turn over (an agent turn resumes, a plain one ends).
+    active_turn_lease_until = models.DateTimeField(null=True, blank=True, editable=False)
+    # A user asked to stop the turn: its process stops it, and a takeover ends it instead of resuming.
+    active_turn_cancelled = models.BooleanField(default=False, editable=False)
     # What a plain turn has streamed so far, saved as it goes (an agent turn saves it on its run), so
     # that a turn whose process dies keeps the text the user saw (see ``services.interrupted_turns_recover``).
     active_turn_text = models.TextField(blank=True, default="", editable=False)

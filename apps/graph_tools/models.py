@@ -287,3 +287,21 @@ class GraphChange(models.Model):
 
     def __str__(self) -> str:
         return f"v{self.version} {self.action}"
+
+
+class GraphWriteKey(models.Model):
+    """A write tool call that ran, by its idempotency key (``WriteAuthorization.idempotency_key``):
+    the same call made again (an agent turn resumed in another process after its process died
+    between the write and the record of its result) answers this result and writes nothing."""
+
+    key = models.CharField(max_length=300, primary_key=True)
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="+")
+    tool_name = models.CharField(max_length=200)
+    result = models.JSONField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        db_table = 'kb"."graph_write_keys'
+
+    def __str__(self) -> str:
+        return f"{self.tool_name} {self.key}"

@@ -47,6 +47,9 @@ class WriteAuthorization:
     user_id: int | None = None
     approval_id: uuid.UUID | None = None
     run_id: uuid.UUID | None = None
+    # The same key twice writes once: the second call answers the first's result
+    # (an agent's call id within its run, so a resumed run never repeats a write).
+    idempotency_key: str | None = None
 
 
 @dataclass(frozen=True)

@@ -197,6 +197,7 @@ def approval_decide(
                     user_id=principal.user_id,
                     approval_id=approval.id,
                     run_id=approval.run_id,
+                    idempotency_key=f"approval:{approval.id}",
                 )
                 try:
                     tool = _write_tool(approval.tool_name)

@@ -10,6 +10,7 @@ import does.
 
 from __future__ import annotations
 
+import json
 import logging
 import uuid
 from collections.abc import Callable
@@ -30,6 +31,7 @@ from apps.graph_tools.models import (
     GraphObject,
     GraphObjectEmbedding,
     GraphRelationship,
+    GraphWriteKey,
 )
 from apps.graph_tools.registry import ToolArgs, WriteAuthorization
 from apps.graph_tools.versions import graph_version_bump, graph_version_current
@@ -289,8 +291,13 @@ def write_apply(
     audit rows, or nothing at all (a ``ToolError`` says why). A write that would change nothing
     writes nothing and keeps the version."""
     planner, applier = WRITES[tool_name].plan, WRITES[tool_name].apply
+    key = authorization.idempotency_key
     with transaction.atomic():
         project_write_turn(project_id)
+        if key is not None:
+            done = GraphWriteKey.objects.filter(key=key[:300], project_id=project_id).first()
+            if done is not None:
+                return WriteOutcome(result=done.result)
         plan = planner(project_id, args)
         if not plan.changes_anything:
             version = graph_version_current(project_id=project_id)
@@ -311,7 +318,12 @@ def write_apply(
                 for row in rows
             ]
         )
-    return WriteOutcome(result=_result(plan, version, changed=True))
+        result = _result(plan, version, changed=True)
+        if key is not None:
+            GraphWriteKey.objects.create(
+                key=key[:300], project_id=project_id, tool_name=tool_name, result=json_safe(result)
+            )
+    return WriteOutcome(result=result)
 
 
 def _result(plan: WritePlan, version: int, *, changed: bool) -> dict[str, Any]:
@@ -323,3 +335,8 @@ def _result(plan: WritePlan, version: int, *, changed: bool) -> dict[str, Any]:
         "before": plan.before,
         "after": plan.after,
     }
+
+
+def json_safe(value: Any) -> Any:
+    """``value`` as JSON stores it (dates and ids as text)."""
+    return json.loads(json.dumps(value, default=str))

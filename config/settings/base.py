@@ -161,6 +161,12 @@ KGCHAT_FRAME_RESULT_MAX_CHARS = env_int("KGCHAT_FRAME_RESULT_MAX_CHARS", 200_000
 KGCHAT_TURNS_PER_MINUTE = env_int("KGCHAT_TURNS_PER_MINUTE", 30)
 # A turn running longer than this is stopped with an error frame of code "timeout".
 KGCHAT_TURN_TIMEOUT_SECONDS = env_int("KGCHAT_TURN_TIMEOUT_SECONDS", 300)
+# The lease of a running turn (seconds): its process renews it every third of this; once it has
+# lapsed (the process died) another process takes the turn over and resumes it. A user waits about this long.
+KGCHAT_TURN_LEASE_SECONDS = env_int("KGCHAT_TURN_LEASE_SECONDS", 6)
+# How many processes may run one turn (the first, then one per resumption after its process died);
+# a turn whose process died that often ends with an error frame of code "turn_failed_repeatedly".
+KGCHAT_TURN_MAX_ATTEMPTS = env_int("KGCHAT_TURN_MAX_ATTEMPTS", 3)
 # Model text deltas arriving within this many milliseconds of the last one streamed are merged into
 # one (the first goes out at once); 0 streams every delta on its own. See apps/agents/adk/model_adapter.py.
 KGCHAT_STREAM_COALESCE_MS = env_int("KGCHAT_STREAM_COALESCE_MS", 20)

@@ -342,3 +342,34 @@ def test_concurrent_writes_each_get_their_own_version(transactional_db: None, gr
     assert sorted(results.values()) == [1, 2]
     assert sorted(GraphChange.objects.values_list("version", flat=True)) == [1, 2]
     assert version(graph) == 2
+
+
+def test_a_write_called_again_with_its_idempotency_key_answers_the_first_result_and_writes_nothing(
+    graph: SmallGraph,
+):
+    # What a resumed agent run does when its process died after the write, before storing its result.
+    keyed = WriteAuthorization(
+        via="policy_never", user_id=int(make_user().pk), run_id=RUN, idempotency_key=f"run:{RUN}:call-7"
+    )
+    first = write(graph, keyed, "create_entity", key="gina", type="Person", name="Gina")
+    again = write(graph, keyed, "create_entity", key="gina", type="Person", name="Gina")
+
+    assert again == first and first["changed"] is True
+    assert GraphObject.objects.filter(project=graph.project, key="gina").count() == 1
+    assert GraphChange.objects.filter(project=graph.project, action="create_entity").count() == 1
+    assert version(graph) == first["graph_version"]
+    with pytest.raises(EntityExists):  # another call (another key) is a write of its own
+        write(
+            graph,
+            writer_with_key(f"run:{RUN}:call-8"),
+            "create_entity",
+            key="gina",
+            type="Person",
+            name="Gina",
+        )
+
+
+def writer_with_key(key: str) -> WriteAuthorization:
+    return WriteAuthorization(
+        via="policy_never", user_id=int(make_user().pk), run_id=RUN, idempotency_key=key
+    )

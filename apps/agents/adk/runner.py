@@ -15,6 +15,7 @@ import logging
 import sys
 import time
 import uuid
+import warnings
 from collections import Counter
 from collections.abc import Callable, Sequence
 from contextlib import aclosing
@@ -26,6 +27,7 @@ from google.adk.agents import BaseAgent, LlmAgent
 from google.adk.agents.callback_context import CallbackContext
 from google.adk.agents.readonly_context import ReadonlyContext
 from google.adk.agents.run_config import RunConfig, StreamingMode
+from google.adk.apps.app import App, ResumabilityConfig
 from google.adk.events.event import Event
 from google.adk.models.llm_request import LlmRequest
 from google.adk.models.llm_response import LlmResponse
@@ -37,12 +39,13 @@ from google.genai import types
 from opentelemetry import trace
 
 from apps.agents.adk.model_adapter import ModelAdapter
-from apps.agents.adk.session import HistorySessionService
+from apps.agents.adk.session import RunSessionService
 from apps.agents.adk.tools import GraphToolset, adk_name, graph_tools, mcp_toolsets
 from apps.agents.approvals import WriteGate
 from apps.agents.events import (
     ApprovalPending,
     RunEvent,
+    RunResumed,
     StopSignal,
     StreamCallback,
     TextDelta,
@@ -51,7 +54,7 @@ from apps.agents.events import (
     ToolCallStart,
     ToolResume,
 )
-from apps.agents.history import HistoryMessage, InMemoryHistoryStore
+from apps.agents.history import HistoryMessage
 from apps.agents.llm.base import LLMError, Provider, Usage
 from apps.agents.llm.resolve import effective_model_name, resolve_model
 from apps.agents.models import AgentDefinition
@@ -59,6 +62,11 @@ from apps.agents.models import AgentDefinition
 logger = logging.getLogger(__name__)
 
 APP_NAME = "kgchat"
+# Every run is resumable: another process may continue it from its stored events (issue #27).
+# ADK marks the config experimental (a warning per instance): one, built once, quietly.
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore", UserWarning)
+    RESUMABLE = ResumabilityConfig(is_resumable=True)
 DOOM_LOOP_REPEATS = 3
 
 # What stopped a run from inside: the step limit, a repeated call (a doom loop), or a write tool
@@ -121,6 +129,52 @@ class RunState:
     tool_calls: list[ToolCallRecord] = field(default_factory=list)
     messages: list[HistoryMessage] = field(default_factory=list)
     paused: ApprovalPending | None = None
+    events_stored: int = 0
+
+    async def restore(self, events: Sequence[Event], *, attempt: int) -> None:
+        """Take up what earlier attempts of this run did (their stored events): the steps, the
+        text of the model calls that finished, the tool calls that have a result; then tell the
+        caller (``RunResumed``). A tool call with no stored result is run again by ADK."""
+        calls: dict[str, ToolCallRecord] = {}
+        steps_text: list[str] = []
+        for event in events:
+            if event.author == "user":
+                continue
+            if event.usage_metadata is not None:
+                self.usage = Usage(
+                    input_tokens=self.usage.input_tokens + (event.usage_metadata.prompt_token_count or 0),
+                    output_tokens=self.usage.output_tokens
+                    + (event.usage_metadata.candidates_token_count or 0),
+                )
+            function_calls = event.get_function_calls()
+            responses = event.get_function_responses()
+            parts = (event.content.parts if event.content else None) or []
+            text = "".join(p.text for p in parts if p.text and not p.thought)
+            if (text or function_calls) and not responses and not event.error_code:
+                self.steps += 1
+            if text and not responses:
+                steps_text.append(text)
+            for fc in function_calls:
+                key = (fc.name or "") + json.dumps(dict(fc.args or {}), sort_keys=True, default=str)
+                self.seen_calls[key] += 1
+                calls[fc.id or f"call_{fc.name}"] = ToolCallRecord(
+                    call_id=fc.id or f"call_{fc.name}",
+                    tool=fc.name or "",
+                    input=dict(fc.args or {}),
+                    step=self.steps,
+                )
+            for fr in responses:
+                record = calls.pop(fr.id or f"call_{fr.name}", None)
+                if record is None:
+                    continue
+                record.output = fr.response
+                if isinstance(fr.response, dict) and fr.response.get("error"):
+                    record.error = str(fr.response["error"])
+                self.tool_calls.append(record)
+        self.text.extend(steps_text)
+        await self.emit(
+            RunResumed(text="".join(steps_text), tool_calls=list(self.tool_calls), attempt=attempt)
+        )
 
     async def pause(self, pending: ApprovalPending) -> None:
         """A write call waits for approval: tell the caller, and call the model no more."""
@@ -318,20 +372,28 @@ async def adk_run(
     history: Sequence[HistoryMessage],
     project_id: uuid.UUID,
     sub_definitions: Sequence[AgentDefinition],
-    session_id: str,
+    run_id: uuid.UUID,
     user_id: str,
     stop: StopSignal | None,
     share_provider: bool,
     gate_for: Callable[[AgentDefinition], WriteGate] | None = None,
     resume: ToolResume | None = None,
     graph_version: int | None = None,
+    attempt: int = 1,
+    event_store: Any = None,
 ) -> None:
     """Run one turn of ``definition`` on ADK's runner, recording into ``state`` as it goes.
 
-    The session holds ``history`` in memory (the chat layer loaded it and stores the turn's
-    messages itself); the messages the run adds are left in ``state.messages``, even when the
-    run raises or is cancelled. With ``resume`` the new message is not ``message`` but the result of
-    the tool call the history ends with (a decided approval), so the model carries on from there.
+    The session is the run's, stored in ``kb.agent_run_events`` as it goes (``RunSessionService``):
+    a new run's starts with ``history`` (the chat layer loaded it and stores the turn's messages
+    itself). The messages the run adds are left in ``state.messages``, even when the run raises or
+    is cancelled. With ``resume`` the new message is not ``message`` but the result of the tool
+    call the history ends with (a decided approval), so the model carries on from there.
+
+    ``attempt`` > 1: the run's process died, and this one resumes it with ADK's resumption from
+    its stored events: no new message; a model step that finished is not called again, a stored
+    tool result is not fetched again, a call recorded but never answered is run. ``event_store``
+    replaces ``apps.agents.services`` as where the events go (tests of a run without a row).
     """
     agent = build_agent(
         definition,
@@ -343,27 +405,40 @@ async def adk_run(
         gate_for=gate_for,
         graph_version=graph_version,
     )
-    service = HistorySessionService(
-        InMemoryHistoryStore({session_id: history}),
+    resuming = attempt > 1
+    session_id = str(run_id)
+    service = RunSessionService(
+        run_id=run_id,
+        seed=history,
+        resume=resuming,
         agent_name=agent.name,
         history_limit=definition.history_limit,
         token_budget=definition.token_budget,
+        store=event_store,
     )
-    runner = Runner(agent=agent, app_name=APP_NAME, session_service=service)
+    app = App(name=APP_NAME, root_agent=agent, resumability_config=RESUMABLE)
+    runner = Runner(app=app, session_service=service)
     run_config = RunConfig(
         streaming_mode=StreamingMode.SSE, max_llm_calls=state.max_steps * 4 + 10, telemetry=telemetry_config()
     )
-    if resume is not None:
-        response = types.FunctionResponse(id=resume.call_id, name=resume.tool, response=resume.result)
-        content = types.Content(role="user", parts=[types.Part(function_response=response)])
+    content: types.Content | None
+    invocation_id: str | None = None
+    if resuming:
+        await service.get_session(app_name=APP_NAME, user_id=user_id, session_id=session_id)
+        invocation_id = next((e.invocation_id for e in reversed(service.own_events) if e.invocation_id), None)
+        await state.restore(service.own_events, attempt=attempt)
+        content = None
+        if invocation_id is None:  # died before its first event was stored: start it again
+            content = _first_message(message, resume)
     else:
-        content = types.Content(role="user", parts=[types.Part(text=message)])
+        content = _first_message(message, resume)
     try:
         async with aclosing(
             runner.run_async(
                 user_id=user_id,
                 session_id=session_id,
                 new_message=content,
+                invocation_id=invocation_id,
                 run_config=run_config,
                 abort_signal=stop.event if stop is not None else None,
             )
@@ -372,7 +447,16 @@ async def adk_run(
                 await state.on_event(event)
     finally:
         state.messages = list(service.appended.get(session_id, []))
+        state.events_stored = service.stored
         try:
             await runner.close()
         except Exception:
             logger.warning("closing the ADK runner of session %s failed", session_id, exc_info=True)
+
+
+def _first_message(message: str, resume: ToolResume | None) -> types.Content:
+    """The new message of a run: the user's, or the decided call's result (``resume``)."""
+    if resume is not None:
+        response = types.FunctionResponse(id=resume.call_id, name=resume.tool, response=resume.result)
+        return types.Content(role="user", parts=[types.Part(function_response=response)])
+    return types.Content(role="user", parts=[types.Part(text=message)])

@@ -274,3 +274,143 @@ class HistorySessionService(BaseSessionService):
         self.appended.setdefault(session.id, []).append(message)
         session.last_update_time = event.timestamp
         return self._commit_event_to_session(session, event)
+
+
+def event_row(event: Event, *, position: int, seeded: bool = False) -> dict[str, Any]:
+    """What ``kb.agent_run_events`` stores of an event: all of it, as ADK serialises it."""
+    return {
+        "position": position,
+        "seeded": seeded,
+        "invocation_id": (event.invocation_id or "")[:200],
+        "author": (event.author or "")[:200],
+        "branch": (event.branch or "")[:500],
+        # Python's JSON mode keeps a lone surrogate a model wrote as a string (``storable`` replaces it).
+        "event": event.model_dump(mode="json", exclude_none=True, by_alias=True),
+    }
+
+
+def event_from_row(data: dict[str, Any]) -> Event:
+    return Event.model_validate(data)
+
+
+class RunSessionService(BaseSessionService):
+    """ADK's session of one agent run, stored in ``kb.agent_run_events`` as it goes.
+
+    The session is the run (its id is the run's). A new run's session starts with the
+    conversation's history window (``seed``) as its first events, stored with its first event
+    (one statement); every later complete event is stored when ADK appends it, before the runner
+    goes on, so a process that dies leaves the events ADK's resumption rebuilds the invocation from
+    (``resume=True`` loads them instead of seeding). ``kb.chat_messages`` is never written here.
+
+    ``appended`` holds, per session, the messages of the run's own events (earlier attempts'
+    included), for the executor's trace; ``stored`` counts the rows this instance wrote.
+    """
+
+    def __init__(
+        self,
+        *,
+        run_id: uuid.UUID,
+        seed: Sequence[HistoryMessage] = (),
+        resume: bool = False,
+        agent_name: str = "",
+        history_limit: int = DEFAULT_HISTORY_LIMIT,
+        token_budget: int = 0,
+        store: Any = None,
+    ) -> None:
+        from apps.agents import services
+
+        self.run_id = run_id
+        self.agent_name = agent_name or FALLBACK_AGENT_NAME
+        self.resume = resume
+        self.store = store or services
+        limit = history_limit or DEFAULT_HISTORY_LIMIT
+        window = history_window(list(seed), limit=limit, token_budget=token_budget)
+        self._seed = EventsAdapter(window, agent_name=self.agent_name).all()
+        self._unsaved_seed = bool(self._seed) and not resume
+        self._position = 0
+        self._calls: dict[str, HistoryToolCall] = {}
+        for message in window:
+            for tc in message.tool_calls:
+                self._calls.setdefault(tc.id, tc)
+        self.appended: dict[str, list[HistoryMessage]] = {}
+        self.own_events: list[Event] = []
+        self.stored = 0
+        self._session: Session | None = None
+
+    async def _load(self, app_name: str, user_id: str, session_id: str) -> Session:
+        if self._session is not None:
+            return self._session
+        events: list[Event]
+        if self.resume:
+            rows = await self.store.agent_run_events_load(run_id=self.run_id)
+            events = []
+            for seeded, data in rows:
+                event = event_from_row(data)
+                events.append(event)
+                if not seeded:
+                    self._own(session_id, event)
+            self._position = len(rows)
+            if not rows:  # its process died before the run's first event: it starts afresh
+                self.resume = False
+                self._unsaved_seed = bool(self._seed)
+                events = list(self._seed)
+        else:
+            events = list(self._seed)
+        self._session = Session(id=session_id, app_name=app_name, user_id=user_id, state={}, events=events)
+        return self._session
+
+    def _own(self, session_id: str, event: Event) -> None:
+        self.own_events.append(event)
+        message = event_to_message(event, known_calls=self._calls)
+        if message is None:
+            return
+        for tc in message.tool_calls:
+            self._calls.setdefault(tc.id, tc)
+        self.appended.setdefault(session_id, []).append(message)
+
+    async def create_session(
+        self,
+        *,
+        app_name: str,
+        user_id: str,
+        state: dict[str, Any] | None = None,
+        session_id: str | None = None,
+    ) -> Session:
+        session = await self._load(app_name, user_id, session_id or str(self.run_id))
+        session.state.update(state or {})
+        return session
+
+    async def get_session(
+        self,
+        *,
+        app_name: str,
+        user_id: str,
+        session_id: str,
+        config: GetSessionConfig | None = None,
+    ) -> Session | None:
+        return await self._load(app_name, user_id, session_id)
+
+    async def list_sessions(self, *, app_name: str, user_id: str | None = None) -> ListSessionsResponse:
+        sessions = [self._session.model_copy(update={"events": []})] if self._session is not None else []
+        return ListSessionsResponse(sessions=sessions)
+
+    async def delete_session(self, *, app_name: str, user_id: str, session_id: str) -> None:
+        self._session = None
+
+    async def append_event(self, session: Session, event: Event) -> Event:
+        if event.partial:
+            return event
+        self._apply_temp_state(session, event)
+        event = self._trim_temp_delta_state(event)
+        rows = []
+        if self._unsaved_seed:
+            rows = [event_row(e, position=i, seeded=True) for i, e in enumerate(self._seed)]
+            self._position = len(rows)
+        rows.append(event_row(event, position=self._position))
+        await self.store.agent_run_events_append(run_id=self.run_id, rows=rows)
+        self._unsaved_seed = False
+        self._position += 1
+        self.stored += len(rows)
+        self._own(session.id, event)
+        session.last_update_time = event.timestamp
+        return self._commit_event_to_session(session, event)

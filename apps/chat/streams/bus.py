@@ -19,9 +19,9 @@ from collections.abc import AsyncIterator
 from typing import Protocol, TypeVar
 
 from apps.chat.streams.frames import AnyFrame, ConversationEvent
-from apps.chat.streams.local_bus import InProcessFrameBus
+from apps.chat.streams.local_bus import InProcessFrameBus, Resumed
 
-__all__ = ["FrameBus", "InProcessFrameBus", "Watch", "get_bus", "set_bus"]
+__all__ = ["FrameBus", "InProcessFrameBus", "Resumed", "Watch", "get_bus", "set_bus"]
 
 T = TypeVar("T")
 
@@ -30,8 +30,16 @@ class FrameBus(Protocol):
     async def begin(self, conversation_id: str, turn_id: str) -> None:
         """Open a new turn of ``conversation_id`` (dropping a finished one's frames)."""
 
+    async def resume(self, conversation_id: str, turn_id: str) -> Resumed:
+        """Open, in this process, the running turn a dead process left (its frames are kept):
+        the last ``seq`` it published and the text of its ``token`` frames, to go on from."""
+
     async def publish(self, conversation_id: str, frame: AnyFrame) -> None:
         """Append ``frame`` to the running turn and wake its subscribers."""
+
+    async def abandon(self, conversation_id: str) -> None:
+        """Stop publishing the turn from this process without ending it (another process took it
+        over): this process's sockets no longer read it here."""
 
     async def finish(self, conversation_id: str) -> None:
         """Mark the running turn over; subscribers drain and stop."""

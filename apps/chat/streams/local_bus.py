@@ -73,6 +73,16 @@ class _TurnLog:
                 loop.call_soon_threadsafe(_wake_future, waiter)
 
 
+@dataclass(frozen=True)
+class Resumed:
+    """Where a taken-over turn's frames go on: after ``seq``; ``shown`` is its token frames' text."""
+
+    seq: int = 0
+    shown: str = ""
+    # The tool calls whose chip was shown completed (or failed): not shown again.
+    completed: frozenset[str] = frozenset()
+
+
 class InProcessFrameBus:
     def __init__(self, retention_seconds: float = RETENTION_SECONDS) -> None:
         self._logs: dict[str, _TurnLog] = {}
@@ -86,6 +96,12 @@ class InProcessFrameBus:
             old.wake()
         self._logs[conversation_id] = _TurnLog(turn_id=turn_id)
 
+    async def resume(self, conversation_id: str, turn_id: str) -> Resumed:
+        """A turn of a dead process: its frames died with it (one process keeps them in memory),
+        so the taken-over turn's frames start a new log; what it was shown is not known here."""
+        await self.begin(conversation_id, turn_id)
+        return Resumed()
+
     async def publish(self, conversation_id: str, frame: AnyFrame) -> None:
         log = self._logs.get(conversation_id)
         if log is None or log.finished:
@@ -96,6 +112,9 @@ class InProcessFrameBus:
             await self.finish(conversation_id)
             return
         log.wake()
+
+    async def abandon(self, conversation_id: str) -> None:
+        await self.finish(conversation_id)
 
     async def finish(self, conversation_id: str) -> None:
         log = self._logs.get(conversation_id)

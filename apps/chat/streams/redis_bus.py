@@ -31,10 +31,12 @@ from apps.chat.streams.frames import (
     RETENTION_SECONDS,
     AnyFrame,
     ConversationEvent,
+    McpToolFrame,
+    TokenFrame,
     event_from_wire,
     frame_from_text,
 )
-from apps.chat.streams.local_bus import InProcessFrameBus
+from apps.chat.streams.local_bus import InProcessFrameBus, Resumed
 
 log = logging.getLogger("kgchat.bus")
 
@@ -178,6 +180,30 @@ class RedisFrameBus:
             old.task.cancel()
         self._writers[conversation_id] = _StreamWriter(self, conversation_id)
 
+    async def resume(self, conversation_id: str, turn_id: str) -> Resumed:
+        """Go on with a turn whose process died: its Redis stream is kept (and read for where it
+        stopped); this process's frames of it go to Redis directly (no local log: its sockets read
+        the stream like any other process's), so every follower sees one ``seq`` order."""
+        client = self._client()
+        seq, shown, completed = 0, [], set()
+        entries: Any = await client.xrange(_stream(conversation_id), count=MAX_FRAMES)
+        for _, fields in entries or []:
+            if "frame" not in fields:
+                continue
+            frame = frame_from_text(fields["frame"])
+            seq = max(seq, frame.seq)
+            if isinstance(frame, TokenFrame):
+                shown.append(frame.token)
+            elif isinstance(frame, McpToolFrame) and frame.status != "started":
+                completed.add(frame.callId)
+        await client.set(_state(conversation_id), json.dumps({"turn": turn_id, "running": True}))
+        event = asyncio.Event()
+        self._cancels[conversation_id] = event
+        ready = asyncio.Event()
+        self._listeners[conversation_id] = asyncio.create_task(self._listen(conversation_id, event, ready))
+        await ready.wait()
+        return Resumed(seq=seq, shown="".join(shown), completed=frozenset(completed))
+
     async def _listen(self, conversation_id: str, event: asyncio.Event, ready: asyncio.Event) -> None:
         pubsub = self._client().pubsub()
         try:
@@ -228,6 +254,13 @@ class RedisFrameBus:
         pipe.xadd(_stream(conversation_id), {"end": "1"})
         pipe.expire(_stream(conversation_id), self.retention)
         pipe.set(_state(conversation_id), json.dumps({"running": False}), ex=self.retention)
+
+    async def abandon(self, conversation_id: str) -> None:
+        writer = self._writers.pop(conversation_id, None)
+        if writer is not None and not writer.task.done():
+            writer.task.cancel()
+        await self._local.finish(conversation_id)
+        self._forget(conversation_id)
 
     async def finish(self, conversation_id: str) -> None:
         writer = self._writers.pop(conversation_id, None)

@@ -49,6 +49,7 @@ from apps.chat.turns.claim import (
     TurnInProgress,
     claim_take,
     claim_take_reading_approvals,
+    lease_seconds,
 )
 from apps.chat.turns.context import to_history
 from apps.chat.turns.turn import Turn
@@ -168,6 +169,7 @@ def conversation_for_turn(
         active_turn_id=turn_id,
         active_turn_started_at=now,
         active_turn_worker=worker_name(),
+        active_turn_lease_until=now + timedelta(seconds=lease_seconds()),
         created_at=now,
         updated_at=now,
     )

@@ -13,6 +13,7 @@ from apps.agents.events import (
     ApprovalPending,
     RunError,
     RunEvent,
+    RunResumed,
     TextDelta,
     ToolCallEnd,
     ToolCallStart,
@@ -85,11 +86,18 @@ class _AgentStream:
         self.saver = PartialTextSaver(turn)
         self.waiting: list[ApprovalPending] = []
         self.used: dict[str, None] = {}  # ids of the entities tool results gave this turn, in order
+        # A taken-over turn: how much of its text its clients were shown already (not sent again).
+        self.skip = len(turn.shown)
 
     async def send_text(self, text: str) -> None:
         if text:
             self.parts.append(text)
-            await emit(self.turn, TokenFrame(token=text))
+            if self.skip:
+                cut = min(self.skip, len(text))
+                self.skip -= cut
+                text = text[cut:]
+            if text:
+                await emit(self.turn, TokenFrame(token=text))
             await self.saver.maybe_save(self.parts)
 
     def use(self, result: Any) -> None:
@@ -117,12 +125,22 @@ class _AgentStream:
             return  # not completed: the approval frame stands for it until the decision
         elif isinstance(event, TextDelta):
             await self.send_text(self.citations.feed(event.text))
+        elif isinstance(event, ToolCallStart | ToolCallEnd) and event.call_id in turn.completed_calls:
+            if isinstance(event, ToolCallEnd) and not event.error:
+                self.use(event.output)
         elif isinstance(event, ToolCallStart):
             await emit(
                 turn, McpToolFrame(tool=event.tool, callId=event.call_id, status="started", input=event.input)
             )
         elif isinstance(event, ToolCallEnd):
             await emit(turn, self._tool_end(event.tool, event.call_id, event.output, event.error))
+        elif isinstance(event, RunResumed):
+            # What the dead process's attempts did: their tool results still back citations, and
+            # their finished steps' text is the answer's start (its clients have it: not resent).
+            for record in event.tool_calls:
+                if not record.error:
+                    self.use(record.output)
+            await self.send_text(self.citations.feed(event.text))
         elif isinstance(event, RunError):
             await self.send_text(self.citations.flush())
             await emit(turn, ErrorFrame(error=event.message, code=event.code))
@@ -147,7 +165,7 @@ async def run_agent_turn(turn: Turn, provider: Provider | None) -> Answer | None
     definition = turn.agent_definition
     assert definition is not None and turn.run_id is not None
     stream = _AgentStream(turn)
-    if turn.resume is not None:
+    if turn.resume is not None and turn.resume.call_id not in turn.completed_calls:
         await stream.resumed(turn.resume)
     turn.run_taken = True
     agent = copy.copy(definition)
@@ -168,6 +186,7 @@ async def run_agent_turn(turn: Turn, provider: Provider | None) -> Answer | None
             graph_version=turn.graph_version,
             writer_user_id=turn.conversation.user_id,
             resume=turn.resume,
+            attempt=turn.attempt,
         )
     )
     await stream.send_text(stream.citations.flush())

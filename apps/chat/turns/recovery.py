@@ -1,85 +1,163 @@
-"""Turns whose process died: their runs and claims are closed, and what they had streamed is kept."""
+"""Turns whose process died: taken over when their lease lapses (issue #27).
+
+Every running turn holds a lease on its conversation's claim (``active_turn_lease_until``), which
+its process renews every third of ``KGCHAT_TURN_LEASE_SECONDS`` (``service._heartbeat``). Every
+process looks, as often, for claims whose lease lapsed (``turns_expired_take``: ``FOR UPDATE SKIP
+LOCKED``, so each is taken by one process) and takes them over:
+
+- an agent turn resumes in this process from its run's stored ADK events (``attempts`` + 1);
+- unless a cancel was asked for meanwhile (it ends as cancelled), its run has already had
+  ``KGCHAT_TURN_MAX_ATTEMPTS`` attempts (it ends with ``turn_failed_repeatedly``), or it is a plain
+  turn, which is not resumable (it ends as interrupted, its saved text kept as the answer).
+
+A deleted conversation has no claim to take over: its run, left ``running``, is closed as cancelled.
+"""
 
 from __future__ import annotations
 
 import logging
-import threading
+import uuid
+from dataclasses import dataclass
+from datetime import timedelta
 
-from asgiref.sync import sync_to_async
-from django.db import transaction
+from django.conf import settings
+from django.db import connection, transaction
+from django.db.models import Exists, OuterRef
+from django.utils import timezone
 
-from apps.agents.models import AgentRun
-from apps.agents.services import (
-    agent_runs_interrupt_orphaned,
-    worker_is_dead,
-)
+from apps.agents.models import AgentRun, RunStatus
+from apps.agents.services import agent_runs_interrupt_orphaned, worker_name
 from apps.chat.models import Conversation, Message, MessageRole
-from apps.chat.turns.claim import claim_reclaim_dead
-from apps.core.db import (
-    release_connections,
-)
+from apps.chat.turns.claim import claim_release, lease_seconds
 
 log = logging.getLogger("kgchat.chat")
 
+# Claims taken over in one pass, at most (the rest wait for the next pass, or another process).
+TAKE_AT_ONCE = 20
 
-def _keep_interrupted_answer(run: AgentRun) -> None:
-    """The partial text of an interrupted agent run becomes its conversation's answer (once)."""
+
+@dataclass
+class Takeover:
+    """A turn whose lease lapsed, now claimed by this process; ``outcome`` says what becomes of it:
+    ``resume`` (``run`` goes on here), or it ends: ``cancelled``, ``failed`` (too many attempts),
+    ``interrupted`` (a plain turn, or an agent turn whose run is gone)."""
+
+    conversation_id: uuid.UUID
+    turn_id: uuid.UUID
+    outcome: str
+    run: AgentRun | None = None
+
+
+def turns_expired_take(*, limit: int = TAKE_AT_ONCE) -> list[Takeover]:
+    """Claim the turns whose lease lapsed for this process and decide what becomes of each.
+
+    One transaction: the claims move to this process with a fresh lease, and each one's running
+    run counts one more attempt. What ends here is closed here (run, answer, claim); the caller
+    publishes the last frames, and runs the resumed turns."""
+    conversations = connection.ops.quote_name(Conversation._meta.db_table)
+    taken: list[Takeover] = []
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(
+            f"""UPDATE {conversations} SET active_turn_worker = %s,
+                    active_turn_lease_until = now() + make_interval(secs => %s)
+                WHERE id IN (
+                    SELECT id FROM {conversations}
+                    WHERE active_turn_id IS NOT NULL AND active_turn_lease_until < now()
+                    ORDER BY active_turn_lease_until LIMIT %s FOR UPDATE SKIP LOCKED)
+                RETURNING id, active_turn_id, active_turn_cancelled, active_turn_text""",
+            [worker_name()[:200], lease_seconds(), limit],
+        )
+        rows = cursor.fetchall()
+        for conversation_id, turn_id, cancelled, text in rows:
+            run = (
+                AgentRun.objects.select_for_update()
+                .filter(conversation_id=conversation_id, status=RunStatus.RUNNING)
+                .order_by("-started_at")
+                .first()
+            )
+            taken.append(_decide(conversation_id, turn_id, run, cancelled=cancelled, text=text))
+    return taken
+
+
+def _decide(
+    conversation_id: uuid.UUID, turn_id: uuid.UUID, run: AgentRun | None, *, cancelled: bool, text: str
+) -> Takeover:
+    if run is None:
+        # A plain turn (not resumable: its model call cannot be rebuilt from stored steps) or a
+        # run that ended before its answer was stored: the text it had streamed is the answer.
+        if text:
+            Message.objects.create(
+                conversation_id=conversation_id,
+                role=MessageRole.ASSISTANT,
+                content=text,
+                retrieval_context={"strategy": "always_retrieve", "stop_reason": "interrupted"},
+            )
+        claim_release(conversation_id, turn_id)
+        return Takeover(conversation_id, turn_id, "interrupted")
+    run.attempts += 1
+    run.worker = worker_name()[:200]
+    if cancelled:
+        _keep_partial(run, "cancelled")
+        _end_run(run, RunStatus.CANCELLED, "cancelled", "the run was cancelled")
+        claim_release(conversation_id, turn_id)
+        return Takeover(conversation_id, turn_id, "cancelled", run)
+    if run.attempts > settings.KGCHAT_TURN_MAX_ATTEMPTS:
+        _end_run(
+            run,
+            RunStatus.ERROR,
+            "turn_failed_repeatedly",
+            f"the server process running this turn stopped {run.attempts - 1} times; it is not resumed again",
+        )
+        claim_release(conversation_id, turn_id)
+        return Takeover(conversation_id, turn_id, "failed", run)
+    run.save(update_fields=["attempts", "worker"])
+    return Takeover(conversation_id, turn_id, "resume", run)
+
+
+def _end_run(run: AgentRun, status: RunStatus, stop_reason: str, error: str) -> None:
+    AgentRun.objects.filter(id=run.id).update(
+        status=status,
+        stop_reason=stop_reason,
+        error=error,
+        attempts=run.attempts,
+        worker=run.worker,
+        completed_at=timezone.now(),
+    )
+    run.status, run.stop_reason, run.error = status, stop_reason, error
+
+
+def _keep_partial(run: AgentRun, stop_reason: str) -> None:
+    """The text a stopped agent turn had streamed becomes its answer (as a cancel keeps it)."""
     if run.conversation_id is None or not run.final_text:
         return
-    answered = Message.objects.filter(
-        conversation_id=run.conversation_id, retrieval_context__agent_run_id=str(run.id)
-    ).exists()
-    if not answered:
-        Message.objects.create(
-            conversation_id=run.conversation_id,
-            role=MessageRole.ASSISTANT,
-            content=run.final_text,
-            retrieval_context={"agent_run_id": str(run.id), "stop_reason": "interrupted"},
-        )
+    Message.objects.create(
+        conversation_id=run.conversation_id,
+        role=MessageRole.ASSISTANT,
+        content=run.final_text,
+        retrieval_context={"agent_run_id": str(run.id), "stop_reason": stop_reason},
+    )
+
+
+def runs_of_deleted_conversations_close() -> int:
+    """Close the runs left ``running`` whose conversation was deleted while no process ran them
+    (a deletion wins over resumption): cancelled, as the deletion of a running turn closes it."""
+    now = timezone.now()
+    runs = AgentRun.objects.filter(
+        ~Exists(Conversation.objects.filter(id=OuterRef("conversation_id"))),
+        status=RunStatus.RUNNING,
+        conversation_id__isnull=False,
+        started_at__lt=now - timedelta(seconds=lease_seconds()),
+    )
+    return runs.update(
+        status=RunStatus.CANCELLED,
+        stop_reason="cancelled",
+        error="the conversation was deleted",
+        completed_at=now,
+    )
 
 
 def interrupted_turns_recover() -> int:
-    """Close the runs and conversation claims of dead processes; return how many runs were closed.
+    """Close the runs without a conversation (batch runs) of dead processes; return how many.
 
-    A process is dead when it ran on this host and its pid is gone (or belongs to a newer
-    process); elsewhere when its work is older than ``STALE_AFTER``. The partial answer a turn
-    had streamed (saved on its run, or on the claim for a plain turn) is kept as the
-    conversation's answer with the stop reason ``interrupted``, so nothing the user saw is lost.
-    Safe when several processes start together: every row is recovered under a lock the others skip.
-    """
-    closed = agent_runs_interrupt_orphaned(on_interrupted=_keep_interrupted_answer)
-    claims = Conversation.objects.filter(active_turn_id__isnull=False).values_list(
-        "id", "active_turn_id", "active_turn_worker", "active_turn_started_at"
-    )
-    for conversation_id, turn_id, claimed_by, claimed_at in list(claims):
-        if turn_id is not None and worker_is_dead(claimed_by, claimed_at):
-            with transaction.atomic():
-                claim_reclaim_dead(conversation_id, turn_id)
-    if closed:
-        log.warning("marked %d agent runs of stopped processes as interrupted", closed)
-    return closed
-
-
-_recovered = False
-_recovery_lock = threading.Lock()
-
-
-def _recover_once_sync() -> None:
-    global _recovered
-    try:
-        with _recovery_lock:
-            if not _recovered:
-                interrupted_turns_recover()
-                _recovered = True
-    finally:
-        release_connections()
-
-
-async def recover_once() -> None:
-    """Recover turns orphaned by dead processes, once per process, before it serves anything.
-
-    Requests arriving meanwhile wait for it (so a page already shows the interrupted answer);
-    a failed attempt (the database is down) is tried again by the next request.
-    """
-    if not _recovered:
-        await sync_to_async(_recover_once_sync)()
+    Chat turns are not closed here: their lease lapses and a process takes them over."""
+    return agent_runs_interrupt_orphaned()

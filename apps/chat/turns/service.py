@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import threading
 from datetime import timedelta
 from functools import partial
 from typing import Any, cast
@@ -23,7 +24,7 @@ from django.db.models import Case, F, Field, Q, Value, When
 from django.db.models.expressions import RawSQL
 from django.utils import timezone
 
-from apps.agents.events import StopReason, StopSignal
+from apps.agents.events import StopReason, StopSignal, ToolResume
 from apps.agents.plain import Provider
 from apps.agents.services import (
     agent_run_abandon,
@@ -40,20 +41,31 @@ from apps.chat.turns.approval_events import (
 )
 from apps.chat.turns.claim import (
     RELEASED,
+    claim_cancel_ask,
+    claim_release,
     claim_release_retrying,
+    claim_renew,
+    lease_seconds,
     turn_text_save,
 )
 from apps.chat.turns.plain_turn import run_plain_turn
-from apps.chat.turns.recovery import recover_once
+from apps.chat.turns.recovery import (
+    Takeover,
+    interrupted_turns_recover,
+    runs_of_deleted_conversations_close,
+    turns_expired_take,
+)
 from apps.chat.turns.turn import Answer, ConversationDeleted, Turn, TurnHandle, emit
 from apps.core.db import (
     ConnectionReleasingExecutor,
     raise_if_busy,
+    release_connections,
     rows_write,
 )
 from apps.core.failures import error_classify
 from apps.core.inputs import storable
 from apps.graph_tools.models import WriteApproval
+from apps.graph_tools.selectors import approval_result
 from apps.projects.selectors import Principal, parse_uuid
 
 log = logging.getLogger("kgchat.chat")
@@ -99,9 +111,16 @@ async def turn_start(
 
 
 async def _launch(turn: Turn, provider: Provider | None) -> TurnHandle:
-    """Open an admitted turn on the bus and run it as its own task."""
+    """Open an admitted turn on the bus and run it as its own task (a taken-over turn goes on
+    after the frames its dead process published)."""
     conversation_key = str(turn.conversation.id)
-    await turn.bus.begin(conversation_key, str(turn.turn_id))
+    if turn.attempt > 1:
+        resumed = await turn.bus.resume(conversation_key, str(turn.turn_id))
+        turn.seq = resumed.seq
+        turn.shown = resumed.shown or turn.shown
+        turn.completed_calls = set(resumed.completed)
+    else:
+        await turn.bus.begin(conversation_key, str(turn.turn_id))
     turn.stop = StopSignal(turn.bus.cancel_signal(conversation_key), explain=turn.explain_stop)
     turn.save_text = partial(turn_text_save, turn)
     task = asyncio.create_task(_run_turn(turn, provider), name=f"turn {turn.turn_id}")
@@ -122,9 +141,12 @@ async def turn_resume(*, approval: WriteApproval, provider: Provider | None = No
 
 
 async def turn_cancel(*, principal: Principal, conversation_id: object) -> bool:
-    """Ask the running turn of one of my conversations to stop; False when none runs."""
+    """Ask the running turn of one of my conversations to stop; False when none runs.
+
+    Recorded on the claim too: a turn whose process died meanwhile is ended, not resumed."""
     conversation = await selectors.aconversation_get(principal=principal, conversation_id=conversation_id)
-    return await get_bus().cancel(str(conversation.id))
+    asked = await sync_to_async(claim_cancel_ask)(conversation.id)
+    return await get_bus().cancel(str(conversation.id)) or asked
 
 
 async def turn_wait_all() -> None:
@@ -148,18 +170,55 @@ async def _run_turn(turn: Turn, provider: Provider | None) -> None:
     # The turn's database calls run on a thread of its own that gives its pooled connection back
     # after each call: a turn waiting on the model holds no connection.
     executor = ConnectionReleasingExecutor(name=f"turn-{turn.turn_id}")
+    heartbeat = asyncio.create_task(_heartbeat(turn), name=f"lease {turn.turn_id}")
     try:
         async with ThreadSensitiveContext(executor=executor):
             await _run_turn_body(turn, provider)
     finally:
+        heartbeat.cancel()
         watchdog.cancel()
         executor.shutdown(wait=False)
+
+
+def _renew(turn: Turn) -> tuple[str, bool]:
+    try:
+        return claim_renew(turn.conversation.id, turn.turn_id)
+    finally:
+        release_connections()
+
+
+async def _heartbeat(turn: Turn) -> None:
+    """Renew the turn's lease every third of ``KGCHAT_TURN_LEASE_SECONDS`` until the turn ends.
+
+    On a thread of the default pool, not the turn's own: a long database call of the turn must
+    not delay the renewal. A cancel recorded on the claim, or a deleted conversation, stops the
+    turn; a claim taken over by another process (which took this one for dead) stops it without
+    another word from this one."""
+    every = lease_seconds() / 3
+    while True:
+        await asyncio.sleep(every)
+        try:
+            holder, cancelled = await sync_to_async(_renew, thread_sensitive=False)(turn)
+        except Exception:
+            log.warning("turn %s: renewing its lease failed", turn.turn_id, exc_info=True)
+            continue
+        if holder == "released":
+            return
+        if holder == "taken":
+            turn.lease_lost = True
+        if holder != "held" or cancelled:
+            turn.stop.stop()  # a deletion explains itself (``Turn.explain_stop``)
+        if holder != "held":
+            return
 
 
 async def _run_turn_body(turn: Turn, provider: Provider | None) -> DoneFrame:
     conversation_key = turn.key
     run_id = str(turn.run_id) if turn.run_id else None
     done = DoneFrame(messageId=None, runId=run_id)
+    if turn.attempt > 1:
+        # Taken over: its followers had ``meta`` (and the start) from the process that died.
+        return await _run_taken_over(turn, provider)
     try:
         await emit(
             turn,
@@ -173,13 +232,10 @@ async def _run_turn_body(turn: Turn, provider: Provider | None) -> DoneFrame:
         )
         if turn.resume is None:
             await _turn_started_announce(turn)
-        branch = run_agent_turn if turn.agent_definition is not None else run_plain_turn
-        answer = await branch(turn, provider)
-        if answer is not None:
-            message = await _answer_persist(turn, answer)
-            done = DoneFrame(messageId=str(message.id), runId=run_id, citations=answer.citations)
-            if answer.retrieval_context.get("stop_reason") == "approval_required":
-                approval_expiry_arm(turn.conversation.id)
+        done = await _branch_run(turn, provider, done)
+    except LeaseLost:
+        log.warning("turn %s: another process took it over; this one stops", turn.turn_id)
+        turn.released = True  # not ours to release any more
     except ConversationDeleted:
         if not turn.deleted:
             turn.deleted = True
@@ -190,6 +246,9 @@ async def _run_turn_body(turn: Turn, provider: Provider | None) -> DoneFrame:
         await emit(turn, ErrorFrame(error=failure.message, code=failure.code))
         done = DoneFrame(messageId=None, runId=run_id)
     finally:
+        if turn.lease_lost:
+            await turn.bus.abandon(conversation_key)
+            return done  # noqa: B012 - the turn is another process's now: nothing more from here
         if turn.run is not None and not turn.run_taken:
             with contextlib.suppress(Exception):
                 await agent_run_abandon(run_id=turn.run.id, error="the turn failed before its agent ran")
@@ -200,6 +259,203 @@ async def _run_turn_body(turn: Turn, provider: Provider | None) -> DoneFrame:
         finally:
             await turn.bus.finish(conversation_key)
     return done
+
+
+async def _branch_run(turn: Turn, provider: Provider | None, done: DoneFrame) -> DoneFrame:
+    """Run the turn's branch and store its answer; the ``done`` frame that ends it."""
+    branch = run_agent_turn if turn.agent_definition is not None else run_plain_turn
+    answer = await branch(turn, provider)
+    if turn.lease_lost:
+        raise LeaseLost()
+    if answer is None:
+        return done
+    message = await _answer_persist(turn, answer)
+    if answer.retrieval_context.get("stop_reason") == "approval_required":
+        approval_expiry_arm(turn.conversation.id)
+    return DoneFrame(messageId=str(message.id), runId=done.runId, citations=answer.citations)
+
+
+async def _run_taken_over(turn: Turn, provider: Provider | None) -> DoneFrame:
+    """The body of a turn taken over from a dead process (``turn.attempt`` > 1)."""
+    done = DoneFrame(messageId=None, runId=str(turn.run_id) if turn.run_id else None)
+    try:
+        done = await _branch_run(turn, provider, done)
+    except LeaseLost:
+        log.warning("turn %s: another process took it over; this one stops", turn.turn_id)
+        turn.released = True  # not ours to release any more
+        return done
+    except ConversationDeleted:
+        if not turn.deleted:
+            turn.deleted = True
+            await emit(turn, ErrorFrame(error="the conversation was deleted", code="conversation_deleted"))
+        done = DoneFrame(messageId=None, runId=done.runId)
+    except Exception as exc:
+        failure = error_classify(exc, where=f"turn {turn.turn_id} of conversation {turn.key}")
+        await emit(turn, ErrorFrame(error=failure.message, code=failure.code))
+        done = DoneFrame(messageId=None, runId=done.runId)
+    finally:
+        if not turn.released:
+            await claim_release_retrying(turn)
+        if turn.lease_lost:
+            await turn.bus.abandon(turn.key)
+        else:
+            try:
+                await emit(turn, done)
+            finally:
+                await turn.bus.finish(turn.key)
+    return done
+
+
+class LeaseLost(Exception):
+    """The turn's claim moved to another process (this one was taken for dead): it stops silently."""
+
+
+async def turns_take_over(provider: Provider | None = None) -> int:
+    """Take over the turns whose lease lapsed (``recovery.turns_expired_take``): resume each agent
+    turn in this process; end the others with their last frames. How many were taken."""
+    taken = await sync_to_async(_take_expired, thread_sensitive=False)()
+    for takeover in taken:
+        try:
+            if takeover.outcome == "resume":
+                turn = await sync_to_async(_taken_over_turn, thread_sensitive=False)(takeover)
+                if turn is not None:
+                    await _launch(turn, provider)
+                    continue
+            await _taken_over_end(takeover)
+        except Exception:
+            log.exception("taking over turn %s failed; its lease lapses again", takeover.turn_id)
+    return len(taken)
+
+
+def _take_expired() -> list[Takeover]:
+    try:
+        runs_of_deleted_conversations_close()
+        return turns_expired_take()
+    finally:
+        release_connections()
+
+
+def _taken_over_turn(takeover: Takeover) -> Turn | None:
+    """The ``Turn`` a taken-over agent turn goes on as (its run's next attempt); None when its
+    conversation or agent is gone (the turn then ends)."""
+    try:
+        run = takeover.run
+        assert run is not None
+        conversation = (
+            Conversation.objects.select_related("agent_definition", "project")
+            .filter(id=takeover.conversation_id, active_turn_id=takeover.turn_id)
+            .first()
+        )
+        user_message = (
+            Message.objects.filter(conversation_id=takeover.conversation_id, role=MessageRole.USER)
+            .order_by("-created_at", "-id")
+            .first()
+        )
+        if conversation is None or conversation.agent_definition is None or user_message is None:
+            return None
+        turn = admission.turn_build(
+            turn_id=takeover.turn_id,
+            conversation=conversation,
+            project=conversation.project,
+            definition=conversation.agent_definition,
+            user_message=user_message,
+            # The history window (the run's stored events hold it, unless it died before its first).
+            resume=_decided_call(conversation),
+            run_id=run.id,
+            graph_version=run.graph_version or 0,
+        )
+        turn.run, turn.attempt, turn.shown = run, run.attempts, run.final_text
+        return turn
+    finally:
+        release_connections()
+
+
+def _decided_call(conversation: Conversation) -> ToolResume | None:
+    """When the taken-over turn continued a decided approval (the conversation's last message is
+    the paused answer carrying its call), that call's result: the new message of a run that died
+    before storing its first event (``adk_run`` sends it again then; otherwise it is stored)."""
+    last = Message.objects.filter(conversation=conversation).order_by("-created_at", "-id").first()
+    context = last.retrieval_context if last is not None else None
+    if not isinstance(context, dict) or context.get("stop_reason") != "approval_required":
+        return None
+    approval_id = parse_uuid(context.get("approval_id"))
+    approval = WriteApproval.objects.filter(id=approval_id).first() if approval_id else None
+    if approval is None or approval.status == "pending":
+        return None
+    return ToolResume(call_id=approval.call_id, tool=approval.tool_name, result=approval_result(approval))
+
+
+async def _taken_over_end(takeover: Takeover) -> None:
+    """Publish the last frames of a taken-over turn that ends without resuming (closed already)."""
+    bus = get_bus()
+    key = str(takeover.conversation_id)
+    resumed = await bus.resume(key, str(takeover.turn_id))
+    frames: dict[str, ErrorFrame] = {
+        "cancelled": ErrorFrame(error="the run was cancelled", code="cancelled"),
+        "failed": ErrorFrame(
+            error="the server process running this turn stopped too often; it was not resumed again",
+            code="turn_failed_repeatedly",
+        ),
+        "interrupted": ErrorFrame(
+            error="the server process running this turn stopped; the answer so far is kept",
+            code="interrupted",
+        ),
+        "resume": ErrorFrame(error="the conversation or its agent is gone", code="interrupted"),
+    }
+    run_id = str(takeover.run.id) if takeover.run is not None else None
+    try:
+        frame = frames[takeover.outcome]
+        frame.seq = resumed.seq + 1
+        await bus.publish(key, frame)
+        await bus.publish(key, DoneFrame(messageId=None, runId=run_id, seq=resumed.seq + 2))
+    finally:
+        await bus.finish(key)
+    if takeover.outcome == "resume":
+        await sync_to_async(claim_release)(takeover.conversation_id, takeover.turn_id)
+
+
+_takeover_task: asyncio.Task[None] | None = None
+
+
+def takeover_start() -> None:
+    """Start this process's takeover loop (once): every third of the lease, ``turns_take_over``."""
+    global _takeover_task
+    if _takeover_task is not None and not _takeover_task.done():
+        return
+    _takeover_task = asyncio.get_running_loop().create_task(_takeover_loop(), name="turn takeover")
+
+
+async def _takeover_loop() -> None:
+    while True:
+        try:
+            await turns_take_over()
+        except Exception:
+            log.warning("taking over turns whose lease lapsed failed; trying again", exc_info=True)
+        await asyncio.sleep(lease_seconds() / 3)
+
+
+_recovered = False
+_recovery_lock = threading.Lock()
+
+
+def _recover_once_sync() -> None:
+    global _recovered
+    try:
+        with _recovery_lock:
+            if not _recovered:
+                interrupted_turns_recover()
+                _recovered = True
+    finally:
+        release_connections()
+
+
+async def recover_once() -> None:
+    """Before this process serves anything: close dead processes' batch runs (once), and start
+    taking over the chat turns whose lease lapses (``takeover_start``). A failed attempt (the
+    database is down) is tried again by the next request."""
+    takeover_start()
+    if not _recovered:
+        await sync_to_async(_recover_once_sync)()
 
 
 async def _turn_started_announce(turn: Turn) -> None:

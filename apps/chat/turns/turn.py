@@ -55,6 +55,17 @@ class Turn:
     # over (it closes the run); one never taken over is closed by the turn service.
     run: AgentRun | None = None
     run_taken: bool = False
+    # Which process's go at the turn this is: > 1 when this process took it over from one that
+    # died (``recovery.turns_take_over``); its run then resumes from its stored events.
+    attempt: int = 1
+    # A taken-over turn: the text its clients were shown already (the redone model call's text
+    # is sent only past it, so nothing is shown twice).
+    shown: str = ""
+    # ... and the tool calls whose chip it showed completed: a call run again (its result was not
+    # stored before the process died; a write answers its first result) is not shown again.
+    completed_calls: set[str] = field(default_factory=set)
+    # The lease's renewal found the claim gone (released, deleted, or taken over by another process).
+    lease_lost: bool = False
 
     @property
     def key(self) -> str:
@@ -113,7 +124,9 @@ class PartialTextSaver:
 
 
 async def emit(turn: Turn, frame: AnyFrame) -> None:
-    """Number ``frame`` and publish it."""
+    """Number ``frame`` and publish it (not once another process took the turn over)."""
+    if turn.lease_lost:
+        return
     turn.seq += 1
     frame.seq = turn.seq
     await turn.bus.publish(str(turn.conversation.id), frame)

@@ -38,6 +38,19 @@ async def test_non_streaming_mode_collects_from_final_event() -> None:
     assert "".join(state.text) == "Hello world"
 
 
+class MemoryEvents:
+    """Where a run without a ``kb.agent_runs`` row keeps its session events (``RunSessionService``)."""
+
+    def __init__(self) -> None:
+        self.rows: list[dict] = []
+
+    async def agent_run_events_append(self, *, run_id, rows) -> None:
+        self.rows.extend(rows)
+
+    async def agent_run_events_load(self, *, run_id):
+        return [(r["seeded"], r["event"]) for r in self.rows]
+
+
 def _graph_agent_definition(tools: list[str]):
     from apps.agents.models import AgentDefinition
 
@@ -66,7 +79,8 @@ async def test_graph_tools_reach_adk_as_one_toolset_and_the_model_is_offered_eac
         history=[],
         project_id=project_id,
         sub_definitions=[],
-        session_id="s",
+        run_id=uuid.uuid4(),
+        event_store=MemoryEvents(),
         user_id="u",
         stop=None,
         share_provider=True,
@@ -107,7 +121,8 @@ async def test_query_paths_is_offered_with_the_projects_relationship_and_entity_
         history=[],
         project_id=project_id,
         sub_definitions=[],
-        session_id="s",
+        run_id=uuid.uuid4(),
+        event_store=MemoryEvents(),
         user_id="u",
         stop=None,
         share_provider=True,

@@ -1,0 +1,190 @@
+"""Issue #27: an agent run resumes from its stored ADK events (``kb.agent_run_events``).
+
+The first attempt runs ``adk_run`` alone and is cut off (its task cancelled: nothing of the
+executor's closing runs, as when a process dies); the second is the executor with ``attempt=2``,
+as the process that takes the turn over runs it. Real SIGKILLs of daphne: tests/chat/turns/test_resume_kill.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from apps.agents.adk.runner import RunState, adk_run
+from apps.agents.events import RunEvent, RunResumed, ToolCallEnd, ToolCallStart
+from apps.agents.executor import AgentExecutor, ExecuteRequest
+from apps.agents.history import HistoryMessage
+from apps.agents.llm.base import Done, TextDelta, Usage
+from apps.agents.llm.scripted import Delay, ScriptedProvider, tool_call
+from apps.agents.models import AgentDefinition, AgentRun, AgentRunEvent, RunStatus
+from apps.agents.services import agent_run_start
+from tests.factories import make_agent_definition, make_entity, make_project
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+HISTORY = [HistoryMessage(role="user", content="hello"), HistoryMessage(role="assistant", content="hi")]
+
+
+@pytest.fixture
+def definition() -> AgentDefinition:
+    project = make_project()
+    make_entity(project, "acme", type="Company")
+    return make_agent_definition(
+        project,
+        name="graph-query-agent",
+        tools=["list_entity_types"],
+        model={"name": "scripted/test", "temperature": 0.0},
+        max_steps=5,
+    )
+
+
+async def _until(condition: Any) -> None:
+    for _ in range(3000):  # a guard against hanging (30 s), not a timing
+        if condition():
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("the run never got there")
+
+
+async def _first_attempt_cut_off(definition: AgentDefinition, provider: ScriptedProvider) -> AgentRun:
+    """Run until the provider's last scripted call blocks, then cut the run off there."""
+    run = await agent_run_start(
+        project_id=definition.project_id, agent_definition_id=definition.pk, conversation_id=None
+    )
+    state = RunState(callback=None, max_steps=5)
+    task = asyncio.create_task(
+        adk_run(
+            state,
+            definition=definition,
+            provider=provider,
+            message="Which types exist?",
+            history=HISTORY,
+            project_id=definition.project_id,
+            sub_definitions=[],
+            run_id=run.id,
+            user_id="u",
+            stop=None,
+            share_provider=True,
+        )
+    )
+    await _until(lambda: len(provider.calls) == len(provider.turns))
+    await asyncio.sleep(0.05)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    return run
+
+
+async def _second_attempt(definition: AgentDefinition, run: AgentRun, provider: ScriptedProvider):
+    events: list[RunEvent] = []
+    result = await AgentExecutor().execute(
+        ExecuteRequest(
+            agent_definition=definition,
+            message="Which types exist?",
+            history=HISTORY,
+            provider=provider,
+            run=run,
+            attempt=2,
+            stream_callback=events.append,
+        )
+    )
+    return result, events
+
+
+def _answer() -> list[Any]:
+    return [TextDelta(text="There is "), TextDelta(text="1 type."), Done(usage=Usage(output_tokens=4))]
+
+
+async def test_a_run_cut_off_after_its_tool_result_resumes_with_one_model_call_and_no_second_tool_run(
+    definition: AgentDefinition,
+) -> None:
+    first = ScriptedProvider(turns=[[tool_call("list_entity_types", {}, id="call-1")], [Delay(3600)]])
+    run = await _first_attempt_cut_off(definition, first)
+    stored = [e async for e in AgentRunEvent.objects.filter(run=run).order_by("position")]
+    # The history window (2 seeded events), the user's message, the call, its result.
+    assert [(e.seeded, e.author) for e in stored][:3] == [
+        (True, "user"),
+        (True, "graph_query_agent"),
+        (False, "user"),
+    ]
+    assert stored[-1].event["content"]["parts"][0]["functionResponse"]["id"] == "call-1"
+    assert len({e.invocation_id for e in stored if not e.seeded}) == 1
+
+    second = ScriptedProvider(turns=[_answer()])
+    result, events = await _second_attempt(definition, run, second)
+
+    assert (result.status, result.text) == (RunStatus.SUCCESS, "There is 1 type.")
+    assert len(second.calls) == 1  # the finished first step is not called again
+    assert [m.role for m in second.calls[0].messages][-2:] == ["assistant", "tool"]
+    assert not [e for e in events if isinstance(e, ToolCallStart | ToolCallEnd)]  # not run again
+    resumed = [e for e in events if isinstance(e, RunResumed)]
+    assert [(r.attempt, [c.call_id for c in r.tool_calls]) for r in resumed] == [(2, ["call-1"])]
+    assert [c.call_id for c in result.tool_calls] == ["call-1"]
+    assert result.steps == 2
+    assert [m.role for m in result.messages] == ["assistant", "tool", "assistant"]
+
+
+async def test_a_run_cut_off_while_its_answer_streams_redoes_only_that_model_call(
+    definition: AgentDefinition,
+) -> None:
+    first = ScriptedProvider(
+        turns=[[tool_call("list_entity_types", {}, id="call-1")], [TextDelta(text="There is "), Delay(3600)]]
+    )
+    run = await _first_attempt_cut_off(definition, first)
+
+    second = ScriptedProvider(turns=[_answer()])
+    result, _ = await _second_attempt(definition, run, second)
+
+    # The cut-off call's partial text was never a stored event: no duplicated "There is ".
+    assert result.text == "There is 1 type."
+    assert len(second.calls) == 1
+
+
+async def test_a_run_cut_off_after_its_model_step_runs_the_recorded_call_on_resumption(
+    definition: AgentDefinition,
+) -> None:
+    run = await agent_run_start(
+        project_id=definition.project_id, agent_definition_id=definition.pk, conversation_id=None
+    )
+    # What a process leaves when it dies between storing the model's call and running it.
+    first = ScriptedProvider(turns=[[tool_call("list_entity_types", {}, id="call-1")], [Delay(3600)]])
+    await _first_attempt_cut_off_at_call(definition, first, run)
+
+    second = ScriptedProvider(turns=[_answer()])
+    result, events = await _second_attempt(definition, run, second)
+
+    assert result.text == "There is 1 type."
+    assert [e.call_id for e in events if isinstance(e, ToolCallEnd)] == ["call-1"]
+    assert [c.call_id for c in result.tool_calls] == ["call-1"]
+    assert len(second.calls) == 1
+
+
+async def _first_attempt_cut_off_at_call(
+    definition: AgentDefinition, provider: ScriptedProvider, run: AgentRun
+) -> None:
+    """Run until the model's call is stored, then drop its result (the process died in the tool)."""
+    state = RunState(callback=None, max_steps=5)
+    task = asyncio.create_task(
+        adk_run(
+            state,
+            definition=definition,
+            provider=provider,
+            message="Which types exist?",
+            history=HISTORY,
+            project_id=definition.project_id,
+            sub_definitions=[],
+            run_id=run.id,
+            user_id="u",
+            stop=None,
+            share_provider=True,
+        )
+    )
+    await _until(lambda: len(provider.calls) == 2)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    last = await AgentRunEvent.objects.filter(run=run).order_by("-position").afirst()
+    assert last is not None and "functionResponse" in str(last.event)
+    await last.adelete()
