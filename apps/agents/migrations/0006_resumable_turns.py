@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('agents', '0004_agentrun_graph_version'),
+        ('agents', '0005_default_agents_query_paths'),
     ]
 
     operations = [
