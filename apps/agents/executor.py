@@ -24,7 +24,8 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from apps.agents.adk.runner import Failure, RunState, adk_run
+from apps.agents.adk.run_state import Failure, RunState
+from apps.agents.adk.runner import adk_run
 from apps.agents.approvals import WriteGate
 from apps.agents.events import (
     CANCELLED,

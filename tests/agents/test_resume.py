@@ -12,7 +12,8 @@ from typing import Any
 
 import pytest
 
-from apps.agents.adk.runner import RunState, adk_run
+from apps.agents.adk.run_state import RunState
+from apps.agents.adk.runner import adk_run
 from apps.agents.events import RunEvent, RunResumed, ToolCallEnd, ToolCallStart
 from apps.agents.executor import AgentExecutor, ExecuteRequest
 from apps.agents.history import HistoryMessage

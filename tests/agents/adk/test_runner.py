@@ -8,7 +8,7 @@ import pytest
 from google.adk.events.event import Event
 from google.genai import types
 
-from apps.agents.adk.runner import RunState
+from apps.agents.adk.run_state import RunState
 
 
 def model_event(words: str, *, partial: bool) -> Event:

@@ -15,7 +15,8 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from apps.agents.adk.runner import RunState, adk_run
+from apps.agents.adk.run_state import RunState
+from apps.agents.adk.runner import adk_run
 from apps.agents.llm.base import Done, TextDelta, Usage
 from apps.agents.llm.scripted import Delay, ScriptedProvider, tool_call
 from apps.agents.models import AgentRun, AgentRunToolCall

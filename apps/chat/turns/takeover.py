@@ -1,0 +1,111 @@
+"""Taking over a turn whose process died: what becomes of it, and the ``Turn`` it goes on as.
+
+``recovery.turns_expired_take`` claims the turns whose lease lapsed and decides each one's outcome;
+here a resumed agent turn is rebuilt (``taken_over_turn``: its run's next attempt, the decided
+approval it continued) and an ending one gets its last frames (``taken_over_end``). The turn
+service runs the resumed ones (``service.turns_take_over``).
+"""
+
+from __future__ import annotations
+
+from asgiref.sync import sync_to_async
+
+from apps.agents.events import ToolResume
+from apps.chat.models import Conversation, Message, MessageRole
+from apps.chat.streams.bus import get_bus
+from apps.chat.streams.frames import DoneFrame, ErrorFrame
+from apps.chat.turns import admission
+from apps.chat.turns.claim import claim_release
+from apps.chat.turns.recovery import Takeover, runs_of_deleted_conversations_close, turns_expired_take
+from apps.chat.turns.turn import Turn
+from apps.core.db import release_connections
+from apps.graph_tools.models import WriteApproval
+from apps.graph_tools.selectors import approval_result
+from apps.projects.selectors import parse_uuid
+
+
+def expired_take() -> list[Takeover]:
+    try:
+        runs_of_deleted_conversations_close()
+        return turns_expired_take()
+    finally:
+        release_connections()
+
+
+def taken_over_turn(takeover: Takeover) -> Turn | None:
+    """The ``Turn`` a taken-over agent turn goes on as (its run's next attempt); None when its
+    conversation or agent is gone (the turn then ends)."""
+    try:
+        run = takeover.run
+        assert run is not None
+        conversation = (
+            Conversation.objects.select_related("agent_definition", "project")
+            .filter(id=takeover.conversation_id, active_turn_id=takeover.turn_id)
+            .first()
+        )
+        user_message = (
+            Message.objects.filter(conversation_id=takeover.conversation_id, role=MessageRole.USER)
+            .order_by("-created_at", "-id")
+            .first()
+        )
+        if conversation is None or conversation.agent_definition is None or user_message is None:
+            return None
+        turn = admission.turn_build(
+            turn_id=takeover.turn_id,
+            conversation=conversation,
+            project=conversation.project,
+            definition=conversation.agent_definition,
+            user_message=user_message,
+            # The history window (the run's stored events hold it, unless it died before its first).
+            resume=_decided_call(conversation),
+            run_id=run.id,
+            graph_version=run.graph_version or 0,
+        )
+        turn.run, turn.attempt, turn.shown = run, run.attempts, run.final_text
+        return turn
+    finally:
+        release_connections()
+
+
+def _decided_call(conversation: Conversation) -> ToolResume | None:
+    """When the taken-over turn continued a decided approval (the conversation's last message is
+    the paused answer carrying its call), that call's result: the new message of a run that died
+    before storing its first event (``adk_run`` sends it again then; otherwise it is stored)."""
+    last = Message.objects.filter(conversation=conversation).order_by("-created_at", "-id").first()
+    context = last.retrieval_context if last is not None else None
+    if not isinstance(context, dict) or context.get("stop_reason") != "approval_required":
+        return None
+    approval_id = parse_uuid(context.get("approval_id"))
+    approval = WriteApproval.objects.filter(id=approval_id).first() if approval_id else None
+    if approval is None or approval.status == "pending":
+        return None
+    return ToolResume(call_id=approval.call_id, tool=approval.tool_name, result=approval_result(approval))
+
+
+async def taken_over_end(takeover: Takeover) -> None:
+    """Publish the last frames of a taken-over turn that ends without resuming (closed already)."""
+    bus = get_bus()
+    key = str(takeover.conversation_id)
+    resumed = await bus.resume(key, str(takeover.turn_id))
+    frames: dict[str, ErrorFrame] = {
+        "cancelled": ErrorFrame(error="the run was cancelled", code="cancelled"),
+        "failed": ErrorFrame(
+            error="the server process running this turn stopped too often; it was not resumed again",
+            code="turn_failed_repeatedly",
+        ),
+        "interrupted": ErrorFrame(
+            error="the server process running this turn stopped; the answer so far is kept",
+            code="interrupted",
+        ),
+        "resume": ErrorFrame(error="the conversation or its agent is gone", code="interrupted"),
+    }
+    run_id = str(takeover.run.id) if takeover.run is not None else None
+    try:
+        frame = frames[takeover.outcome]
+        frame.seq = resumed.seq + 1
+        await bus.publish(key, frame)
+        await bus.publish(key, DoneFrame(messageId=None, runId=run_id, seq=resumed.seq + 2))
+    finally:
+        await bus.finish(key)
+    if takeover.outcome == "resume":
+        await sync_to_async(claim_release)(takeover.conversation_id, takeover.turn_id)
