@@ -287,3 +287,100 @@ class GraphChange(models.Model):
 
     def __str__(self) -> str:
         return f"v{self.version} {self.action}"
+
+
+# Documents (issue 26): an uploaded file's text, split into passages that are searched (full text
+# and vectors) and cited. A document is named within its project; uploading the same name again
+# keeps every passage whose text is unchanged (``documents/services.py``).
+
+
+class DocumentFormat(models.TextChoices):
+    TEXT = "text", "Plain text"
+    MARKDOWN = "markdown", "Markdown"
+    HTML = "html", "HTML (text only)"
+    PDF = "pdf", "PDF"
+
+
+class Document(models.Model):
+    """An uploaded file: its name in the project, format, SHA-256 of its bytes and extracted text.
+
+    Passages point into ``text`` by character offsets; the file's bytes are not kept.
+    """
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="documents")
+    name = models.CharField(max_length=300)
+    format = models.CharField(max_length=16, choices=DocumentFormat.choices)
+    content_hash = models.CharField(max_length=64)
+    size_bytes = models.BigIntegerField()
+    # PDFs: how many pages the file has; null for other formats.
+    page_count = models.IntegerField(null=True, blank=True)
+    text = models.TextField()
+    uploaded_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        db_table = 'kb"."documents'
+        constraints = [models.UniqueConstraint(fields=["project", "name"], name="uniq_document_project_name")]
+        indexes = [models.Index(fields=["project", "-updated_at"], name="document_project_updated")]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Passage(models.Model):
+    """A passage of a document's text: its position (character offsets into ``Document.text``, the
+    page of a PDF), the SHA-256 of its text (what a re-upload compares), full-text indexed and
+    waiting for a vector while ``embedding_pending``."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="+")
+    document = models.ForeignKey(Document, on_delete=models.CASCADE, related_name="passages")
+    ordinal = models.IntegerField()
+    text = models.TextField()
+    content_hash = models.CharField(max_length=64)
+    char_start = models.IntegerField()
+    char_end = models.IntegerField()
+    page = models.IntegerField(null=True, blank=True)
+    embedding_pending = models.BooleanField(default=True, db_default=True)
+    search_vector = models.GeneratedField(
+        expression=SearchVector(Left("text", SEARCH_DESCRIPTION_CHARS), config=TEXT_SEARCH_CONFIG),
+        output_field=SearchVectorField(),
+        db_persist=True,
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        db_table = 'kb"."document_passages'
+        ordering = ["document", "ordinal"]
+        indexes = [
+            models.Index(fields=["document", "ordinal"], name="passage_document_ordinal"),
+            models.Index(fields=["document", "content_hash"], name="passage_document_hash"),
+            GinIndex(fields=["search_vector"], name="passage_search_vector"),
+            models.Index(
+                fields=["project"], condition=models.Q(embedding_pending=True), name="passage_embed_pending"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.document_id}#{self.ordinal}"
+
+
+class PassageEmbedding(models.Model):
+    """A passage's vector from one embedding model (as ``GraphObjectEmbedding`` is an entity's)."""
+
+    pk = models.CompositePrimaryKey("passage_id", "model")
+    passage = models.ForeignKey(Passage, on_delete=models.CASCADE, related_name="embeddings", db_index=False)
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="+", db_index=False)
+    model = models.CharField(max_length=200)
+    embedding = VectorField()
+
+    class Meta:
+        db_table = 'kb"."document_passage_embeddings'
+        indexes = [models.Index(fields=["project", "model"], name="passage_emb_project_model")]
+
+    def __str__(self) -> str:
+        return f"{self.passage_id} ({self.model})"
