@@ -23,6 +23,7 @@ from apps.graph_tools.embedders import (
     embedder_from_spec,
     get_embedder,
 )
+from apps.graph_tools.jobs import job_steps_run
 from apps.graph_tools.models import GraphObject, GraphObjectEmbedding
 
 __all__ = [
@@ -335,9 +336,10 @@ def embed_worker_run(
     stop: threading.Event | None = None,
     on_batch: Callable[[int], None] | None = None,
 ) -> None:
-    """Embed pending entities, then pending document passages, batch after batch until ``stop`` is
-    set; poll every ``idle_seconds`` while nothing is pending. A failing model is logged and retried
-    after the same pause."""
+    """Embed a batch of pending entities (or, when none waits, of document passages) and run one step
+    of each other registered job (``jobs.job_steps_run``: document extraction), round after round
+    until ``stop`` is set; poll every ``idle_seconds`` while nothing is pending. A failing model is
+    logged and retried after the same pause."""
     stop = stop or threading.Event()
     embedder = embedder or get_embedder()
     while not stop.is_set():
@@ -345,6 +347,9 @@ def embed_worker_run(
             done = pending_batch_embed(embedder=embedder, batch_size=batch_size)
             if not done:
                 done = pending_passages_embed(embedder=embedder, batch_size=batch_size)
+            # One step of every other job each round: a large import's backlog of vectors does not
+            # hold up document extraction, nor extraction the vectors.
+            done += job_steps_run()
         except Exception:
             log.exception("background embedding failed; retrying in %.0f s", idle_seconds)
             done = 0

@@ -194,6 +194,8 @@ class ChangeAuthority(models.TextChoices):
     POLICY_NEVER = "policy_never", "Agent tool policy 'never'"
     DIRECT = "direct", "Direct call by the member (operator setting)"
     IMPORT = "import", "Graph import"
+    EXTRACTION = "extraction", "Extraction from a document, approved by a member"
+    EXTRACTION_AUTO = "extraction_auto", "Extraction from an owner's upload, approved by the project setting"
 
 
 class ApprovalStatus(models.TextChoices):
@@ -270,6 +272,10 @@ class GraphChange(models.Model):
         WriteApproval, on_delete=models.SET_NULL, null=True, blank=True, related_name="changes"
     )
     run_id = models.UUIDField(null=True, blank=True)
+    # A change extracted from a document: the document and the passage it came from (ids: the audit
+    # outlives them).
+    document_id = models.UUIDField(null=True, blank=True)
+    passage_id = models.UUIDField(null=True, blank=True)
     before = models.JSONField(null=True, blank=True)
     after = models.JSONField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -346,6 +352,15 @@ class Passage(models.Model):
     char_end = models.IntegerField()
     page = models.IntegerField(null=True, blank=True)
     embedding_pending = models.BooleanField(default=True, db_default=True)
+    # Extraction (``documents/extraction.py``): "" (never asked), pending, done, failed (skipped
+    # after ``EXTRACTION_ATTEMPTS``). ``extracted`` is the model's entities and relationships; a
+    # passage whose text is unchanged keeps them across re-uploads.
+    extraction_state = models.CharField(max_length=16, blank=True, default="")
+    extraction_attempts = models.IntegerField(default=0)
+    extraction_error = models.TextField(blank=True, default="")
+    # Not claimed again before this time: a worker's lease while it asks the model, or a backoff.
+    extraction_not_before = models.DateTimeField(null=True, blank=True)
+    extracted = models.JSONField(null=True, blank=True)
     search_vector = models.GeneratedField(
         expression=SearchVector(Left("text", SEARCH_DESCRIPTION_CHARS), config=TEXT_SEARCH_CONFIG),
         output_field=SearchVectorField(),
@@ -362,6 +377,11 @@ class Passage(models.Model):
             GinIndex(fields=["search_vector"], name="passage_search_vector"),
             models.Index(
                 fields=["project"], condition=models.Q(embedding_pending=True), name="passage_embed_pending"
+            ),
+            models.Index(
+                fields=["extraction_not_before"],
+                condition=models.Q(extraction_state="pending"),
+                name="passage_extract_pending",
             ),
         ]
 
@@ -384,3 +404,85 @@ class PassageEmbedding(models.Model):
 
     def __str__(self) -> str:
         return f"{self.passage_id} ({self.model})"
+
+
+class ExtractionSettings(models.Model):
+    """A project's extraction settings: may the model propose types the graph does not have yet, and
+    are extractions from an owner's own uploads applied without review (audited as such)."""
+
+    project = models.OneToOneField(Project, on_delete=models.CASCADE, primary_key=True, related_name="+")
+    allow_new_types = models.BooleanField(default=False)
+    owners_auto_approve = models.BooleanField(default=False)
+
+    class Meta:
+        db_table = 'kb"."extraction_settings'
+
+    def __str__(self) -> str:
+        return f"{self.project_id}"
+
+
+class ExtractionStatus(models.TextChoices):
+    RUNNING = "running", "Running"
+    REVIEW = "review", "Waiting for review"
+    APPLIED = "applied", "Decided"
+    EMPTY = "empty", "Nothing found"
+
+
+class ChangeSet(models.Model):
+    """One extraction of a document: its passages asked of the model (progress), then the proposed
+    changes (``ChangeSetItem``) reviewed as one set."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="+")
+    document = models.ForeignKey(Document, on_delete=models.CASCADE, related_name="change_sets")
+    status = models.CharField(
+        max_length=16, choices=ExtractionStatus.choices, default=ExtractionStatus.RUNNING
+    )
+    model = models.CharField(max_length=200, blank=True, default="")
+    passage_ids = models.JSONField(default=list)
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    auto_approve = models.BooleanField(default=False)
+    decided_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    decided_at = models.DateTimeField(null=True, blank=True)
+    graph_version = models.BigIntegerField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        db_table = 'kb"."extraction_change_sets'
+        ordering = ["-created_at"]
+        indexes = [models.Index(fields=["status"], name="change_set_status")]
+
+    def __str__(self) -> str:
+        return f"{self.document_id} ({self.status})"
+
+
+class ChangeSetItem(models.Model):
+    """One proposed change of a change set, naming the passage it came from.
+
+    ``action``: ``create_entity``, ``link_entity`` (the mention is an existing entity: nothing to
+    write, its relationships use it), ``merge_entity`` (a near match: used as the existing entity
+    unless the reviewer rejects it, then created), ``create_relationship``. ``evidence`` says why.
+    """
+
+    id = models.BigAutoField(primary_key=True)
+    change_set = models.ForeignKey(ChangeSet, on_delete=models.CASCADE, related_name="items")
+    passage = models.ForeignKey(Passage, on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
+    ordinal = models.IntegerField()
+    action = models.CharField(max_length=32)
+    values = models.JSONField(default=dict)
+    entity_id = models.UUIDField(null=True, blank=True)
+    evidence = models.JSONField(default=dict)
+    status = models.CharField(max_length=16, default="pending")
+    result = models.JSONField(null=True, blank=True)
+
+    class Meta:
+        db_table = 'kb"."extraction_change_set_items'
+        ordering = ["change_set", "ordinal"]
+
+    def __str__(self) -> str:
+        return f"{self.action} {self.values}"

@@ -4,17 +4,19 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
+from typing import Any, Literal
 
 from django.conf import settings
 from django.http import HttpRequest
 from ninja import File, Form, Router, Schema, Status
 from ninja.files import UploadedFile
+from pydantic import Field
 
 from apps.core.inputs import ListLimit, ListOffset
 from apps.core.paging import page_of
-from apps.graph_tools.documents import selectors, services
+from apps.graph_tools.documents import extraction, selectors, services
 from apps.graph_tools.documents.errors import DocumentTooLarge
-from apps.graph_tools.models import Document, Passage
+from apps.graph_tools.models import ChangeSet, Document, Passage
 from apps.projects.auth import principal_of
 
 router = Router(tags=["documents"])
@@ -162,3 +164,152 @@ def delete_document(request: HttpRequest, project_id: str, document_id: str) -> 
         principal=principal_of(request), project_ref=project_id, document_id=document_id
     )
     return Status(204, None)
+
+
+# --- extraction and review -------------------------------------------------------------------------
+
+
+class ProgressOut(Schema):
+    total: int
+    done: int
+    failed: int
+    pending: int
+
+
+class ChangeSetItemOut(Schema):
+    id: int
+    action: str
+    status: str
+    values: dict[str, Any]
+    entityId: uuid.UUID | None
+    evidence: dict[str, Any]
+    passageId: uuid.UUID | None
+    result: Any
+
+
+class ChangeSetOut(Schema):
+    id: uuid.UUID
+    projectId: uuid.UUID
+    documentId: uuid.UUID
+    documentName: str
+    status: str
+    model: str
+    progress: ProgressOut
+    autoApprove: bool
+    graphVersion: int | None
+    decidedAt: datetime | None
+    createdAt: datetime
+    items: list[ChangeSetItemOut]
+
+
+class DecisionIn(Schema):
+    approve: Literal["all"] | list[int] = Field(default_factory=list)
+    reject: list[int] = Field(default_factory=list)
+    edits: dict[int, dict[str, str]] = Field(default_factory=dict)
+
+
+class ExtractionSettingsIn(Schema):
+    allowNewTypes: bool | None = None
+    ownersAutoApprove: bool | None = None
+
+
+class ExtractionSettingsOut(Schema):
+    allowNewTypes: bool
+    ownersAutoApprove: bool
+
+
+def change_set_out(change_set: ChangeSet) -> ChangeSetOut:
+    progress = extraction.change_set_progress(change_set)
+    items = list(change_set.items.all())
+    names = {i.ordinal: i.values.get("name") for i in items if i.action.endswith("_entity")}
+    return ChangeSetOut(
+        id=change_set.id,
+        projectId=change_set.project_id,
+        documentId=change_set.document_id,
+        documentName=change_set.document.name,
+        status=change_set.status,
+        model=change_set.model,
+        progress=ProgressOut(
+            total=progress.total, done=progress.done, failed=progress.failed, pending=progress.pending
+        ),
+        autoApprove=change_set.auto_approve,
+        graphVersion=change_set.graph_version,
+        decidedAt=change_set.decided_at,
+        createdAt=change_set.created_at,
+        items=[
+            ChangeSetItemOut(
+                id=i.id,
+                action=i.action,
+                status=i.status,
+                values=(
+                    {
+                        **i.values,
+                        "sourceName": names.get(i.values["source"]),
+                        "targetName": names.get(i.values["target"]),
+                    }
+                    if i.action == "create_relationship"
+                    else i.values
+                ),
+                entityId=i.entity_id,
+                evidence=i.evidence,
+                passageId=i.passage_id,
+                result=i.result,
+            )
+            for i in items
+        ],
+    )
+
+
+@router.post("/projects/{project_id}/documents/{document_id}/extraction", response={202: ChangeSetOut})
+def start_extraction(request: HttpRequest, project_id: str, document_id: str) -> Status:
+    change_set = extraction.extraction_start_as_member(
+        principal=principal_of(request), project_ref=project_id, document_id=document_id
+    )
+    return Status(202, change_set_out(change_set))
+
+
+@router.get("/projects/{project_id}/documents/{document_id}/extraction", response=ChangeSetOut)
+def get_extraction(request: HttpRequest, project_id: str, document_id: str) -> ChangeSetOut:
+    return change_set_out(
+        extraction.change_set_latest(
+            principal=principal_of(request), project_ref=project_id, document_id=document_id
+        )
+    )
+
+
+@router.get("/change-sets/{change_set_id}", response=ChangeSetOut)
+def get_change_set(request: HttpRequest, change_set_id: str) -> ChangeSetOut:
+    return change_set_out(
+        extraction.change_set_get(principal=principal_of(request), change_set_id=change_set_id)
+    )
+
+
+@router.post("/change-sets/{change_set_id}/decision", response=ChangeSetOut)
+def decide_change_set(request: HttpRequest, change_set_id: str, payload: DecisionIn) -> ChangeSetOut:
+    change_set = extraction.change_set_decide(
+        principal=principal_of(request),
+        change_set_id=change_set_id,
+        approve=None if payload.approve == "all" else list(payload.approve),
+        reject=payload.reject,
+        edits=payload.edits,
+    )
+    return change_set_out(change_set)
+
+
+@router.get("/projects/{project_id}/extraction-settings", response=ExtractionSettingsOut)
+def get_extraction_settings(request: HttpRequest, project_id: str) -> ExtractionSettingsOut:
+    row = extraction.extraction_settings_get(principal=principal_of(request), project_ref=project_id)
+    return ExtractionSettingsOut(allowNewTypes=row.allow_new_types, ownersAutoApprove=row.owners_auto_approve)
+
+
+@router.put("/projects/{project_id}/extraction-settings", response=ExtractionSettingsOut)
+def set_extraction_settings(
+    request: HttpRequest, project_id: str, payload: ExtractionSettingsIn
+) -> ExtractionSettingsOut:
+    row = extraction.extraction_settings_set(
+        principal=principal_of(request),
+        project_ref=project_id,
+        allow_new_types=payload.allowNewTypes,
+        owners_auto_approve=payload.ownersAutoApprove,
+    )
+    return ExtractionSettingsOut(allowNewTypes=row.allow_new_types, ownersAutoApprove=row.owners_auto_approve)

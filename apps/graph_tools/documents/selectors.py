@@ -55,3 +55,16 @@ def passage_list(*, principal: Principal, project_ref: object, document_id: obje
     document = document_get(principal=principal, project_ref=project_ref, document_id=document_id)
     passages = Passage.objects.filter(document=document).defer("search_vector").order_by("ordinal", "id")
     return DocumentPassages(document=document, passages=passages)
+
+
+def document_by_name_or_id(*, project_id: uuid.UUID, ref: str) -> Document:
+    """A project's document by id or name (operators' commands)."""
+    found = parse_uuid(ref)
+    document = (
+        Document.objects.filter(project_id=project_id)
+        .filter(**({"id": found} if found is not None else {"name": ref}))
+        .first()
+    )
+    if document is None:
+        raise DocumentNotFound(f"no document {ref!r} in this project")
+    return document
