@@ -56,8 +56,7 @@ def extraction_prompt(passage: ClaimedPassage, spec: ExtractionSpec) -> list[Cha
         "between them, for a knowledge graph.",
         "Rules: give each entity its full proper name as the passage gives it (resolve 'it', 'its capital', "
         "'the city' to the entity they mean); list only facts the passage states; every relationship's "
-        "source and target must be names from your entities list; write a one-sentence description of "
-        "each entity from the passage.",
+        "source and target must be names from your entities list; list each entity once.",
     ]
     if spec.entity_types:
         lines.append("Entity types: " + ", ".join(spec.entity_types) + ".")

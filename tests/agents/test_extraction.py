@@ -423,3 +423,38 @@ def test_an_openai_compatible_server_is_asked_under_the_schema_as_response_forma
     change_set = ChangeSet.objects.get(document=document)
     assert change_set.status == "review"
     assert change_set.items.filter(action="create_relationship").count() == 4
+
+
+def test_a_relationship_turned_round_or_naming_an_unlisted_end_is_read_by_the_graph_s_types(project):
+    sloppy = {
+        P1: {
+            "entities": [
+                {"name": "Freedonia", "type": "Country", "description": ""},
+                {"name": "Fredville", "type": "City", "description": ""},
+            ],
+            "relationships": [
+                {"source": "Freedonia", "type": "CAPITAL_OF", "target": "Fredville"},
+                {"source": "Freedonia", "type": "USES_CURRENCY", "target": "Freedonian crown"},
+            ],
+        },
+        P2: {"entities": [], "relationships": []},
+        P3: {"entities": [], "relationships": []},
+    }
+    document = document_upload(project=project, name="atlas.md", data=TEXT.encode()).document
+
+    graph_extraction.extraction_start(document=document, model="scripted/x", user_id=None)
+    extraction_run_until_idle(provider=perfect_extractor(sloppy))
+
+    items = list(ChangeSet.objects.get(document=document).items.order_by("ordinal"))
+    names = {i.ordinal: i.values.get("name") for i in items}
+    relationships = {
+        (names[i.values["source"]], i.values["type"], names[i.values["target"]])
+        for i in items
+        if i.action == "create_relationship"
+    }
+    assert relationships == {
+        ("Fredville", "CAPITAL_OF", "Freedonia"),
+        ("Freedonia", "USES_CURRENCY", "Freedonian crown"),
+    }
+    crown = next(i for i in items if i.values.get("name") == "Freedonian crown")
+    assert (crown.action, crown.values["type"]) == ("create_entity", "Currency")

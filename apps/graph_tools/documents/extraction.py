@@ -99,12 +99,10 @@ def extraction_spec(*, project_id: uuid.UUID) -> ExtractionSpec:
                 "type": "array",
                 "items": {
                     "type": "object",
-                    "properties": {
-                        "name": {"type": "string"},
-                        "type": entity_type,
-                        "description": {"type": "string"},
-                    },
-                    "required": ["name", "type", "description"],
+                    # No description: on the offline default it doubled the tokens of an answer (and
+                    # so its time); one given anyway is kept.
+                    "properties": {"name": {"type": "string"}, "type": entity_type},
+                    "required": ["name", "type"],
                     "additionalProperties": False,
                 },
             },
@@ -397,7 +395,9 @@ def _key_for(project_id: uuid.UUID, type_: str, name: str, taken: set[str]) -> s
 def change_set_build(change_set: ChangeSet, *, embedder: Any = None) -> list[ChangeSetItem]:
     """The proposed changes of a finished extraction: one entity item per distinct mention (link,
     merge or create, with its evidence), then one item per distinct relationship between them;
-    each names the passage it was first found in."""
+    each names the passage it was first found in. A relationship's end the model named only there
+    becomes a mention of the one type that end has in the graph; a relationship written against
+    the direction the graph's types give is turned round."""
     passages = {
         str(p.id): p
         for p in Passage.objects.filter(id__in=change_set.passage_ids, extraction_state="done").defer(
@@ -409,45 +409,60 @@ def change_set_build(change_set: ChangeSet, *, embedder: Any = None) -> list[Cha
     taken: set[str] = set()
     project_id = change_set.project_id
     ordered = [passages[pid] for pid in change_set.passage_ids if pid in passages]
+    # The ends each relationship type joins in the graph: what a relationship's end is when the model
+    # named it only there, and which way round the relationship goes.
+    ends: dict[str, set[tuple[str, str]]] = {}
+    for type_, src_type, dst_type in graph_vocabulary(project_id=project_id).relationships:
+        ends.setdefault(type_, set()).add((src_type, dst_type))
+
+    def mention(passage: Passage, name: str, type_: str, description: str) -> ChangeSetItem | None:
+        norm = normalised_name(name)
+        if not norm:
+            return None
+        if norm in by_name:
+            return by_name[norm]
+        action, evidence = entity_match(project_id=project_id, name=name, type_=type_, embedder=embedder)
+        values = {"name": name, "type": type_, "description": description}
+        target = None
+        if action == "create":
+            values["key"] = _key_for(project_id, type_, name, taken)
+        else:
+            target = uuid.UUID(evidence["entity"]["id"])
+        item = ChangeSetItem(
+            change_set=change_set,
+            passage=passage,
+            ordinal=len(items),
+            action=f"{action}_entity",
+            values=values,
+            entity_id=target,
+            evidence=evidence,
+            status="linked" if action == "link" else "pending",
+        )
+        items.append(item)
+        by_name[norm] = item
+        return item
+
+    def end_of(passage: Passage, name: str, rel_type: str, side: int) -> ChangeSetItem | None:
+        found = by_name.get(normalised_name(name))
+        if found is not None:
+            return found
+        types = {pair[side] for pair in ends.get(rel_type, ())}
+        return mention(passage, name, types.pop(), "") if len(types) == 1 else None
+
     for passage in ordered:
         for entity in (passage.extracted or {}).get("entities", []):
-            norm = normalised_name(entity["name"])
-            if not norm or norm in by_name:
-                continue
-            action, evidence = entity_match(
-                project_id=project_id, name=entity["name"], type_=entity["type"], embedder=embedder
-            )
-            values = {
-                "name": entity["name"],
-                "type": entity["type"],
-                "description": entity.get("description", ""),
-            }
-            target = None
-            if action == "create":
-                values["key"] = _key_for(project_id, entity["type"], entity["name"], taken)
-            else:
-                target = uuid.UUID(evidence["entity"]["id"])
-            item = ChangeSetItem(
-                change_set=change_set,
-                passage=passage,
-                ordinal=len(items),
-                action=f"{action}_entity",
-                values=values,
-                entity_id=target,
-                evidence=evidence,
-                status="linked" if action == "link" else "pending",
-            )
-            items.append(item)
-            by_name[norm] = item
+            mention(passage, entity["name"], entity["type"], entity.get("description", ""))
     seen: set[tuple[int, str, int]] = set()
     for passage in ordered:
         for rel in (passage.extracted or {}).get("relationships", []):
-            src, dst = (
-                by_name.get(normalised_name(rel["source"])),
-                by_name.get(normalised_name(rel["target"])),
-            )
+            src = end_of(passage, rel["source"], rel["type"], 0)
+            dst = end_of(passage, rel["target"], rel["type"], 1)
             if src is None or dst is None or src is dst:
                 continue
+            pairs = ends.get(rel["type"], set())
+            given = (src.values["type"], dst.values["type"])
+            if pairs and given not in pairs and given[::-1] in pairs:  # written the other way round
+                src, dst = dst, src
             triple = (src.ordinal, rel["type"], dst.ordinal)
             if triple in seen:
                 continue
