@@ -215,22 +215,20 @@ def _score(
     stated_in: dict[str, set[Fact]] = {
         " ".join(p.text.split()): {(key(s), r, key(d)) for s, r, d in p.facts} for p in paragraphs
     }
-    names = dict(GraphObject.objects.filter(project=project).values_list("id", "name"))
-    made = [
-        c
-        for c in GraphChange.objects.filter(
-            project=project, action="create_relationship", document_id__isnull=False
-        )
-    ]
-    extracted = {(key(names[c.src_id]), c.after["type"], key(names[c.dst_id])) for c in made}
-    passages = {p.id: " ".join(p.text.split()) for p in Passage.objects.filter(project=project)}
-    wrong = sum(
-        1
-        for c in made
-        if (key(names[c.src_id]), c.after["type"], key(names[c.dst_id])) in truth
-        and (key(names[c.src_id]), c.after["type"], key(names[c.dst_id]))
-        not in stated_in.get(passages.get(c.passage_id, ""), set())
-    )
+    names: dict[Any, str] = dict(GraphObject.objects.filter(project=project).values_list("id", "name"))
+    passages: dict[Any, str] = {
+        p.id: " ".join(p.text.split()) for p in Passage.objects.filter(project=project)
+    }
+    # Each relationship the extraction wrote, with the passage its audit row names.
+    made: list[tuple[Fact, str]] = []
+    for change in GraphChange.objects.filter(
+        project=project, action="create_relationship", document_id__isnull=False
+    ):
+        after = change.after if isinstance(change.after, dict) else {}
+        fact = (key(names[change.src_id]), str(after.get("type", "")), key(names[change.dst_id]))
+        made.append((fact, passages.get(change.passage_id, "")))
+    extracted = {fact for fact, _ in made}
+    wrong = len([fact for fact, text in made if fact in truth and fact not in stated_in.get(text, set())])
     world_entities = GraphObject.objects.filter(project=project).exclude(key__startswith="schema:")
     counted: dict[str, int] = {}
     for name in world_entities.values_list("name", flat=True):
