@@ -38,7 +38,7 @@ function evidenceText(item) {
 class DocumentsPanel {
   constructor() {
     this.projectSelect = document.getElementById("project-select");
-    this.button = el("button", { type: "button", id: "documents-button", class: "btn btn-quiet", "aria-haspopup": "dialog", text: "Documents" });
+    this.button = el("button", { type: "button", id: "documents-button", class: "btn btn-quiet", "aria-haspopup": "dialog", "aria-label": "Documents", title: "Documents", text: "Documents" });
     document.getElementById("settings-button").after(this.button);
     this.dialog = el("dialog", { id: "documents-dialog", class: "dialog documents-dialog", "aria-labelledby": "documents-title" });
     document.body.append(this.dialog);
