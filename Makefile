@@ -93,11 +93,13 @@ bench-scale: migrate
 # kind: lookups, inverse facts, yes/no, intersections, filtered lists, per-item second hops, counts,
 # comparisons, follow-ups, casual phrasing) and MetaQA (20 dev questions per hop; --all for the whole
 # split): the perfect planner (agent), and the offline default model as an agent and in plain chat
-# (RAG), two questions of each kind. EVAL_ARGS replaces that choice, e.g. EVAL_ARGS="--model
+# (RAG), two questions of each kind; and extraction (the fictional world written as prose, extracted
+# into a graph by each model, the perfect planner's place taken by the perfect extractor, and
+# compared with the world: relationship precision and recall, duplicates, wrong passages). EVAL_ARGS replaces that choice, e.g. EVAL_ARGS="--model
 # openai/qwen --plain --per-kind 5"; EVAL_SETS the sets. The eval's own user asks hundreds of
 # questions a minute, so its rate limit is off.
 EVAL_ARGS ?= --model scripted/perfect-planner --model $(LOCAL_MODEL) --plain --per-kind 2
-EVAL_SETS ?= --set demo --set fictional --set metaqa
+EVAL_SETS ?= --set demo --set fictional --set metaqa --set extraction
 eval: migrate
 	@bash scripts/local_llm.sh serve || echo "local-llm: FAILED to install or start the offline model; its questions will fail"
 	KGCHAT_MODEL= KGCHAT_TURNS_PER_MINUTE=0 $(PY) manage.py eval $(EVAL_SETS) $(EVAL_ARGS)

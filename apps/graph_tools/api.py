@@ -87,6 +87,9 @@ class ChangeOut(Schema):
     authority: str
     approvalId: uuid.UUID | None
     runId: uuid.UUID | None
+    # A change extracted from a document: where it came from.
+    documentId: uuid.UUID | None = None
+    passageId: uuid.UUID | None = None
     before: Any
     after: Any
     createdAt: datetime
@@ -110,6 +113,8 @@ def change_out(change: GraphChange) -> ChangeOut:
         authority=change.authority,
         approvalId=change.approval_id,
         runId=change.run_id,
+        documentId=change.document_id,
+        passageId=change.passage_id,
         before=change.before,
         after=change.after,
         createdAt=change.created_at,

@@ -23,6 +23,7 @@ from apps.graph_tools.embedders import (
     embedder_from_spec,
     get_embedder,
 )
+from apps.graph_tools.jobs import job_steps_run
 from apps.graph_tools.models import GraphObject, GraphObjectEmbedding
 
 __all__ = [
@@ -38,6 +39,7 @@ __all__ = [
     "graph_objects_embed",
     "hnsw_index_name",
     "pending_batch_embed",
+    "pending_passages_embed",
     "vector_index_ensure",
     "vector_indexes_rebuild",
     "vectors_store",
@@ -264,6 +266,68 @@ def pending_batch_embed(
     return len(rows)
 
 
+# Document passages (issue 26) wait in the same queue, the same way: ``embedding_pending`` is set on
+# a new passage, the worker claims a batch with ``FOR UPDATE SKIP LOCKED``, stores the vectors and
+# clears the flag in one transaction. Passage vectors have no HNSW index: a passage search compares
+# the vectors of one project (an exact scan), which stays fast for the documents a project uploads.
+_PASSAGE_CLAIM_SQL = """
+    SELECT id, text FROM kb.document_passages
+    WHERE embedding_pending {project}
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+"""
+
+_PASSAGE_STORE_SQL = """
+    WITH stored AS (
+        INSERT INTO kb.document_passage_embeddings AS e (passage_id, project_id, model, embedding)
+        SELECT p.id, p.project_id, %(model)s, v.embedding::vector
+        FROM unnest(%(ids)s::uuid[], %(vectors)s::text[]) AS v(id, embedding)
+        JOIN kb.document_passages p ON p.id = v.id
+        ON CONFLICT (passage_id, model) DO UPDATE SET embedding = excluded.embedding
+        RETURNING e.passage_id
+    )
+    UPDATE kb.document_passages SET embedding_pending = false
+    WHERE id IN (SELECT passage_id FROM stored) AND embedding_pending
+"""
+
+
+def pending_passages_embed(
+    *,
+    embedder: Embedder | None = None,
+    batch_size: int = EMBED_BATCH_SIZE,
+    project_id: uuid.UUID | None = None,
+) -> int:
+    """Claim up to ``batch_size`` passages without a vector, embed and store them in one transaction.
+
+    Return how many were embedded (0: none is pending, or another worker holds them)."""
+    embedder = embedder or get_embedder()
+    params: dict[str, Any] = {"limit": max(1, batch_size)}
+    project = ""
+    if project_id is not None:
+        project, params["project"] = "AND project_id = %(project)s", project_id
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT EXISTS (SELECT 1 FROM kb.document_passages WHERE embedding_pending {project})", params
+        )
+        if not cursor.fetchone()[0]:
+            return 0
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(_PASSAGE_CLAIM_SQL.format(project=project), params)
+        rows = cursor.fetchall()
+        if not rows:
+            return 0
+        vectors = embedder.embed_passages([text[:EMBED_TEXT_CHARS] for _, text in rows])
+        cursor.execute(
+            _PASSAGE_STORE_SQL,
+            {
+                "model": embedder.name,
+                "ids": [row[0] for row in rows],
+                "vectors": ["[" + ",".join(repr(float(x)) for x in vector) + "]" for vector in vectors],
+            },
+        )
+    return len(rows)
+
+
 def embed_worker_run(
     *,
     embedder: Embedder | None = None,
@@ -272,13 +336,20 @@ def embed_worker_run(
     stop: threading.Event | None = None,
     on_batch: Callable[[int], None] | None = None,
 ) -> None:
-    """Embed pending entities batch after batch until ``stop`` is set; poll every ``idle_seconds``
-    while nothing is pending. A failing model is logged and retried after the same pause."""
+    """Embed a batch of pending entities (or, when none waits, of document passages) and run one step
+    of each other registered job (``jobs.job_steps_run``: document extraction), round after round
+    until ``stop`` is set; poll every ``idle_seconds`` while nothing is pending. A failing model is
+    logged and retried after the same pause."""
     stop = stop or threading.Event()
     embedder = embedder or get_embedder()
     while not stop.is_set():
         try:
             done = pending_batch_embed(embedder=embedder, batch_size=batch_size)
+            if not done:
+                done = pending_passages_embed(embedder=embedder, batch_size=batch_size)
+            # One step of every other job each round: a large import's backlog of vectors does not
+            # hold up document extraction, nor extraction the vectors.
+            done += job_steps_run()
         except Exception:
             log.exception("background embedding failed; retrying in %.0f s", idle_seconds)
             done = 0

@@ -11,17 +11,8 @@ from django.db import models
 from django.db.models.functions import Left, Lower
 from pgvector.django import VectorField
 
+from apps.graph_tools.text_search import SEARCH_DESCRIPTION_CHARS, TEXT_SEARCH_CONFIG
 from apps.projects.models import Project
-
-# The text search configuration for full-text search. 'simple' would not stem; 'english'
-# stems and drops stop words, which suits the descriptions people write.
-TEXT_SEARCH_CONFIG = "english"
-
-# Full-text search reads the first this many characters of a description. PostgreSQL refuses a
-# tsvector whose lexemes exceed 1 MB ("string is too long for tsvector"), which a long enough
-# description reaches; capped, 100,000 characters hold at most 400 kB of lexemes. The whole
-# description is still stored, shown and embedded.
-SEARCH_DESCRIPTION_CHARS = 100_000
 
 
 class GraphObject(models.Model):
@@ -194,6 +185,8 @@ class ChangeAuthority(models.TextChoices):
     POLICY_NEVER = "policy_never", "Agent tool policy 'never'"
     DIRECT = "direct", "Direct call by the member (operator setting)"
     IMPORT = "import", "Graph import"
+    EXTRACTION = "extraction", "Extraction from a document, approved by a member"
+    EXTRACTION_AUTO = "extraction_auto", "Extraction from an owner's upload, approved by the project setting"
 
 
 class ApprovalStatus(models.TextChoices):
@@ -270,6 +263,10 @@ class GraphChange(models.Model):
         WriteApproval, on_delete=models.SET_NULL, null=True, blank=True, related_name="changes"
     )
     run_id = models.UUIDField(null=True, blank=True)
+    # A change extracted from a document: the document and the passage it came from (ids: the audit
+    # outlives them).
+    document_id = models.UUIDField(null=True, blank=True)
+    passage_id = models.UUIDField(null=True, blank=True)
     before = models.JSONField(null=True, blank=True)
     after = models.JSONField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -305,3 +302,17 @@ class GraphWriteKey(models.Model):
 
     def __str__(self) -> str:
         return f"{self.tool_name} {self.key}"
+
+
+# Uploaded documents, their passages and their extraction's change sets live beside the code that
+# writes them (``documents/models.py``); imported here so Django finds them in this app.
+from apps.graph_tools.documents.models import (  # noqa: E402, F401
+    ChangeSet,
+    ChangeSetItem,
+    Document,
+    DocumentFormat,
+    ExtractionSettings,
+    ExtractionStatus,
+    Passage,
+    PassageEmbedding,
+)

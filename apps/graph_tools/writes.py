@@ -340,3 +340,71 @@ def _result(plan: WritePlan, version: int, *, changed: bool) -> dict[str, Any]:
 def json_safe(value: Any) -> Any:
     """``value`` as JSON stores it (dates and ids as text)."""
     return json.loads(json.dumps(value, default=str))
+
+
+@dataclass
+class SetStep:
+    """One write of a set (``write_apply_set``): the tool, its arguments built when the step runs
+    (so a relationship can name an entity an earlier step created; None: skip the step), and what
+    its audit rows name beyond the authorization: the document and passage it came from."""
+
+    tool_name: str
+    build: Callable[[], ToolArgs | None]
+    document_id: uuid.UUID | None = None
+    passage_id: uuid.UUID | None = None
+    result: dict[str, Any] | None = None
+    error: dict[str, str] | None = None
+
+
+def write_apply_set(
+    *, project_id: uuid.UUID, steps: list[SetStep], authorization: WriteAuthorization
+) -> int | None:
+    """Apply several writes in one transaction with one graph version bump (None: nothing changed).
+
+    Each step runs in a savepoint: a step that cannot run (``ToolError``: a key taken meanwhile, a
+    relationship that exists) records its ``error`` and changes nothing, and the others go on. One
+    ``GraphChange`` per entity or relationship changed, naming the step's document and passage.
+    """
+    from apps.graph_tools.errors import ToolError
+
+    rows: list[dict[str, Any]] = []
+    with transaction.atomic():
+        project_write_turn(project_id)
+        version = graph_version_current(project_id=project_id) + 1
+        for step in steps:
+            try:
+                args = step.build()
+                if args is None:
+                    continue
+                kind = WRITES[step.tool_name]
+                with transaction.atomic():
+                    plan = kind.plan(project_id, args)
+                    if not plan.changes_anything:
+                        step.result = _result(plan, version - 1, changed=False)
+                        continue
+                    changed = kind.apply(project_id, args, plan)
+            except ToolError as exc:
+                step.error = {"error": exc.message, "code": exc.code}
+                continue
+            step.result = _result(plan, version, changed=True)
+            rows += [
+                {**row, "document_id": step.document_id, "passage_id": step.passage_id} for row in changed
+            ]
+        if not rows:
+            return None
+        version = graph_version_bump(project_id=project_id)
+        GraphChange.objects.bulk_create(
+            [
+                GraphChange(
+                    project_id=project_id,
+                    version=version,
+                    user_id=authorization.user_id,
+                    authority=authorization.via,
+                    approval_id=authorization.approval_id,
+                    run_id=authorization.run_id,
+                    **row,
+                )
+                for row in rows
+            ]
+        )
+    return version

@@ -80,6 +80,11 @@ def project_create(*, owner: User, name: str, slug: str | None = None) -> Projec
     return project
 
 
+def project_delete(*, project: Project) -> None:
+    """Delete a project and everything in it (operators' tools: the eval's throwaway projects)."""
+    Project.objects.filter(id=project.id).delete()
+
+
 def membership_set(*, project: Project, user: User, role: str) -> ProjectMembership:
     """Give ``user`` the ``role`` in ``project`` (creating or changing the membership)."""
     membership, _ = ProjectMembership.objects.update_or_create(

@@ -153,6 +153,9 @@ KGCHAT_CHAT_MODEL = os.environ.get("KGCHAT_CHAT_MODEL", "gemini-2.0-flash")
 KGCHAT_EMBEDDINGS = os.environ.get("KGCHAT_EMBEDDINGS", "")
 KGCHAT_MAX_MESSAGE_CHARS = env_int("KGCHAT_MAX_MESSAGE_CHARS", 32000)
 KGCHAT_IMPORT_MAX_BYTES = env_int("KGCHAT_IMPORT_MAX_BYTES", 50 * 1024 * 1024)
+# Uploaded documents (apps/graph_tools/documents): the largest file, and the most pages of a PDF.
+KGCHAT_DOCUMENT_MAX_BYTES = env_int("KGCHAT_DOCUMENT_MAX_BYTES", 20 * 1024 * 1024)
+KGCHAT_DOCUMENT_MAX_PAGES = env_int("KGCHAT_DOCUMENT_MAX_PAGES", 500)
 # Largest tool result (JSON characters) sent to the model; longer lists are halved until it fits.
 KGCHAT_TOOL_RESULT_MAX_CHARS = env_int("KGCHAT_TOOL_RESULT_MAX_CHARS", 40_000)
 # Largest tool result sent to browsers in an mcp_tool frame (the audit trail keeps it whole).

@@ -77,6 +77,21 @@ function wire() {
     state.stickToBottom = nearBottom();
   });
   document.addEventListener("click", (ev) => {
+    // A passage link shows its source among the answer's citations (document name and snippet).
+    const passage = ev.target.closest && ev.target.closest("a.passage-link");
+    if (passage) {
+      ev.preventDefault();
+      const turn = passage.closest(".message-assistant") || document;
+      const card = Array.from(turn.querySelectorAll(".passage-citation")).find(
+        (c) => c.dataset.passageId === passage.dataset.passageId,
+      );
+      if (card) {
+        card.classList.add("highlight");
+        card.scrollIntoView({ block: "nearest" });
+        window.setTimeout(() => card.classList.remove("highlight"), 1500);
+      }
+      return;
+    }
     const link = ev.target.closest && ev.target.closest("a.entity-link");
     if (!link) return;
     ev.preventDefault();

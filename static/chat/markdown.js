@@ -2,22 +2,25 @@
  * A small Markdown renderer that is safe by construction: it never parses HTML. Every element
  * is made with document.createElement and every piece of model text goes in through a text
  * node, so `<script>` or `<img onerror=…>` in model output can only ever appear as text.
- * Link targets are limited to http(s), mailto and `entity:<id or key>`.
+ * Link targets are limited to http(s), mailto, `entity:<id or key>` and `passage:<id>`.
  *
  * Supported: headings, paragraphs (single newlines become line breaks), fenced and indented-free
  * code blocks, inline code, **bold**, *italic*, ~~strike~~, [links](…), <autolinks>, bare URLs,
  * nested bullet and numbered lists, block quotes, horizontal rules and GFM pipe tables.
  *
- * This ES module exports render(source, {entityNames}), which returns a DocumentFragment.
+ * This ES module exports render(source, {entityNames, passages}), which returns a DocumentFragment.
  * `entityNames` (a Map from a lower-cased entity name to {id, name, type}) turns plain-text
  * mentions of those entities into entity links. Entity links are
- * <a class="entity-link" data-entity-id="…">; the page handles clicks.
+ * <a class="entity-link" data-entity-id="…">; the page handles clicks. Passage links (a cited passage
+ * of a document) are <a class="passage-link" data-passage-id="…">, titled with the document's name
+ * and a snippet when `passages` (a Map from a passage id to its citation) knows it.
  */
 
 import { el } from "./el.js";
 
 const SAFE_URL = /^(https?:\/\/|mailto:)/i;
 const ENTITY_URL = /^entity:([^\s()]{1,200})$/;
+const PASSAGE_URL = /^passage:([^\s()]{1,200})$/;
 
 
 function escapeRegExp(s) {
@@ -43,6 +46,15 @@ function entityLink(ref, label) {
   a.dataset.entityId = ref;
   a.title = "Show this entity";
   if (typeof label === "string") a.textContent = label;
+  return a;
+}
+
+function passageLink(id, passages) {
+  const a = el("a", "passage-link");
+  a.href = "#passage-" + encodeURIComponent(id);
+  a.dataset.passageId = id;
+  const cited = passages && passages.get(id);
+  a.title = cited ? `${cited.name}${cited.page ? ", page " + cited.page : ""}: ${cited.snippet || ""}` : "A passage of a document";
   return a;
 }
 
@@ -175,9 +187,12 @@ class Inline {
 
   link(parent, label, url) {
     const entity = ENTITY_URL.exec(url);
+    const passage = PASSAGE_URL.exec(url);
     let a;
     if (entity) {
       a = entityLink(decodeURIComponent(entity[1]));
+    } else if (passage) {
+      a = passageLink(decodeURIComponent(passage[1]), this.ctx.passages);
     } else if (SAFE_URL.test(url)) {
       a = el("a", "external-link");
       a.href = url;
@@ -418,7 +433,11 @@ class Blocks {
 
 function render(source, options) {
   const opts = options || {};
-  const ctx = { entityNames: opts.entityNames || null, matcher: nameMatcher(opts.entityNames) };
+  const ctx = {
+    entityNames: opts.entityNames || null,
+    matcher: nameMatcher(opts.entityNames),
+    passages: opts.passages || null,
+  };
   const fragment = document.createDocumentFragment();
   const text = String(source == null ? "" : source).replace(/\r\n?/g, "\n").replace(/\t/g, "    ");
   new Blocks(ctx).render(fragment, text.split("\n"), 0);

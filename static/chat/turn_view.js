@@ -150,13 +150,22 @@ export class TurnView {
     };
     const graph = KGGraph.collect(this.results);
     graph.nodes.forEach(add);
-    this.citations.forEach(add);
+    this.citations.filter((c) => c.kind !== "passage").forEach(add);
     this.linkable.forEach(add);
     return names;
   }
 
   renderText(part) {
-    part.el.replaceChildren(KGMarkdown.render(part.text, { entityNames: this.finished ? this.entityNames() : null }));
+    part.el.replaceChildren(
+      KGMarkdown.render(part.text, {
+        entityNames: this.finished ? this.entityNames() : null,
+        passages: this.passageCitations(),
+      }),
+    );
+  }
+
+  passageCitations() {
+    return new Map(this.citations.filter((c) => c.kind === "passage").map((c) => [c.id, c]));
   }
 
   addTool(call, live) {
@@ -296,6 +305,15 @@ export class TurnView {
     this.citationsEl.hidden = false;
     this.citationsEl.replaceChildren(el("span", "citations-label", "Sources:"));
     for (const c of this.citations) {
+      if (c.kind === "passage") {
+        // A cited passage: its document's name (and page), and the start of its text.
+        const card = el("span", "citation passage-citation");
+        card.dataset.passageId = c.id;
+        card.appendChild(el("span", "passage-document", c.name + (c.page ? `, p. ${c.page}` : "")));
+        card.appendChild(el("span", "passage-snippet", c.snippet || ""));
+        this.citationsEl.appendChild(card);
+        continue;
+      }
       const a = el("a", "entity-link citation", c.name || c.key || c.id);
       a.href = "#entity-" + encodeURIComponent(c.id);
       a.dataset.entityId = c.id;

@@ -79,6 +79,8 @@ class Api:
         *,
         json: Any = None,
         content: bytes | str | None = None,
+        files: dict[str, Any] | None = None,
+        data: dict[str, Any] | None = None,
         params: dict[str, Any] | None = None,
         headers: dict[str, str] | None = None,
         **path: str,
@@ -90,7 +92,9 @@ class Api:
         sent = dict(headers or {})
         if method in UNSAFE and self.csrf:
             sent["X-CSRFToken"] = self.csrf
-        response = self.http.request(method, url, json=json, content=content, params=params, headers=sent)
+        response = self.http.request(
+            method, url, json=json, content=content, files=files, data=data, params=params, headers=sent
+        )
         assert response.status_code == expect, (
             f"{operation} {url}: {response.status_code} {response.text[:800]}"
         )

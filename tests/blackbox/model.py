@@ -12,6 +12,9 @@ that tell the model what to do in that turn; anything else is answered at once.
                           first entity of the result (a Markdown ``entity:`` link)
 
 Plain turns get no tools, so ``#tool`` only changes agent turns.
+
+Document extraction (a request whose ``response_format`` is the "extraction" JSON Schema) is
+answered with the JSON after ``#facts`` in the passage, or with nothing found.
 """
 
 from __future__ import annotations
@@ -74,6 +77,11 @@ class ScriptedModel:
                 gate.set()
 
     def __call__(self, request: dict[str, Any]) -> Plan:
+        schema = (request.get("response_format") or {}).get("json_schema") or {}
+        if schema.get("name") == "extraction":
+            facts = re.search(r"#facts (\{.*\})", last_user_text(request))
+            answer = facts.group(1) if facts else '{"entities": [], "relationships": []}'
+            return Stream(text_chunks(answer), usage=USAGE)
         directive = DIRECTIVE.search(last_user_text(request))
         if directive is None:
             return answer_at_once(request)

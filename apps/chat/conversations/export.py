@@ -19,7 +19,7 @@ from markdown_it import MarkdownIt
 
 from apps.chat.models import Conversation, Message, MessageRole
 from apps.chat.selectors import conversation_get, message_list
-from apps.chat.turns.citations import LINK
+from apps.chat.turns.citations import LINK, PASSAGE_LINK
 from apps.graph_tools.models import GraphObject
 from apps.projects.selectors import Principal, parse_uuid
 
@@ -68,8 +68,10 @@ class EntityNames:
             self.names[key] = name
 
     def resolve(self, text: str) -> str:
-        """``text`` with every entity link and reference replaced by the entity's name (or its label)."""
+        """``text`` with every entity link and reference replaced by the entity's name (or its label),
+        and every passage link by its label."""
         text = LINK.sub(lambda m: self.names.get(m.group(2), m.group(1)), text)
+        text = PASSAGE_LINK.sub(lambda m: m.group(1), text)
         return _BRACKETED.sub(lambda m: self.names.get(m.group(1), m.group(1)), text)
 
 

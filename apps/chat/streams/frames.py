@@ -106,6 +106,12 @@ class ApprovalRequiredFrame(Frame):
 
 
 class Citation(BaseModel):
+    """A cited entity (``id, key, type, name``), or a cited passage of a document: ``kind:
+    "passage"``, ``type: "passage"``, ``key: "passage:<id>"``, ``name`` the document's name, and
+    ``documentId``, ``page``, ``snippet`` (extra keys, kept when a frame is read back)."""
+
+    model_config = ConfigDict(extra="allow")
+
     id: str
     key: str
     type: str

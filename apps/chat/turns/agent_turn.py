@@ -25,7 +25,7 @@ from apps.agents.models import RunStatus
 from apps.agents.plain import Provider
 from apps.chat.models import Message, MessageRole
 from apps.chat.streams.frames import ApprovalRequiredFrame, ErrorFrame, McpToolFrame, TokenFrame
-from apps.chat.turns.citations import CitationFilter, iter_entities
+from apps.chat.turns.citations import CitationFilter, is_passage, iter_entities
 from apps.chat.turns.turn import Answer, PartialTextSaver, Turn, emit
 
 # Stop reasons whose partial answer is kept as the assistant message, with the stop reason.
@@ -200,7 +200,7 @@ def _answer(turn: Turn, stream: _AgentStream, result: ExecuteResult) -> Answer |
         return None
     if result.status != RunStatus.SUCCESS and not parts and result.stop_reason in {"cancelled", "timeout"}:
         return None
-    stream.used.update((c.id, None) for c in citations.citations)
+    stream.used.update((c.id, None) for c in citations.citations if not is_passage(c))
     context: dict[str, Any] = {
         "agent_run_id": str(turn.run_id),
         "graph_version": turn.graph_version,

@@ -1,4 +1,5 @@
-"""Checked citations: an ``entity:<id>`` survives only for entities a tool returned.
+"""Checked citations: an ``entity:<id>`` (or ``passage:<id>``) survives only for entities (passages)
+a tool returned.
 
 The agent is told to cite entities as Markdown links. A link to an id no tool returned in this
 conversation is turned into plain text (its label), and every other unknown ``entity:<ref>`` is
@@ -7,6 +8,10 @@ code block (small models write made-up ids like that). Known refs in those forms
 This happens *while streaming*, so the tokens a client receives concatenate to exactly the
 persisted answer: ``CitationFilter`` holds back only the text that may still become one of these
 forms, and decides each one exactly as it would over the whole text.
+
+A passage of a document (``search_passages``) is cited the same way with its own link kind,
+``[label](passage:<id>)``, and checked against the passages tools returned; entity refs and
+passage ids never stand for each other.
 """
 
 from __future__ import annotations
@@ -19,12 +24,53 @@ from apps.chat.streams.frames import Citation
 
 MAX_LABEL = 300
 MAX_REF = 200
-PREFIX = "(entity:"
-BARE = "entity:"
+ENTITY, PASSAGE = "entity", "passage"
+SCHEMES = (ENTITY, PASSAGE)
+BARES = tuple(f"{scheme}:" for scheme in SCHEMES)
+PREFIXES = tuple(f"({bare}" for bare in BARES)
+SNIPPET_CHARS = 200
 # Characters that end a bare ref; sentence punctuation at its end is not part of it either.
 REF_STOP = frozenset("()[]{}<>\"'`,;|*")
 TRAILING = frozenset(".:!?")
 LINK = re.compile(rf"\[([^\[\]\n]{{1,{MAX_LABEL}}})\]\(entity:([^()\s]{{1,{MAX_REF}}})\)")
+PASSAGE_LINK = re.compile(rf"\[([^\[\]\n]{{1,{MAX_LABEL}}})\]\(passage:([^()\s]{{1,{MAX_REF}}})\)")
+ANY_LINK = re.compile(rf"\[([^\[\]\n]{{1,{MAX_LABEL}}})\]\((entity|passage):([^()\s]{{1,{MAX_REF}}})\)")
+
+
+def iter_passages(value: Any) -> Iterator[dict[str, Any]]:
+    """Yield every passage-shaped object (``id``, ``document_id``, ``document_name``, ``text``)."""
+    if isinstance(value, dict):
+        if all(isinstance(value.get(k), str) for k in ("id", "document_id", "document_name", "text")):
+            yield value
+        for child in value.values():
+            yield from iter_passages(child)
+    elif isinstance(value, list):
+        for child in value:
+            yield from iter_passages(child)
+
+
+def passage_citation(passage: dict[str, Any]) -> Citation:
+    """How a cited passage is shown: its document's name and the start of its text."""
+    text = " ".join(str(passage.get("text", passage.get("snippet", ""))).split())
+    snippet = text if len(text) <= SNIPPET_CHARS else text[: SNIPPET_CHARS - 1].rstrip() + "…"
+    # The passage's keys beyond an entity's are the model's extra keys (``Citation`` allows them).
+    return Citation.model_validate(
+        {
+            "id": passage["id"],
+            "key": f"passage:{passage['id']}",
+            "type": "passage",
+            "name": passage.get("document_name", passage.get("name", "")),
+            "kind": PASSAGE,
+            "documentId": passage.get("document_id", passage.get("documentId")),
+            "page": passage.get("page"),
+            "snippet": snippet,
+        }
+    )
+
+
+def is_passage(citation: Citation) -> bool:
+    """Whether a citation names a passage of a document (not an entity)."""
+    return (citation.model_extra or {}).get("kind") == PASSAGE
 
 
 def iter_entities(value: Any) -> Iterator[dict[str, Any]]:
@@ -40,17 +86,22 @@ def iter_entities(value: Any) -> Iterator[dict[str, Any]]:
 
 
 class KnownEntities:
-    """Entities returned by tools in a conversation, by id and by key.
+    """Entities returned by tools in a conversation, by id and by key, and passages, by id.
 
-    Built from the conversation's stored map (``{id: {id, key, type, name}}``); what tools return
-    during the turn is added, and ``new`` is what the turn learnt, to be stored with its answer.
+    Built from the conversation's stored map (``{id: {id, key, type, name}}``, a passage's entry with
+    ``kind: "passage"``); what tools return during the turn is added, and ``new`` is what the turn
+    learnt, to be stored with its answer.
     """
 
     def __init__(self, stored: dict[str, dict[str, Any]] | None = None) -> None:
         self._by_ref: dict[str, Citation] = {}
-        self.new: dict[str, dict[str, str]] = {}
+        self._passages: dict[str, Citation] = {}
+        self.new: dict[str, dict[str, Any]] = {}
         for entity in (stored or {}).values():
-            self._add(entity, remember=False)
+            if entity.get("kind") == PASSAGE:
+                self._passages.setdefault(entity["id"], Citation.model_validate(entity))
+            else:
+                self._add(entity, remember=False)
 
     def _add(self, entity: dict[str, Any], *, remember: bool) -> None:
         citation = Citation(id=entity["id"], key=entity["key"], type=entity["type"], name=entity["name"])
@@ -62,8 +113,15 @@ class KnownEntities:
     def add_result(self, result: Any) -> None:
         for entity in iter_entities(result):
             self._add(entity, remember=True)
+        for passage in iter_passages(result):
+            if passage["id"] not in self._passages:
+                citation = passage_citation(passage)
+                self._passages[citation.id] = citation
+                self.new[citation.id] = citation.model_dump()
 
-    def get(self, ref: str) -> Citation | None:
+    def get(self, ref: str, scheme: str = ENTITY) -> Citation | None:
+        if scheme == PASSAGE:
+            return self._passages.get(ref)
         return self._by_ref.get(ref)
 
     def __len__(self) -> int:
@@ -77,11 +135,10 @@ def _may_become_link(text: str) -> bool:
         label = text[1:]
         return len(label) <= MAX_LABEL and "\n" not in label and "[" not in label
     rest = text[close + 1 :]
-    if len(rest) <= len(PREFIX):
-        return PREFIX.startswith(rest)
-    if not rest.startswith(PREFIX):
-        return False
-    ref = rest[len(PREFIX) :]
+    prefix = next((p for p in PREFIXES if rest.startswith(p)), None)
+    if prefix is None:
+        return any(p.startswith(rest) for p in PREFIXES)
+    ref = rest[len(prefix) :]
     return ")" not in ref and len(ref) <= MAX_REF and not any(ch.isspace() or ch == "(" for ch in ref)
 
 
@@ -100,11 +157,10 @@ def _ref_run(text: str, start: int) -> int:
 def _may_become_enclosed(text: str, close: str) -> bool:
     """Whether ``text`` (starting with '[' or '(') is a prefix of ``[entity:<ref>]`` / ``(entity:<ref>)``."""
     rest = text[1:]
-    if len(rest) <= len(BARE):
-        return BARE.startswith(rest)
-    if not rest.startswith(BARE):
-        return False
-    ref = rest[len(BARE) :]
+    bare = next((b for b in BARES if rest.startswith(b)), None)
+    if bare is None:
+        return any(b.startswith(rest) for b in BARES)
+    ref = rest[len(bare) :]
     return len(ref) <= MAX_REF and all(_is_ref_char(ch) for ch in ref)
 
 
@@ -122,14 +178,14 @@ class CitationFilter:
         self._pending = ""
         self._before = ""  # the input character just before ``_pending`` (for word boundaries)
 
-    def _cite(self, label: str, ref: str) -> str:
+    def _cite(self, label: str, scheme: str, ref: str) -> str:
         label = self._strip(label)
-        citation = self.known.get(ref)
+        citation = self.known.get(ref, scheme)
         if citation is None:
             return label
         if all(c.id != citation.id for c in self.citations):
             self.citations.append(citation)
-        return f"[{label.strip() or citation.name}](entity:{citation.id})"
+        return f"[{label.strip() or citation.name}]({scheme}:{citation.id})"
 
     def _strip(self, text: str) -> str:
         """``text`` with its unknown refs removed (a finished piece: nothing is held back)."""
@@ -137,22 +193,26 @@ class CitationFilter:
         return out
 
     def _enclosed(self, buf: str, i: int, close: str, final: bool) -> tuple[str, int] | str:
-        """``[entity:<ref>]`` or ``(entity:<ref>)`` at ``i``: removed when ``ref`` is unknown."""
-        head = i + 1 + len(BARE)
-        if buf.startswith(BARE, i + 1):
+        """``[entity:<ref>]`` or ``(entity:<ref>)`` (or ``passage:``) at ``i``: removed when ``ref`` is unknown."""
+        bare = next((b for b in BARES if buf.startswith(b, i + 1)), None)
+        if bare is not None:
+            head = i + 1 + len(bare)
             end = _ref_run(buf, head)
             if end < len(buf) and buf[end] == close and 0 < end - head <= MAX_REF:
                 ref = buf[head:end]
-                return ("" if self.known.get(ref) is None else buf[i : end + 1]), end + 1
+                known = self.known.get(ref, bare[:-1])
+                return ("" if known is None else buf[i : end + 1]), end + 1
         if not final and _may_become_enclosed(buf[i:], close):
             return _WAIT
         return _PLAIN
 
     def _bare(self, buf: str, i: int, final: bool) -> tuple[str, int] | str:
-        """A bare ``entity:<ref>`` at ``i``; sentence punctuation right after it is not part of it."""
-        if not buf.startswith(BARE, i):
-            return _WAIT if not final and BARE.startswith(buf[i:]) else _PLAIN
-        head = i + len(BARE)
+        """A bare ``entity:<ref>`` (or ``passage:<id>``) at ``i``; sentence punctuation right after it
+        is not part of it."""
+        bare = ENTITY + ":" if buf[i] == "e" else PASSAGE + ":"
+        if not buf.startswith(bare, i):
+            return _WAIT if not final and bare.startswith(buf[i:]) else _PLAIN
+        head = i + len(bare)
         end = _ref_run(buf, head)
         if end == len(buf) and not final and end - head <= MAX_REF:
             return _WAIT
@@ -161,14 +221,14 @@ class CitationFilter:
         if not 0 < end - head <= MAX_REF:
             return _PLAIN
         ref = buf[head:end]
-        return ("" if self.known.get(ref) is None else buf[i:end]), end
+        return ("" if self.known.get(ref, bare[:-1]) is None else buf[i:end]), end
 
     def _scan(self, buf: str, i: int, before: str, final: bool) -> tuple[str, int] | str:
         ch = buf[i]
         if ch == "[":
-            match = LINK.match(buf, i)
+            match = ANY_LINK.match(buf, i)
             if match:
-                return self._cite(match.group(1), match.group(2)), match.end()
+                return self._cite(match.group(1), match.group(2), match.group(3)), match.end()
             link_possible = not final and _may_become_link(buf[i:])
             found = self._enclosed(buf, i, "]", final)
             if isinstance(found, tuple):
@@ -180,7 +240,7 @@ class CitationFilter:
             return _WAIT if link_possible or found == _WAIT else _PLAIN
         if ch == "(":
             return self._enclosed(buf, i, ")", final)
-        if ch == "e" and not (before.isalnum() or before == "_"):
+        if ch in "ep" and not (before.isalnum() or before == "_"):
             return self._bare(buf, i, final)
         return _PLAIN
 
@@ -191,7 +251,7 @@ class CitationFilter:
         plain_from = 0
         while i < len(buf):
             ch = buf[i]
-            if ch not in "[(e":
+            if ch not in "[(ep":
                 i += 1
                 continue
             found = self._scan(buf, i, buf[i - 1] if i else before, final)

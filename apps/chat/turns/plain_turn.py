@@ -9,14 +9,15 @@ from apps.agents.history import DEFAULT_HISTORY_LIMIT
 from apps.agents.plain import Provider, plain_answer
 from apps.chat.streams.frames import ErrorFrame, TokenFrame
 from apps.chat.turns.citations import CitationFilter
-from apps.chat.turns.context import load_prompt, to_history
+from apps.chat.turns.context import PASSAGES_PROMPT, load_prompt, to_history
 from apps.chat.turns.retrieval import AlwaysRetrieveStrategy
 from apps.chat.turns.turn import Answer, PartialTextSaver, Turn, emit
 from apps.graph_tools.errors import ToolError
 
 
 async def run_plain_turn(turn: Turn, provider: Provider | None) -> Answer | None:
-    """Always retrieve: one hybrid search, its results in the system prompt, one streamed answer."""
+    """Always retrieve: one hybrid search and one passage search, their results in the system prompt,
+    one streamed answer."""
     strategy = AlwaysRetrieveStrategy()
     try:
         retrieval = await strategy.retrieve(project_id=turn.project.id, query=turn.user_message.content)
@@ -30,7 +31,14 @@ async def run_plain_turn(turn: Turn, provider: Provider | None) -> Answer | None
         example_name=first["name"] if first else "Name",
         example_id=first["id"] if first else "<id>",
     )
+    if retrieval.passages:  # a project without documents keeps the prompt it always had
+        system_prompt += load_prompt(PASSAGES_PROMPT).format(
+            passages=retrieval.passages_context,
+            example_document=retrieval.passages[0]["document_name"],
+            example_passage_id=retrieval.passages[0]["id"],
+        )
     turn.known.add_result(retrieval.result)
+    turn.known.add_result(retrieval.passages_result)
     citations = CitationFilter(turn.known)
     parts: list[str] = []
     saver = PartialTextSaver(turn)
@@ -66,6 +74,8 @@ async def run_plain_turn(turn: Turn, provider: Provider | None) -> Answer | None
         "entity_ids": [e["id"] for e in retrieval.entities],
         "entities": [{k: e[k] for k in ("id", "key", "type", "name")} for e in retrieval.entities],
     }
+    if retrieval.passages:
+        context["passage_ids"] = [p["id"] for p in retrieval.passages]
     if stopped is not None:  # cancelled, timed out or deleted: what was said is kept
         await emit(turn, ErrorFrame(error=stopped.message, code=stopped.code))
         if not text:

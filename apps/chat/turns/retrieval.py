@@ -1,7 +1,7 @@
 """Retrieval for plain conversations (chat-agent-loop CA-3/CA-4): *always retrieve*.
 
-One ``hybrid_search`` on the user's message, its results placed into the system prompt, no tools
-offered. An agent-backed conversation retrieves through tool use instead: its agent is offered
+One ``hybrid_search`` and one ``search_passages`` on the user's message, their results (entities,
+and passages of the project's documents) placed into the system prompt, no tools offered. An agent-backed conversation retrieves through tool use instead: its agent is offered
 the graph tools (``apps.agents``) and decides when to search.
 """
 
@@ -15,6 +15,9 @@ from typing import Any
 from apps.graph_tools.registry import tool_call
 
 NO_RESULTS = "No matching entities were found in the knowledge graph."
+NO_PASSAGES = "No matching passages were found in the project's documents."
+# A passage is shown to the model up to this many characters.
+PASSAGE_PROMPT_CHARS = 1200
 MAX_QUERY_CHARS = 1000  # the longest query hybrid_search accepts
 
 
@@ -27,6 +30,9 @@ class Retrieval:
     tool: str = "hybrid_search"
     arguments: dict[str, Any] = field(default_factory=dict)
     result: dict[str, Any] = field(default_factory=dict)
+    passages: list[dict[str, Any]] = field(default_factory=list)
+    passages_context: str = NO_PASSAGES
+    passages_result: dict[str, Any] = field(default_factory=dict)
 
 
 def format_entities(entities: list[dict[str, Any]]) -> str:
@@ -46,17 +52,42 @@ def format_entities(entities: list[dict[str, Any]]) -> str:
     return "\n".join(blocks)
 
 
+def format_passages(passages: list[dict[str, Any]]) -> str:
+    """Format passages for the prompt: the document, the page, the id to cite, the text."""
+    if not passages:
+        return NO_PASSAGES
+    blocks = []
+    for p in passages:
+        where = f"{p['document_name']}" + (f", page {p['page']}" if p.get("page") else "")
+        text = p["text"] if len(p["text"]) <= PASSAGE_PROMPT_CHARS else p["text"][:PASSAGE_PROMPT_CHARS] + "…"
+        blocks.append(f"- passage {p['id']} ({where}):\n  {text}")
+    return "\n".join(blocks)
+
+
 class AlwaysRetrieveStrategy:
     """Search the graph once for every message; offer the model no tools."""
 
-    def __init__(self, limit: int = 8) -> None:
+    def __init__(self, limit: int = 8, passages: int = 4) -> None:
         self.limit = limit
+        self.passages = passages
 
     async def retrieve(self, *, project_id: uuid.UUID, query: str) -> Retrieval:
         # Strip before cutting: a message that starts with a page of blank lines still has words.
         arguments = {"query": query.strip()[:MAX_QUERY_CHARS], "limit": self.limit}
         result = await tool_call(project_id=project_id, name="hybrid_search", arguments=arguments)
         entities = list(result.get("results", []))
+        passages_result = await tool_call(
+            project_id=project_id,
+            name="search_passages",
+            arguments={"query": arguments["query"], "limit": self.passages},
+        )
+        passages = list(passages_result.get("results", []))
         return Retrieval(
-            context=format_entities(entities), entities=entities, arguments=arguments, result=result
+            context=format_entities(entities),
+            entities=entities,
+            arguments=arguments,
+            result=result,
+            passages=passages,
+            passages_context=format_passages(passages),
+            passages_result=passages_result,
         )

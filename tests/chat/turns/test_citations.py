@@ -101,3 +101,66 @@ def test_one_character_deltas_of_the_other_forms_give_the_same_text():
 def test_a_ref_that_ends_the_stream_is_decided_when_it_ends():
     assert stream(["Capital: entity:", MADE_UP[:8]]) == ("Capital: ", [])
     assert stream(["Capital: entity:par", "is"]) == ("Capital: entity:paris", [])
+
+
+# Passages of documents (issue 26): their own link kind, checked the same way.
+PASSAGE = {
+    "id": "33333333-3333-3333-3333-333333333333",
+    "document_id": "44444444-4444-4444-4444-444444444444",
+    "document_name": "harbour.md",
+    "page": None,
+    "text": "The lighthouse of Porto Velho was built in 1871 by the engineer Marta Lobo.",
+}
+PASSAGE_TEXT = (
+    "Built in 1871 [harbour.md](passage:33333333-3333-3333-3333-333333333333) near "
+    "[Paris](entity:paris); [a guess](passage:55555555-5555-5555-5555-555555555555) and "
+    "(passage:55555555-5555-5555-5555-555555555555) passage:66 are gone, passage: stays, "
+    "[Paris](passage:paris) is no passage."
+)
+PASSAGE_EXPECTED = (
+    "Built in 1871 [harbour.md](passage:33333333-3333-3333-3333-333333333333) near "
+    "[Paris](entity:11111111-1111-1111-1111-111111111111); a guess and "
+    "  are gone, passage: stays, "
+    "Paris is no passage."
+)
+
+
+def known_with_passage() -> KnownEntities:
+    found = known()
+    found.add_result({"results": [{**PASSAGE, "score": 0.03}]})
+    return found
+
+
+def test_a_cited_passage_a_tool_returned_survives_and_an_unknown_one_is_removed():
+    text, citations = check_citations(PASSAGE_TEXT, known_with_passage())
+
+    assert text == PASSAGE_EXPECTED
+    assert [(c.type, c.name) for c in citations] == [("passage", "harbour.md"), ("City", "Paris")]
+    cited = citations[0].model_dump()
+    assert cited["kind"] == "passage" and cited["key"] == f"passage:{PASSAGE['id']}"
+    assert cited["documentId"] == PASSAGE["document_id"]
+    assert cited["snippet"].startswith("The lighthouse of Porto Velho")
+
+
+def test_every_split_of_a_text_with_passages_gives_the_same_text():
+    for cut in range(len(PASSAGE_TEXT) + 1):
+        f = CitationFilter(known_with_passage())
+        out = f.feed(PASSAGE_TEXT[:cut]) + f.feed(PASSAGE_TEXT[cut:]) + f.flush()
+        assert out == PASSAGE_EXPECTED, cut
+
+
+def test_a_passage_is_never_taken_for_an_entity_nor_an_entity_for_a_passage():
+    found = known_with_passage()
+
+    assert found.get(PASSAGE["id"]) is None
+    assert found.get("paris", "passage") is None
+    assert found.get(PASSAGE["id"], "passage") is not None
+
+
+def test_passages_learnt_in_a_turn_are_stored_and_known_in_the_next():
+    first = known_with_passage()
+
+    later = KnownEntities(first.new)
+
+    assert later.get(PASSAGE["id"], "passage").name == "harbour.md"
+    assert later.get("paris").name == "Paris"

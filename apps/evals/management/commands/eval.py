@@ -10,9 +10,10 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from apps.evals import metaqa, report
+from apps.evals.extraction import extraction_eval, extraction_table
 from apps.evals.planner import PLANNER_MODEL
 from apps.evals.questions import KINDS, METAQA_KINDS
-from apps.evals.services import SETS, EvalError, QuestionResult, eval_plan, eval_run
+from apps.evals.services import SETS, EvalError, QuestionResult, eval_plan, eval_run, eval_user_ensure
 from apps.evals.sets import DEFAULT_PER_KIND, DEFAULT_SEED
 
 
@@ -24,8 +25,9 @@ class Command(BaseCommand):
             "--set",
             dest="sets",
             action="append",
-            choices=SETS,
-            help="question set (repeatable; default demo)",
+            choices=(*SETS, "extraction"),
+            help="question set (repeatable; default demo); extraction: the fictional world as prose, "
+            "extracted into a graph and compared with the world",
         )
         parser.add_argument(
             "--project", help="project slug or id (default: the set's own eval project; needed for generated)"
@@ -73,6 +75,16 @@ class Command(BaseCommand):
             "--out", default=str(Path(settings.BASE_DIR) / ".data" / "eval"), help="results directory"
         )
 
+    def _extraction(self, o: dict[str, Any]) -> list[Any]:
+        """The extraction set: each model reads the fictional world's prose (one score each)."""
+        scores = []
+        for model in o["models"] or [PLANNER_MODEL]:
+            self.stdout.write(f"extraction: {model} reads the fictional world's prose…")
+            score = extraction_eval(model=model, owner=eval_user_ensure(), seed=o["seed"])
+            scores.append(score)
+            self.stdout.write(extraction_table([score]).splitlines()[1])
+        return scores
+
     def handle(self, *args: object, **o: Any) -> None:
         # One line per answer is the progress report; ADK's per-run INFO lines would bury it.
         logging.getLogger("google_adk").setLevel(logging.WARNING)
@@ -99,8 +111,11 @@ class Command(BaseCommand):
                 f"{PLANNER_MODEL} follows tools, and plain chat offers none: it is not asked in plain mode"
             )
 
+        sets = o["sets"] or ["demo"]
+        extraction_scores = self._extraction(o) if "extraction" in sets else []
+
         async def run_all() -> None:
-            for set_name in o["sets"] or ["demo"]:
+            for set_name in [s for s in sets if s != "extraction"]:
                 plan = await eval_plan(
                     set_name=set_name,
                     project_ref=o["project"],
@@ -120,7 +135,15 @@ class Command(BaseCommand):
             async_to_sync(run_all)()
         except EvalError as exc:
             raise CommandError(exc.message) from None
-        self._report(results, Path(str(o["out"])))
+        if extraction_scores:
+            self.stdout.write("\n" + extraction_table(extraction_scores))
+            out = Path(str(o["out"]))
+            out.mkdir(parents=True, exist_ok=True)
+            path = out / "extraction.json"
+            path.write_text(json.dumps([s.as_json() for s in extraction_scores], indent=2))
+            self.stdout.write(f"extraction: {path}")
+        if results or not extraction_scores:
+            self._report(results, Path(str(o["out"])))
 
     def _report(self, results: list[QuestionResult], out: Path) -> None:
         rows = report.summarise(results)

@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('graph_tools', '0015_change_actions_from_write_tools'),
+        ('graph_tools', '0017_extraction_change_sets'),
         ('projects', '0002_invitations'),
     ]
 

@@ -1,0 +1,1 @@
+"""Documents: uploaded files read as text, split into passages, searched and cited (issue 26)."""

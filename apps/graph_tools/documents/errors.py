@@ -1,0 +1,42 @@
+"""The errors of a document upload: each a 4xx with its own code, and nothing is stored."""
+
+from __future__ import annotations
+
+from apps.core.errors import NotFound, ServiceError
+
+
+class DocumentError(ServiceError):
+    """The document could not be read; nothing of it was stored."""
+
+    code = "unreadable_document"
+
+
+class UnsupportedDocumentType(DocumentError):
+    status = 415
+    code = "unsupported_document_type"
+
+
+class DocumentTooLarge(DocumentError):
+    status = 413
+    code = "document_too_large"
+
+
+class DocumentTooManyPages(DocumentError):
+    status = 413
+    code = "document_too_many_pages"
+
+
+class DocumentEncrypted(DocumentError):
+    code = "document_encrypted"
+
+
+class DocumentCorrupt(DocumentError):
+    code = "document_corrupt"
+
+
+class DocumentWithoutText(DocumentError):
+    code = "document_without_text"
+
+
+class DocumentNotFound(NotFound):
+    code = "document_not_found"

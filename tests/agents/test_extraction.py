@@ -1,0 +1,461 @@
+"""Extraction as a proposal (issue 26 item 3): a scripted perfect extractor proves the pipeline loses
+nothing; review approves, rejects and edits items, written with one graph version bump and one
+audit row per change naming the document and passage; failures are retried and skipped; a changed
+paragraph re-extracts only its passage; a deleted document stops its job; a restart resumes."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+from django.test import Client
+
+from apps.agents.extraction import TOOL_NAME, extraction_run_until_idle, extraction_step
+from apps.agents.llm.base import ToolCall
+from apps.agents.llm.scripted import ScriptedProvider, error
+from apps.graph_tools.documents import extraction as graph_extraction
+from apps.graph_tools.documents import resolution
+from apps.graph_tools.documents.services import document_upload
+from apps.graph_tools.models import (
+    ChangeSet,
+    Document,
+    ExtractionSettings,
+    GraphChange,
+    GraphObject,
+    GraphRelationship,
+    Passage,
+)
+from apps.graph_tools.versions import graph_version_current
+from tests.factories import make_entity, make_project, make_relationship, make_user
+
+pytestmark = pytest.mark.django_db
+
+P1 = "Freedonia is a country whose capital is Fredville. Its currency is the Freedonian crown."
+P2 = "Fredville lies on the river Fred, and the city also borders the town of Nortown."
+P3 = "Nortown uses the Freedonian crown as well."
+TEXT = "\n\n".join([P1, P2, P3]) + "\n"
+# The truth per passage: what a perfect extractor says.
+TRUTH: dict[str, dict[str, list[dict[str, str]]]] = {
+    P1: {
+        "entities": [
+            {"name": "Freedonia", "type": "Country", "description": "A country."},
+            {"name": "Fredville", "type": "City", "description": "The capital of Freedonia."},
+            {"name": "Freedonian crown", "type": "Currency", "description": "Freedonia's currency."},
+        ],
+        "relationships": [
+            {"source": "Fredville", "type": "CAPITAL_OF", "target": "Freedonia"},
+            {"source": "Freedonia", "type": "USES_CURRENCY", "target": "Freedonian crown"},
+        ],
+    },
+    P2: {
+        "entities": [
+            {"name": "Fredville", "type": "City", "description": "A city on the river Fred."},
+            {"name": "Nortown", "type": "City", "description": "A town."},
+        ],
+        "relationships": [{"source": "Fredville", "type": "BORDERS", "target": "Nortown"}],
+    },
+    P3: {
+        "entities": [
+            {"name": "Nortown", "type": "City", "description": "A town."},
+            {"name": "Freedonian crown", "type": "Currency", "description": "A currency."},
+        ],
+        "relationships": [{"source": "Nortown", "type": "USES_CURRENCY", "target": "Freedonian crown"}],
+    },
+}
+TRUE_RELATIONSHIPS = {
+    ("Fredville", "CAPITAL_OF", "Freedonia"),
+    ("Freedonia", "USES_CURRENCY", "Freedonian crown"),
+    ("Fredville", "BORDERS", "Nortown"),
+    ("Nortown", "USES_CURRENCY", "Freedonian crown"),
+}
+
+
+def passage_of(messages: list[Any]) -> str:
+    return re.search(r"Passage:\n(.*)$", messages[-1].content, re.DOTALL).group(1)  # type: ignore[union-attr]
+
+
+def perfect_extractor(truth: dict[str, Any] = TRUTH) -> ScriptedProvider:
+    """Answers every passage with exactly its facts, through the one tool it is offered."""
+
+    def respond(messages: list[Any], tools: list[Any]) -> list[Any]:
+        assert [t.name for t in tools] == [TOOL_NAME]
+        return [ToolCall(id="x", name=TOOL_NAME, arguments=truth[passage_of(messages)])]
+
+    return ScriptedProvider(responder=respond)
+
+
+@pytest.fixture
+def project():
+    owner = make_user("owner")
+    project = make_project(owner=owner, name="Atlas")
+    # The project's types: the schema's enums come from them.
+    a = make_entity(project, "country:x", type="Country", name="Xland")
+    b = make_entity(project, "city:y", type="City", name="Yburg")
+    c = make_entity(project, "currency:z", type="Currency", name="Zed")
+    make_relationship(project, b, "CAPITAL_OF", a)
+    make_relationship(project, a, "USES_CURRENCY", c)
+    make_relationship(project, b, "BORDERS", b)
+    make_entity(project, "country:freedonia", type="Country", name="Freedonia", description="Already known.")
+    return project
+
+
+@pytest.fixture
+def owner_client(project):
+    client = Client()
+    client.force_login(project.memberships.get().user)
+    return client
+
+
+def start(client, project, document) -> dict[str, Any]:
+    response = client.post(f"/api/projects/{project.id}/documents/{document.id}/extraction")
+    assert response.status_code == 202, response.json()
+    return response.json()
+
+
+def graph_relationships(project) -> set[tuple[str, str, str]]:
+    return {
+        (r.src.name, r.type, r.dst.name)
+        for r in GraphRelationship.objects.filter(project=project).select_related("src", "dst")
+    }
+
+
+def test_the_perfect_extractor_loses_nothing(project, owner_client):
+    document = document_upload(project=project, name="atlas.md", data=TEXT.encode()).document
+    before = set(graph_relationships(project))
+    version = graph_version_current(project_id=project.id)
+
+    started = start(owner_client, project, document)
+    extracted = extraction_run_until_idle(provider=perfect_extractor())
+    review = owner_client.get(f"/api/projects/{project.id}/documents/{document.id}/extraction").json()
+    decided = owner_client.post(
+        f"/api/change-sets/{review['id']}/decision", {"approve": "all"}, content_type="application/json"
+    )
+
+    assert started["status"] == "running" and started["progress"] == {
+        "total": 3,
+        "done": 0,
+        "failed": 0,
+        "pending": 3,
+    }
+    assert extracted == 3
+    assert review["status"] == "review" and review["progress"]["done"] == 3
+    actions = {
+        (i["action"], i["values"].get("name"))
+        for i in review["items"]
+        if i["action"] != "create_relationship"
+    }
+    assert actions == {
+        ("link_entity", "Freedonia"),
+        ("create_entity", "Fredville"),
+        ("create_entity", "Freedonian crown"),
+        ("create_entity", "Nortown"),
+    }
+    link = next(i for i in review["items"] if i["action"] == "link_entity")
+    assert link["evidence"]["method"] == "name" and link["evidence"]["entity"]["name"] == "Freedonia"
+    assert decided.status_code == 200, decided.json()
+    assert decided.json()["status"] == "applied"
+    assert graph_relationships(project) - before == TRUE_RELATIONSHIPS
+    assert GraphObject.objects.filter(project=project, name="Freedonia").count() == 1
+    assert graph_version_current(project_id=project.id) == version + 1
+    changes = list(GraphChange.objects.filter(project=project, version=version + 1))
+    assert len(changes) == 3 + 4
+    assert {c.authority for c in changes} == {"extraction"}
+    passages = {p.id: p.text for p in Passage.objects.filter(document=document)}
+    for change in changes:
+        assert change.document_id == document.id
+        text = passages[change.passage_id]
+        if change.action == "create_relationship":
+            src = GraphObject.objects.get(id=change.src_id).name
+            dst = GraphObject.objects.get(id=change.dst_id).name
+            triple = {"source": src, "type": change.after["type"], "target": dst}
+            assert triple in TRUTH[text]["relationships"]
+        else:
+            assert change.after["name"] in [e["name"] for e in TRUTH[text]["entities"]]
+
+
+def test_review_approves_some_rejects_one_and_edits_one(project, owner_client):
+    document = document_upload(project=project, name="atlas.md", data=TEXT.encode()).document
+    start(owner_client, project, document)
+    extraction_run_until_idle(provider=perfect_extractor())
+    review = owner_client.get(f"/api/projects/{project.id}/documents/{document.id}/extraction").json()
+    items = {
+        i["values"].get("name") or (i["values"]["sourceName"], i["values"]["targetName"]): i
+        for i in review["items"]
+    }
+    version = graph_version_current(project_id=project.id)
+
+    first = owner_client.post(
+        f"/api/change-sets/{review['id']}/decision",
+        {
+            "approve": [
+                items["Fredville"]["id"],
+                items["Nortown"]["id"],
+                items[("Fredville", "Nortown")]["id"],
+            ],
+            "reject": [items["Freedonian crown"]["id"]],
+            "edits": {str(items["Nortown"]["id"]): {"name": "Nortown-on-Fred"}},
+        },
+        content_type="application/json",
+    ).json()
+    rest = owner_client.post(
+        f"/api/change-sets/{review['id']}/decision", {"approve": "all"}, content_type="application/json"
+    ).json()
+    again = owner_client.post(
+        f"/api/change-sets/{review['id']}/decision", {"approve": "all"}, content_type="application/json"
+    )
+
+    assert first["status"] == "review"
+    assert GraphObject.objects.filter(project=project, name="Nortown-on-Fred").exists()
+    assert not GraphObject.objects.filter(project=project, name="Freedonian crown").exists()
+    assert ("Fredville", "BORDERS", "Nortown-on-Fred") in graph_relationships(project)
+    assert graph_version_current(project_id=project.id) == version + 2
+    statuses = {
+        i["values"].get("type"): i["status"] for i in rest["items"] if i["action"] == "create_relationship"
+    }
+    assert statuses["CAPITAL_OF"] == "applied"
+    assert statuses["USES_CURRENCY"] == "failed"  # its currency was rejected
+    assert rest["status"] == "applied"
+    assert (again.status_code, again.json()["code"]) == (409, "change_set_not_pending")
+
+
+def test_a_viewer_cannot_start_or_decide_and_outsiders_see_nothing(project, owner_client):
+    document = document_upload(project=project, name="atlas.md", data=TEXT.encode()).document
+    review = start(owner_client, project, document)
+    viewer, outsider = make_user(), make_user()
+    from tests.factories import add_member
+
+    add_member(project, viewer, role="viewer")
+    as_viewer, as_outsider = Client(), Client()
+    as_viewer.force_login(viewer)
+    as_outsider.force_login(outsider)
+
+    refused = as_viewer.post(f"/api/projects/{project.id}/documents/{document.id}/extraction")
+    decide = as_viewer.post(
+        f"/api/change-sets/{review['id']}/decision", {"approve": "all"}, content_type="application/json"
+    )
+    hidden = as_outsider.get(f"/api/change-sets/{review['id']}")
+
+    assert (refused.status_code, decide.status_code) == (403, 403)
+    assert (hidden.status_code, hidden.json()["code"]) == (404, "change_set_not_found")
+    assert as_viewer.get(f"/api/change-sets/{review['id']}").status_code == 200
+
+
+def test_model_errors_are_retried_with_backoff_and_a_passage_that_keeps_failing_is_skipped(
+    project, owner_client, monkeypatch
+):
+    monkeypatch.setattr(graph_extraction, "BACKOFF_SECONDS", 0.0)
+    document = document_upload(project=project, name="atlas.md", data=TEXT.encode()).document
+    start(owner_client, project, document)
+    perfect = perfect_extractor()
+    calls: list[str] = []
+
+    def flaky(messages: list[Any], tools: list[Any]) -> list[Any]:
+        text = passage_of(messages)
+        calls.append(text)
+        if text == P2 or (text == P1 and calls.count(P1) == 1):
+            return error("rate limited", status=429)
+        return perfect.responder(messages, tools)  # type: ignore[misc]
+
+    extraction_run_until_idle(provider=ScriptedProvider(responder=flaky))
+    review = owner_client.get(f"/api/projects/{project.id}/documents/{document.id}/extraction").json()
+
+    assert calls.count(P1) == 2 and calls.count(P2) == graph_extraction.EXTRACTION_ATTEMPTS
+    failed = Passage.objects.get(document=document, text=P2)
+    assert (failed.extraction_state, failed.extraction_error) == ("failed", "rate limited")
+    assert review["status"] == "review"
+    assert review["progress"] == {"total": 3, "done": 2, "failed": 1, "pending": 0}
+    assert "Nortown" in {i["values"].get("name") for i in review["items"]}
+
+
+def test_a_changed_paragraph_re_extracts_only_its_passage(project, owner_client):
+    document = document_upload(project=project, name="atlas.md", data=TEXT.encode()).document
+    start(owner_client, project, document)
+    extraction_run_until_idle(provider=perfect_extractor())
+    first = owner_client.get(f"/api/projects/{project.id}/documents/{document.id}/extraction").json()
+    owner_client.post(
+        f"/api/change-sets/{first['id']}/decision", {"approve": "all"}, content_type="application/json"
+    )
+    changed = P3.replace("as well", "too")
+    truth = {
+        **TRUTH,
+        changed: {
+            "entities": [{"name": "Nortown", "type": "City", "description": "A town."}],
+            "relationships": [],
+        },
+    }
+    document_upload(project=project, name="atlas.md", data=TEXT.replace(P3, changed).encode())
+    model = perfect_extractor(truth)
+
+    second = start(owner_client, project, document)
+    extraction_run_until_idle(provider=model)
+
+    assert second["progress"]["total"] == 1
+    assert [passage_of(c.messages) for c in model.calls] == [changed]
+    latest = ChangeSet.objects.filter(document=document).first()
+    assert latest is not None and latest.status == "empty"  # Nortown is in the graph now: only a link
+
+
+def test_a_deleted_document_stops_its_job(project, owner_client):
+    document = document_upload(project=project, name="atlas.md", data=TEXT.encode()).document
+    start(owner_client, project, document)
+    model = perfect_extractor()
+    extraction_step(provider=model)
+
+    Document.objects.filter(id=document.id).delete()
+    more = extraction_run_until_idle(provider=model)
+
+    assert more == 0 and len(model.calls) == 1
+    assert not ChangeSet.objects.exists() and not Passage.objects.exists()
+
+
+def test_a_restarted_worker_resumes_a_passage_whose_claim_lapsed(project, owner_client):
+    document = document_upload(project=project, name="atlas.md", data=TEXT.encode()).document
+    start(owner_client, project, document)
+    claimed = graph_extraction.extraction_claim()  # a worker took it, then died
+    assert claimed is not None
+
+    before = extraction_run_until_idle(provider=perfect_extractor())
+    Passage.objects.filter(id=claimed.id).update(extraction_not_before=None)  # its lease ran out
+    after = extraction_run_until_idle(provider=perfect_extractor())
+
+    assert (before, after) == (2, 1)
+    assert ChangeSet.objects.get(document=document).status == "review"
+
+
+def test_the_schema_names_the_project_types_and_new_types_need_the_setting(project):
+    spec = graph_extraction.extraction_spec(project_id=project.id)
+    answer = {
+        "entities": [{"name": "Ann", "type": "Person", "description": ""}, {"name": "Oz", "type": "Country"}],
+        "relationships": [{"source": "Ann", "type": "LIVES_IN", "target": "Oz"}],
+    }
+
+    cleaned = graph_extraction.extraction_output_clean(answer, spec)
+    ExtractionSettings.objects.create(project=project, allow_new_types=True)
+    free = graph_extraction.extraction_spec(project_id=project.id)
+
+    entity_type = spec.schema["properties"]["entities"]["items"]["properties"]["type"]
+    assert entity_type["enum"] == ["City", "Country", "Currency"]
+    assert spec.schema["properties"]["relationships"]["items"]["properties"]["type"]["enum"] == [
+        "BORDERS",
+        "CAPITAL_OF",
+        "USES_CURRENCY",
+    ]
+    assert cleaned == {
+        "entities": [{"name": "Oz", "type": "Country", "description": ""}],
+        "relationships": [],
+    }
+    assert "enum" not in free.schema["properties"]["entities"]["items"]["properties"]["type"]
+    assert len(graph_extraction.extraction_output_clean(answer, free)["entities"]) == 2
+
+
+def test_a_near_name_is_proposed_as_a_merge_with_its_evidence(project):
+    make_entity(project, "city:porto-velho", type="City", name="Porto Velho")
+
+    action, evidence = resolution.entity_match(project_id=project.id, name="Porto Velhos", type_="City")
+
+    assert action == "merge"
+    assert evidence["method"] == "trigram" and evidence["entity"]["name"] == "Porto Velho"
+    assert evidence["score"] >= resolution.TRIGRAM_MERGE
+
+
+def test_an_owner_s_upload_is_applied_at_once_when_the_project_says_so(project):
+    ExtractionSettings.objects.create(project=project, owners_auto_approve=True)
+    owner = project.memberships.get().user
+    document = document_upload(project=project, name="atlas.md", data=TEXT.encode()).document
+
+    graph_extraction.extraction_start(document=document, model="scripted/x", user_id=owner.pk)
+    extraction_run_until_idle(provider=perfect_extractor())
+
+    assert ChangeSet.objects.get(document=document).status == "applied"
+    assert {c.authority for c in GraphChange.objects.filter(project=project, document_id=document.id)} == {
+        "extraction_auto"
+    }
+
+
+def test_the_command_extracts_passage_by_passage_showing_its_progress(project, settings):
+    import io
+
+    from django.core.management import call_command
+
+    from apps.agents.llm.scripted import register_script, unregister_script
+
+    register_script("perfect-extractor", perfect_extractor())
+    settings.KGCHAT_MODEL = "scripted/perfect-extractor"
+    document_upload(project=project, name="atlas.md", data=TEXT.encode())
+    out = io.StringIO()
+    try:
+        call_command("extract_document", "atlas.md", project=project.slug, run=True, stdout=out)
+    finally:
+        unregister_script("perfect-extractor")
+
+    lines = out.getvalue().splitlines()
+    assert lines[:3] == [
+        "atlas.md: 1/3 passages (0 failed)",
+        "atlas.md: 2/3 passages (0 failed)",
+        "atlas.md: 3/3 passages (0 failed)",
+    ]
+    assert " review; passages 3 done, 0 failed, 0 waiting; 8 items" in lines[-1]
+
+
+def test_an_openai_compatible_server_is_asked_under_the_schema_as_response_format(project, settings):
+    from tests.llm_server import LLMTestServer, Stream, last_user_text, text_chunks
+
+    def respond(request: dict[str, Any]) -> Any:
+        text = last_user_text(request).split("Passage:\n", 1)[1]
+        return Stream(text_chunks(__import__("json").dumps(TRUTH[text])))
+
+    document = document_upload(project=project, name="atlas.md", data=TEXT.encode()).document
+    with LLMTestServer(responder=respond) as server:
+        settings.OPENAI_BASE_URL = server.base_url
+        settings.OPENAI_API_KEY = "test-key"
+        graph_extraction.extraction_start(document=document, model="openai/test-model", user_id=None)
+        extraction_run_until_idle()
+
+    formats = [r["response_format"] for r in server.requests]
+    assert {f["json_schema"]["name"] for f in formats} == {"extraction"}
+    assert formats[0]["json_schema"]["schema"]["properties"]["entities"]["items"]["properties"]["type"][
+        "enum"
+    ] == [
+        "City",
+        "Country",
+        "Currency",
+    ]
+    change_set = ChangeSet.objects.get(document=document)
+    assert change_set.status == "review"
+    assert change_set.items.filter(action="create_relationship").count() == 4
+
+
+def test_a_relationship_turned_round_or_naming_an_unlisted_end_is_read_by_the_graph_s_types(project):
+    sloppy = {
+        P1: {
+            "entities": [
+                {"name": "Freedonia", "type": "Country", "description": ""},
+                {"name": "Fredville", "type": "City", "description": ""},
+            ],
+            "relationships": [
+                {"source": "Freedonia", "type": "CAPITAL_OF", "target": "Fredville"},
+                {"source": "Freedonia", "type": "USES_CURRENCY", "target": "Freedonian crown"},
+            ],
+        },
+        P2: {"entities": [], "relationships": []},
+        P3: {"entities": [], "relationships": []},
+    }
+    document = document_upload(project=project, name="atlas.md", data=TEXT.encode()).document
+
+    graph_extraction.extraction_start(document=document, model="scripted/x", user_id=None)
+    extraction_run_until_idle(provider=perfect_extractor(sloppy))
+
+    items = list(ChangeSet.objects.get(document=document).items.order_by("ordinal"))
+    names = {i.ordinal: i.values.get("name") for i in items}
+    relationships = {
+        (names[i.values["source"]], i.values["type"], names[i.values["target"]])
+        for i in items
+        if i.action == "create_relationship"
+    }
+    assert relationships == {
+        ("Fredville", "CAPITAL_OF", "Freedonia"),
+        ("Freedonia", "USES_CURRENCY", "Freedonian crown"),
+    }
+    crown = next(i for i in items if i.values.get("name") == "Freedonian crown")
+    assert (crown.action, crown.values["type"]) == ("create_entity", "Currency")
