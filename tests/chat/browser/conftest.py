@@ -35,7 +35,10 @@ def _close_connections_of_async_threads() -> Iterator[None]:
     yield
 
 
-@pytest.fixture(scope="session")
+# The browser tests' server and its model live as long as this package's tests, not the session:
+# like every kgchat process, the server takes over turns whose lease lapsed in its database (issue
+# #27), and the tests after these (processes killed on purpose) must meet only their own processes.
+@pytest.fixture(scope="package")
 def llm_server() -> Iterator[LLMTestServer]:
     with LLMTestServer() as server:
         yield server
@@ -66,7 +69,7 @@ def _server_setup() -> None:
         logging.getLogger(name).setLevel(logging.WARNING)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def live_server_url(
     django_db_setup: None, django_db_blocker: Any, llm_server: LLMTestServer
 ) -> Iterator[str]:
