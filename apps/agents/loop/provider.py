@@ -313,11 +313,48 @@ class PromptedToolsProvider:
         usage: Usage,
     ) -> AsyncIterator[StreamEvent | dict[str, Any]]:
         """One request whose answer is a JSON object under ``schema`` (nothing when it is not one)."""
+        text, error = await self._constrained(prompt, "plan", schema, max_tokens, config, usage)
+        if error is not None:
+            yield error
+            return
+        found = plan.parse_plan(text)
+        if found is not None:
+            yield found
+
+    async def _forced(
+        self, messages: list[ChatMessage], tools: list[ToolSpec], config: GenerationConfig, usage: Usage
+    ) -> AsyncIterator[StreamEvent]:
+        prompt = prompt_messages(messages, tools, result_limit=self.result_limit)
+        schema = step_schema(first_step_tools(tools))
+        text, error = await self._constrained(prompt, "tool_call", schema, STEP_MAX_TOKENS, config, usage)
+        if error is not None:
+            yield error
+            return
+        found = find_call(text, [t.name for t in tools])
+        if found is None:
+            yield ErrorEvent(
+                error=f"the model {self.name} wrote no valid tool call under the step schema: {text[:200]!r}"
+            )
+            return
+        yield ToolCall(id=_call_id(), name=found.name, arguments=found.arguments)
+        yield Done(usage=usage, finish_reason="tool_calls")
+
+    async def _constrained(
+        self,
+        prompt: list[ChatMessage],
+        name: str,
+        schema: dict[str, Any],
+        max_tokens: int,
+        config: GenerationConfig,
+        usage: Usage,
+    ) -> tuple[str, ErrorEvent | None]:
+        """One unstreamed request whose answer must follow the JSON ``schema`` (the server enforces
+        it, temperature 0): its text, or the provider's error; its tokens are added to ``usage``."""
         body = {
             **self.extra_body,
             "response_format": {
                 "type": "json_schema",
-                "json_schema": {"name": "plan", "strict": True, "schema": schema},
+                "json_schema": {"name": name, "strict": True, "schema": schema},
             },
         }
         forced = config.model_copy(
@@ -331,49 +368,8 @@ class PromptedToolsProvider:
                 usage.input_tokens += event.usage.input_tokens
                 usage.output_tokens += event.usage.output_tokens
             elif isinstance(event, ErrorEvent):
-                yield event
-                return
-        found = plan.parse_plan("".join(parts))
-        if found is not None:
-            yield found
-
-    async def _forced(
-        self, messages: list[ChatMessage], tools: list[ToolSpec], config: GenerationConfig, usage: Usage
-    ) -> AsyncIterator[StreamEvent]:
-        prompt = prompt_messages(messages, tools, result_limit=self.result_limit)
-        body = {
-            **self.extra_body,
-            "response_format": {
-                "type": "json_schema",
-                "json_schema": {
-                    "name": "tool_call",
-                    "strict": True,
-                    "schema": step_schema(first_step_tools(tools)),
-                },
-            },
-        }
-        forced = config.model_copy(
-            update={"stream": False, "max_output_tokens": STEP_MAX_TOKENS, "temperature": 0.0}
-        )
-        parts: list[str] = []
-        async for event in self.inner.stream(prompt, [], forced, extra_body=body):
-            if isinstance(event, TextDelta):
-                parts.append(event.text)
-            elif isinstance(event, Done):
-                usage.input_tokens += event.usage.input_tokens
-                usage.output_tokens += event.usage.output_tokens
-            elif isinstance(event, ErrorEvent):
-                yield event
-                return
-        text = "".join(parts)
-        found = find_call(text, [t.name for t in tools])
-        if found is None:
-            yield ErrorEvent(
-                error=f"the model {self.name} wrote no valid tool call under the step schema: {text[:200]!r}"
-            )
-            return
-        yield ToolCall(id=_call_id(), name=found.name, arguments=found.arguments)
-        yield Done(usage=usage, finish_reason="tool_calls")
+                return "".join(parts), event
+        return "".join(parts), None
 
     async def _free(
         self,
