@@ -113,6 +113,7 @@ class MakePlan:
     named: list[Mention]
     relationships: list[Relationship]
     hinted: list[str] = field(default_factory=list)  # relationships the question's words name
+    question: str = ""  # its grammar decides the shapes allowed (``plan.grammar_shapes``)
 
 
 @dataclass(frozen=True)
@@ -161,6 +162,7 @@ def next_move(
             state.named,
             relationships,
             word_hints(question, relationships)[1],
+            question,
         )
     arguments, result = chosen
     if found_nothing(result):

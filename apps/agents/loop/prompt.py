@@ -107,6 +107,23 @@ def system_prompt(instructions: str, tools: Sequence[ToolSpec]) -> str:
     return "\n\n".join(parts)
 
 
+def answer_system_prompt(instructions: str) -> str:
+    """The system prompt of a planned turn's answer step: the agent's instructions and the rules for
+    the answer, without the tools, the graph's relationships or the plan rules (the loop has run the
+    plan; the step only reads its cards). Measured on the fictional graph: under the long planning
+    prompt the model answered "You could not find it in the knowledge graph." from a right card."""
+    parts = [instructions.strip()] if instructions.strip() else []
+    parts.append(
+        "You answer questions about a knowledge graph from what was found in it; you know nothing "
+        "about it yourself.\n"
+        "Rules for the answer: use only the facts found, never your own knowledge. Cite every entity "
+        "you mention with the link the facts give it, exactly as written, for example "
+        "[Portugal](entity:country:PT). If the facts do not contain what was asked, say that you could "
+        "not find it in the knowledge graph, and nothing more."
+    )
+    return "\n\n".join(parts)
+
+
 def _names_in(content: str, query: str) -> bool | None:
     """Whether a search result names an entity that the query names (``None``: no entities in it).
 
@@ -170,11 +187,17 @@ def answer_messages(
     the plan's cards, and the instruction to answer (one sentence when the loop adds a long list)."""
     start = this_turn_start(messages)
     out = prompt_messages(messages[: start + 1], tools)
+    instructions = "\n".join(m.content for m in messages if m.role == "system")
+    out[0] = ChatMessage(role="system", content=answer_system_prompt(instructions))
     if move.appended:
         # Measured: told that the loop adds the list, the model wrote that sentence as its answer.
         instruction = "Answer in one short sentence that names the first three found."
     else:
-        instruction = "Answer the question from these facts only, briefly; no tool calls."
+        # Measured: "briefly" gave bare names or the card's arrows copied as the answer.
+        instruction = (
+            "Answer the question from these facts only, in one or two full sentences that name what "
+            "was found with its link; no tool calls."
+        )
     out[-1] = ChatMessage(
         role="user", content=f"{out[-1].content}\n\nFound in the graph:\n{move.card}\n\n{instruction}"
     )

@@ -270,19 +270,21 @@ class PromptedToolsProvider:
         ``query_paths`` arguments of the typed paths that fit best (nothing when none fits); an error
         event ends the turn."""
         system = prompt_messages(messages, tools, result_limit=self.result_limit)[0]
-        chosen: dict[str, Any] | None = None
-        async for item in self._json(
-            [system, ChatMessage(role="user", content=f"{move.request}\nThe shape of the answer:")],
-            plan.shape_schema(move.named),
-            plan_graph.SHAPE_MAX_TOKENS,
-            config,
-            usage,
-        ):
-            if isinstance(item, dict):
-                chosen = item
-            else:
-                yield item
-                return
+        allowed = plan.allowed_shapes(move.named, move.question)
+        chosen: dict[str, Any] | None = {"answer": allowed[0]} if len(allowed) == 1 else None
+        if chosen is None:
+            async for item in self._json(
+                [system, ChatMessage(role="user", content=f"{move.request}\nThe shape of the answer:")],
+                plan.shape_schema(move.named, move.question),
+                plan_graph.SHAPE_MAX_TOKENS,
+                config,
+                usage,
+            ):
+                if isinstance(item, dict):
+                    chosen = item
+                else:
+                    yield item
+                    return
         shape = str((chosen or {}).get("answer") or "list")
         written: dict[str, Any] | None = None
         async for item in self._json(

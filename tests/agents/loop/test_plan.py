@@ -129,6 +129,74 @@ def test_the_shape_is_asked_first_and_comparisons_only_when_the_named_entities_h
         jsonschema.validate({"answer": "largest"}, without)
 
 
+@pytest.mark.parametrize(
+    ("question", "yes_no"),
+    [
+        ("Is Polokwane the capital of South Africa?", True),
+        ("does ghana border togo", True),
+        ("Tell me whether Benin borders Togo.", True),
+        ("Are there countries that border both Benin and Togo?", True),
+        ("Which countries border Benin?", False),
+        ("Is it true which currency Benin uses?", False),
+        ("Can you list the neighbours of Liberia?", False),
+        ("Do you know the capital of Ghana?", False),
+        ("And its capital?", False),
+        ("How many countries use the Naira?", False),
+    ],
+)
+def test_only_a_question_asked_to_be_answered_yes_or_no_may_take_the_yes_no_shape(question, yes_no):
+    shapes = plan_step.allowed_shapes([BENIN, TOGO], question)
+
+    assert ("yes/no" in shapes) is yes_no
+    if yes_no:
+        # The only shape: the provider does not ask the model for it.
+        assert shapes == ["yes/no"]
+    else:
+        assert {"list", "count", "each", "largest"} <= set(shapes)
+    jsonschema.validate({"answer": shapes[0]}, plan_step.shape_schema([BENIN, TOGO], question))
+
+
+def test_words_of_a_relationships_name_are_found_in_their_irregular_forms_and_synonyms():
+    books = [
+        plan_graph.Relationship("WRITTEN_BY", "Book", "Person"),
+        plan_graph.Relationship("DIRECTED_BY", "Book", "Person"),
+        plan_graph.Relationship("SPEAKS", "Country", "Language"),
+    ]
+
+    assert plan_step.word_hints("who wrote Dune", books)[1] == ["WRITTEN_BY"]
+    assert plan_step.word_hints("which languages are spoken in Peru", books) == (["Language"], ["SPEAKS"])
+    assert plan_step.word_hints("who directed Dune", books)[1] == ["DIRECTED_BY"]
+    assert plan_step.word_hints("List the neighbours of Liberia", RELATIONSHIPS)[1] == ["BORDERS"]
+    assert plan_step.word_hints("Name the capital of Togo", RELATIONSHIPS)[1] == ["CAPITAL_OF"]
+
+
+def test_another_named_entity_the_plan_left_out_constrains_the_answers_first():
+    south_africa = plan_graph.Mention("South Africa", "Country", ("country:ZA",))
+    polokwane = plan_graph.Mention("Polokwane", "City", ("city:polokwane",))
+    written = plan(start="Polokwane", asks_for="Country", relationships=["CAPITAL_OF"], answer="yes/no")
+
+    (yes_no,) = plan_step.plan_candidates(written, [south_africa, polokwane], RELATIONSHIPS)
+    constrained, plain = plan_step.plan_candidates(
+        plan(), [BENIN, NAIRA], RELATIONSHIPS, hinted=["BORDERS", "USES_CURRENCY"]
+    )
+    # Part of the start's own name is not another entity; "each" keeps its plan.
+    guinea = plan_graph.Mention("Guinea", "Country", ("country:GN",))
+    (inside,) = plan_step.plan_candidates(
+        plan(start="Guinea-Bissau"),
+        [plan_graph.Mention("Guinea-Bissau", "Country", ("country:GW",)), guinea],
+        RELATIONSHIPS,
+        hinted=["BORDERS"],
+    )
+
+    assert yes_no["result"] == "exists"
+    assert yes_no["hops"][0]["in_path"] == {"start": [{"key": "country:ZA"}], "hops": []}
+    assert constrained["hops"][0]["in_path"]["start"] == [{"key": "currency:NGN"}]
+    assert "in_path" not in plain["hops"][0]
+    assert "in_path" not in inside["hops"][0]
+    assert plan_step.implied_and(plan(answer="each"), [BENIN, NAIRA], ["BORDERS"]) is None
+    assert plan_step.implied_and(plan(), [BENIN], ["BORDERS"]) is None
+
+
 def test_the_typed_path_that_fits_the_relationships_mentioned_and_the_type_asked_for_is_chosen():
     def best(start: str, mentioned: list[str], asks_for: str) -> list[str]:
         return [p.text for p in plan_step.best_paths(start, mentioned, asks_for, RELATIONSHIPS)]
