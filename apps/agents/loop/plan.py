@@ -358,6 +358,18 @@ def _intersect(
         arguments["start_match"] = "all"
 
 
+def _itself(
+    shape: str, others: Sequence[Mention], other: dict[str, Any] | None, end: str
+) -> dict[str, Any] | None:
+    """The second entity's part of a yes/no plan: the entity itself when it is of the type the main
+    path reaches ("does A border B": is B among A's neighbours), whatever relationships the plan
+    named for it. Measured: "Does Sierra Leone border Liberia?" was planned with BORDERS from
+    Liberia too, which asks whether a neighbour of Sierra Leone borders Liberia (Guinea does)."""
+    if shape == "exists" and other is not None and all(m.type == end for m in others):
+        return {**other, "relationships": []}
+    return other
+
+
 def _main_relationships(mentioned: list[str], second: list[str]) -> list[str]:
     """The main path's relationships without those the second entity's path names (each relationship
     the question mentions once is followed once). Measured: "which of the countries that border China
@@ -486,7 +498,9 @@ def _candidates(
                 arguments, plan.get("property") or next(iter(start.numbers), None), others, shape
             )
         elif others:
-            _intersect(arguments, others, other, option.end, relationships)
+            _intersect(
+                arguments, others, _itself(shape, others, other, option.end), option.end, relationships
+            )
         if result == "group" and len(option.hops) < 2:
             result = "entities"
         arguments["result"] = result

@@ -170,6 +170,23 @@ def test_words_of_a_relationships_name_are_found_in_their_irregular_forms_and_sy
     assert plan_step.word_hints("Name the capital of Togo", RELATIONSHIPS)[1] == ["CAPITAL_OF"]
 
 
+def test_a_yes_no_asks_whether_the_second_entity_itself_is_reached_when_it_is_of_that_type():
+    written = plan(answer="yes/no", **{"and": {"start": "Togo", "relationships": ["BORDERS"]}})
+    via_currency = plan(
+        answer="yes/no",
+        asks_for="Currency",
+        relationships=["BORDERS", "USES_CURRENCY"],
+        **{"and": {"start": "Naira", "relationships": ["USES_CURRENCY"]}},
+    )
+
+    (itself,) = plan_step.plan_candidates(written, [BENIN, TOGO], RELATIONSHIPS)
+    (currency,) = plan_step.plan_candidates(via_currency, [BENIN, NAIRA], RELATIONSHIPS)
+
+    # "Does Benin border Togo": is Togo among Benin's neighbours (not: does a neighbour border Togo).
+    assert itself["hops"][0]["in_path"] == {"start": [{"key": "country:TG"}], "hops": []}
+    assert currency["hops"][-1]["in_path"] == {"start": [{"key": "currency:NGN"}], "hops": []}
+
+
 def test_another_named_entity_the_plan_left_out_constrains_the_answers_first():
     south_africa = plan_graph.Mention("South Africa", "Country", ("country:ZA",))
     polokwane = plan_graph.Mention("Polokwane", "City", ("city:polokwane",))
