@@ -7,6 +7,7 @@ goes through, maybe a second named entity); ``plan_candidates`` turns it into ``
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 from collections import Counter
@@ -81,7 +82,21 @@ def grammar_shapes(question: str) -> tuple[str, ...]:
     polite = len(words) > 1 and words[1] == "you"
     if words and words[0] in _AUXILIARIES and not asks and not polite:
         return ("yes/no",)
+    if _per_item_words(words):
+        return ("each",)
     return tuple(s for s in SHAPES if s != "yes/no")
+
+
+def _per_item_words(words: Sequence[str]) -> bool:
+    """Whether the question asks something of each item ("what currency does each use", "for every
+    neighbour", "the neighbours with their capitals"). Measured: "List the neighbours of Liberia
+    with their capitals" was shaped "list", and answered with the capitals alone."""
+    if "each" in words or "every" in words:
+        return "how" not in words
+    return any(a == "with" and b in _POSSESSIVES for a, b in itertools.pairwise(words))
+
+
+_POSSESSIVES = frozenset({"their", "its", "his", "her"})
 
 
 def shape_schema(named: Sequence[Mention], question: str = "") -> dict[str, Any]:

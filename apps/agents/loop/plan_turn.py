@@ -123,6 +123,8 @@ class Answer:
     card: str
     entities: list[dict[str, Any]]
     appended: list[dict[str, Any]]
+    # A result the loop writes out itself, with no model step (``group_answer``).
+    written: str = ""
 
 
 Move = LookUp | MakePlan | Answer
@@ -173,7 +175,10 @@ def next_move(
     card = plan_card(arguments, result, threshold=question_number(question))
     entities = card_entities(result)
     return Answer(
-        card=card, entities=[e for e in entities if isinstance(e, dict)], appended=full_list(result)
+        card=card,
+        entities=[e for e in entities if isinstance(e, dict)],
+        appended=full_list(result),
+        written=group_answer(arguments, result),
     )
 
 
@@ -250,6 +255,35 @@ def plan_card(arguments: dict[str, Any], result: dict[str, Any], threshold: int 
     shown = ", ".join(_link(e) for e in found[:CARD_SHOWN])
     more = f" and {count - CARD_SHOWN} more" if count > CARD_SHOWN else ""
     return f"{head}: {count} found: {shown}{more}."
+
+
+# Groups a per-item answer lists (each with all its members); beyond them, how many more there are.
+ANSWER_GROUPS = 50
+
+
+def group_answer(arguments: dict[str, Any], result: dict[str, Any]) -> str:
+    """A per-item result written out by the loop: a line saying what was followed, then each item
+    with its values ("- [Togo](…): [CFA Franc](…)"); "" for every other shape.
+
+    Measured: given the same lines as a card, the model named the neighbours and then the start's
+    own currency ("Which countries border Pakistan, and what currency does each use?"), or dropped
+    items; the lines themselves are the answer, so no model step rewrites them."""
+    groups = result.get("groups")
+    hops = arguments.get("hops") or []
+    if not groups or len(hops) < 2:
+        return ""
+    starts = ", ".join(_link(s) for s in result.get("start") or []) or "the start"
+    along = ", then ".join(str(h["relationship"]) for h in hops[:-1])
+    last = hops[-1]
+    lines = [
+        f"From {starts} along {along}, each {hops[-2].get('type') or 'item'} "
+        f"with its {last.get('type') or 'values'} ({last['relationship']}):"
+    ]
+    for group in groups[:ANSWER_GROUPS]:
+        lines.append(f"- {_link(group['entity'])}: {', '.join(_link(m) for m in group['members'])}")
+    if len(groups) > ANSWER_GROUPS:
+        lines.append(f"- and {len(groups) - ANSWER_GROUPS} more")
+    return "\n".join(lines)
 
 
 def full_list(result: dict[str, Any]) -> list[dict[str, Any]]:

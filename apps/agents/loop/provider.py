@@ -216,6 +216,11 @@ class PromptedToolsProvider:
             async for event in self._planned_calls(move, messages, tools, config, usage):
                 yield event
             return
+        if move.written:
+            # A per-item result is the answer as the loop lays it out (``plan_turn.group_answer``).
+            yield TextDelta(text=move.written)
+            yield Done(usage=usage, finish_reason="stop")
+            return
         prompt = answer_messages(messages, tools, move)
         linker = AnswerLinker({e["name"]: e for e in move.entities if len(str(e["name"]).strip()) >= 3})
         async for piece in self._free(prompt, [], config, usage, linker=linker):

@@ -156,6 +156,20 @@ def test_only_a_question_asked_to_be_answered_yes_or_no_may_take_the_yes_no_shap
     jsonschema.validate({"answer": shapes[0]}, plan_step.shape_schema([BENIN, TOGO], question))
 
 
+@pytest.mark.parametrize(
+    "question",
+    [
+        "List the neighbours of Liberia with their capitals.",
+        "Which countries border Ghana, and what currency does each use?",
+        "For every neighbour of Togo, name its capital.",
+    ],
+)
+def test_a_question_asking_something_of_each_item_takes_the_each_shape(question):
+    assert plan_step.allowed_shapes([BENIN], question) == ["each"]
+    assert "each" in plan_step.allowed_shapes([BENIN], "How many neighbours does each country have?")
+    assert len(plan_step.allowed_shapes([BENIN], "How many neighbours does each country have?")) > 1
+
+
 def test_words_of_a_relationships_name_are_found_in_their_irregular_forms_and_synonyms():
     books = [
         plan_graph.Relationship("WRITTEN_BY", "Book", "Person"),
@@ -390,6 +404,53 @@ def test_the_cards_say_what_the_path_reached_in_each_shape():
         )
         or "largest first" in ranked
     )
+
+
+def test_a_per_item_result_is_written_out_by_the_loop_each_item_with_its_values():
+    benin, togo, niger = (
+        entity("country:BJ", "Country", "Benin"),
+        entity("country:TG", "Country", "Togo"),
+        entity("country:NE", "Country", "Niger"),
+    )
+    franc = entity("currency:XOF", "Currency", "CFA Franc")
+    hops = [
+        {"relationship": "BORDERS", "direction": "both", "type": "Country"},
+        {"relationship": "USES_CURRENCY", "direction": "out", "type": "Currency"},
+    ]
+    groups = [
+        {"entity": togo, "count": 1, "members": [franc]},
+        {"entity": niger, "count": 1, "members": [franc]},
+    ]
+
+    written = plan_turn.group_answer({"hops": hops}, {"start": [benin], "groups": groups, "count": 1})
+
+    assert written == (
+        "From [Benin](entity:country:BJ) along BORDERS, each Country with its Currency (USES_CURRENCY):\n"
+        "- [Togo](entity:country:TG): [CFA Franc](entity:currency:XOF)\n"
+        "- [Niger](entity:country:NE): [CFA Franc](entity:currency:XOF)"
+    )
+    assert plan_turn.group_answer({"hops": hops}, {"start": [benin], "results": [franc], "count": 1}) == ""
+
+
+async def test_a_per_item_plan_is_answered_by_the_loop_without_a_model_step(server: LLMTestServer):
+    (arguments,) = plan_step.plan_candidates(
+        plan(asks_for="Currency", relationships=["BORDERS", "USES_CURRENCY"], answer="each"),
+        [BENIN],
+        RELATIONSHIPS,
+    )
+    togo, franc = entity("country:TG", "Country", "Togo"), entity("currency:XOF", "Currency", "CFA Franc")
+    result = {
+        "start": [entity("country:BJ", "Country", "Benin")],
+        "groups": [{"entity": togo, "count": 1, "members": [franc]}],
+        "count": 1,
+    }
+
+    events = await run(provider_for(server), after(LOOKUP, ("call_1", "query_paths", arguments, result)))
+
+    assert server.requests == []
+    text = "".join(e.text for e in events if isinstance(e, TextDelta))
+    assert text.endswith("- [Togo](entity:country:TG): [CFA Franc](entity:currency:XOF)")
+    assert isinstance(events[-1], Done)
 
 
 def test_a_long_result_is_cut_on_the_card_and_added_whole_after_the_answer():
