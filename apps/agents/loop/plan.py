@@ -84,7 +84,28 @@ def grammar_shapes(question: str) -> tuple[str, ...]:
         return ("yes/no",)
     if _per_item_words(words):
         return ("each",)
+    if "or" in words and (compared := _comparative(words)):
+        return (compared,)
     return tuple(s for s in SHAPES if s != "yes/no")
+
+
+# Comparatives that ask which of two or more is first by a number ("Which is larger, A or B?").
+_MORE = frozenset(
+    {"larger", "bigger", "more", "greater", "higher", "longer", "taller", "older", "heavier", "richer"}
+)
+_LESS = frozenset({"smaller", "less", "fewer", "lower", "shorter", "younger", "lighter", "poorer"})
+
+
+def _comparative(words: Sequence[str]) -> str | None:
+    """ "largest" or "smallest" for a question comparing by a number, from its first comparative.
+    Measured: "Which is larger, Georgia or South Korea?" and "Which city is bigger, Delmas or Pest?"
+    were shaped "list" and planned as the places one is located in."""
+    for word in words:
+        if word in _MORE:
+            return "largest"
+        if word in _LESS:
+            return "smallest"
+    return None
 
 
 def _per_item_words(words: Sequence[str]) -> bool:
@@ -114,7 +135,9 @@ def allowed_shapes(named: Sequence[Mention], question: str = "") -> list[str]:
     """The shapes the plan may take: the grammar's (``grammar_shapes``), comparisons only with numbers."""
     numbers = any(m.numbers for m in named)
     shapes = grammar_shapes(question) if question else SHAPES
-    return [s for s in shapes if numbers or s not in ("largest", "smallest")]
+    allowed = [s for s in shapes if numbers or s not in ("largest", "smallest")]
+    # A comparison between entities with no numbers to compare is planned as any other question.
+    return allowed or [s for s in SHAPES if s not in ("yes/no", "largest", "smallest")]
 
 
 def plan_schema(

@@ -193,10 +193,12 @@ def answer_messages(
         # Measured: told that the loop adds the list, the model wrote that sentence as its answer.
         instruction = "Answer in one short sentence that names the first three found."
     else:
-        # Measured: "briefly" gave bare names or the card's arrows copied as the answer.
+        # Measured: "briefly" gave bare names or the card's arrows copied as the answer; asked to
+        # name each "with its link", the model wrote "(entity:city:…)" as words. Names it writes
+        # plainly are linked by the loop (``AnswerLinker``).
         instruction = (
             "Answer the question from these facts only, in one or two full sentences that name what "
-            "was found with its link; no tool calls."
+            "was found; no tool calls."
         )
     out[-1] = ChatMessage(
         role="user", content=f"{out[-1].content}\n\nFound in the graph:\n{move.card}\n\n{instruction}"

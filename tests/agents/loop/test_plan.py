@@ -170,6 +170,16 @@ def test_a_question_asking_something_of_each_item_takes_the_each_shape(question)
     assert len(plan_step.allowed_shapes([BENIN], "How many neighbours does each country have?")) > 1
 
 
+def test_a_question_comparing_two_entities_by_a_number_takes_the_comparison_its_word_names():
+    assert plan_step.allowed_shapes([BENIN, TOGO], "Which is larger, Benin or Togo?") == ["largest"]
+    assert plan_step.allowed_shapes([BENIN, TOGO], "which one has fewer people, benin or togo") == [
+        "smallest"
+    ]
+    # Without numbers to compare, the question is planned like any other.
+    assert "list" in plan_step.allowed_shapes([NAIRA], "Which is more used, the Naira or the Cedi?")
+    assert "largest" in plan_step.allowed_shapes([BENIN, TOGO], "Which countries border Benin?")
+
+
 def test_words_of_a_relationships_name_are_found_in_their_irregular_forms_and_synonyms():
     books = [
         plan_graph.Relationship("WRITTEN_BY", "Book", "Person"),
