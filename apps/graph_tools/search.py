@@ -76,9 +76,7 @@ def _fetch(sql: str, params: dict[str, Any] | list[Any]) -> list[tuple[Any, ...]
         return cursor.fetchall()
 
 
-def _set_vector_search_options(
-    cursor: Any, ef_search: int, *, trigram_threshold: float | None = None
-) -> None:
+def vector_search_options_set(cursor: Any, ef_search: int, *, trigram_threshold: float | None = None) -> None:
     # Local to the surrounding transaction, in one round trip. The iterative scan keeps
     # returning neighbours when the project/type filters reject some, instead of answering
     # fewer than ``limit``. ``%`` on names uses pg_trgm.similarity_threshold.
@@ -148,7 +146,7 @@ def vector_search(
         ORDER BY n.distance, o.id
     """
     with transaction.atomic(), connection.cursor() as cursor:
-        _set_vector_search_options(cursor, max(HNSW_EF_SEARCH, limit))
+        vector_search_options_set(cursor, max(HNSW_EF_SEARCH, limit))
         cursor.execute(sql, params)
         rows = cursor.fetchall()
     return [{**entity_row(r), "score": round(float(r[5]), 6)} for r in rows]
@@ -396,7 +394,7 @@ def hybrid_search(
         LIMIT %(limit)s
     """
     with transaction.atomic(), connection.cursor() as cursor:
-        _set_vector_search_options(
+        vector_search_options_set(
             cursor,
             max(HNSW_EF_SEARCH, candidates),
             trigram_threshold=TRIGRAM_MIN_SIMILARITY,
