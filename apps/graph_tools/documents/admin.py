@@ -61,7 +61,7 @@ class DocumentAdmin(_ViewOnlyAdmin):
     list_filter = ["project", "format"]
     search_fields = ["name", "content_hash"]
     list_select_related = ["project", "uploaded_by"]
-    fields = [
+    fields = readonly_fields = (
         "name",
         "project",
         "format",
@@ -75,8 +75,7 @@ class DocumentAdmin(_ViewOnlyAdmin):
         "passages_pending",
         "change_sets",
         "text_start",
-    ]
-    readonly_fields = fields
+    )
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Document]:
         # The text is read only by a document's page (its start).
@@ -125,7 +124,7 @@ class PassageAdmin(_ViewOnlyAdmin):
     list_filter = ["project", "extraction_state", "embedding_pending"]
     search_fields = ["text"]
     list_select_related = ["document", "project"]
-    fields = [
+    fields = readonly_fields = (
         "document",
         "project",
         "ordinal",
@@ -141,8 +140,7 @@ class PassageAdmin(_ViewOnlyAdmin):
         "extracted",
         "created_at",
         "text",
-    ]
-    readonly_fields = fields
+    )
     ordering = ["document", "ordinal"]
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Passage]:
@@ -175,7 +173,7 @@ class ChangeSetAdmin(_ViewOnlyAdmin):
     list_filter = ["project", "status", "auto_approve"]
     search_fields = ["document__name", "model"]
     list_select_related = ["document", "project", "requested_by", "decided_by"]
-    fields = [
+    fields = readonly_fields = (
         "document",
         "project",
         "status",
@@ -189,8 +187,7 @@ class ChangeSetAdmin(_ViewOnlyAdmin):
         "graph_version",
         "created_at",
         "updated_at",
-    ]
-    readonly_fields = fields
+    )
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[ChangeSet]:
         return super().get_queryset(request).defer("document__text").annotate(item_count=Count("items"))
@@ -209,7 +206,7 @@ class ChangeSetItemAdmin(_ViewOnlyAdmin):
     list_filter = [("change_set__project", admin.RelatedOnlyFieldListFilter), "status", "action"]
     search_fields = ["values", "change_set__document__name"]
     list_select_related = ["change_set__document"]
-    fields = [
+    fields = readonly_fields = (
         "change_set",
         "ordinal",
         "action",
@@ -219,8 +216,7 @@ class ChangeSetItemAdmin(_ViewOnlyAdmin):
         "evidence",
         "passage",
         "result",
-    ]
-    readonly_fields = fields
+    )
     ordering = ["change_set", "ordinal"]
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[ChangeSetItem]:
