@@ -177,7 +177,8 @@ class GraphToolset(BaseToolset):
         self._per_project = [t for t in tools if t.graph_tool.per_project]
         self._project_id = project_id
         self._graph_version = graph_version
-        self._checked = False
+        # Whether the tools with an availability check were checked (none: nothing to check).
+        self._checked = not any(t.graph_tool.available is not None for t in tools)
 
     async def get_tools(self, readonly_context: ReadonlyContext | None = None) -> list[BaseTool]:
         if self._project_id is not None and not self._checked:
