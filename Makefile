@@ -95,7 +95,8 @@ bench-scale: migrate
 # split): the perfect planner (agent), and the offline default model as an agent and in plain chat
 # (RAG), two questions of each kind; and extraction (the fictional world written as prose, extracted
 # into a graph by each model, the perfect planner's place taken by the perfect extractor, and
-# compared with the world: relationship precision and recall, duplicates, wrong passages). EVAL_ARGS replaces that choice, e.g. EVAL_ARGS="--model
+# compared with the world: relationship precision and recall, duplicates, wrong passages; then the
+# fictional questions asked over the extracted graph by the same model). EVAL_ARGS replaces that choice, e.g. EVAL_ARGS="--model
 # openai/qwen --plain --per-kind 5"; EVAL_SETS the sets. The eval's own user asks hundreds of
 # questions a minute, so its rate limit is off.
 EVAL_ARGS ?= --model scripted/perfect-planner --model $(LOCAL_MODEL) --plain --per-kind 2

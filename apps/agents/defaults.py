@@ -32,6 +32,8 @@ GRAPH_QUERY_AGENT: dict[str, Any] = {
         "schema_version",
         "list_relationships",
         "query_paths",
+        # Offered only in a project with documents (the tool's availability check).
+        "search_passages",
     ],
     "flow_type": "single",
     "is_default": True,

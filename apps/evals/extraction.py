@@ -132,6 +132,7 @@ def perfect_extractor(paragraphs: list[Paragraph]) -> ScriptedProvider:
 @dataclass
 class ExtractionScore:
     model: str
+    project: str  # the eval project's slug: the graph the extraction made
     passages: int
     failed: int
     seconds: float
@@ -141,6 +142,10 @@ class ExtractionScore:
     entities: int
     duplicates: int
     wrong_passage: int
+    # The fictional set's questions asked over the extracted graph (``extraction_answers``):
+    # their mean correctness (None: not asked) and how many.
+    answers: float | None = None
+    questions: int = 0
 
     @property
     def precision(self) -> float:
@@ -170,6 +175,9 @@ class ExtractionScore:
             "duplicates": self.duplicates,
             "duplicate_share": round(self.duplicates / self.entities, 3) if self.entities else 0.0,
             "wrong_passage": self.wrong_passage,
+            "project": self.project,
+            "answers_correct": None if self.answers is None else round(self.answers, 3),
+            "answers_asked": self.questions,
         }
 
 
@@ -238,6 +246,7 @@ def _score(
     states = list(Passage.objects.filter(project=project).values_list("extraction_state", flat=True))
     return ExtractionScore(
         model=model,
+        project=project.slug,
         passages=sum(1 for s in states if s in ("done", "failed")),
         failed=sum(1 for s in states if s == "failed"),
         seconds=seconds,
@@ -251,13 +260,16 @@ def _score(
 
 
 def extraction_table(scores: list[ExtractionScore]) -> str:
-    """The printed table of ``make eval --set extraction``."""
-    head = f"{'extraction':12} {'model':28} {'passages':>8} {'failed':>6} {'pass/min':>8} {'rel_prec':>8} {'rel_rec':>8} {'entities':>8} {'dup':>5} {'dup%':>6} {'wrong_psg':>9}"
+    """The printed table of ``make eval --set extraction``: the extraction's figures, then the mean
+    correctness of the fictional questions asked over the extracted graph and how many were asked."""
+    head = f"{'extraction':12} {'model':28} {'passages':>8} {'failed':>6} {'pass/min':>8} {'rel_prec':>8} {'rel_rec':>8} {'entities':>8} {'dup':>5} {'dup%':>6} {'wrong_psg':>9} {'answers':>7} {'asked':>5}"
     rows = [head]
     for s in scores:
         share = 100 * s.duplicates / s.entities if s.entities else 0.0
+        answers = "-" if s.answers is None else f"{s.answers:.2f}"
         rows.append(
             f"{'world prose':12} {s.model[:28]:28} {s.passages:8d} {s.failed:6d} {s.per_minute:8.1f} "
             f"{s.precision:8.2f} {s.recall:8.2f} {s.entities:8d} {s.duplicates:5d} {share:5.1f}% {s.wrong_passage:9d}"
+            f" {answers:>7} {s.questions:5d}"
         )
     return "\n".join(rows)

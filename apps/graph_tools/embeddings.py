@@ -38,6 +38,8 @@ __all__ = [
     "get_embedder",
     "graph_objects_embed",
     "hnsw_index_name",
+    "passage_hnsw_index_name",
+    "passage_vector_index_ensure",
     "pending_batch_embed",
     "pending_passages_embed",
     "vector_index_ensure",
@@ -75,6 +77,10 @@ def hnsw_index_name(model_name: str) -> str:
     return "graph_obj_emb_hnsw_" + uuid.uuid5(uuid.NAMESPACE_URL, model_name).hex[:12]
 
 
+def passage_hnsw_index_name(model_name: str) -> str:
+    return "passage_emb_hnsw_" + uuid.uuid5(uuid.NAMESPACE_URL, model_name).hex[:12]
+
+
 def vector_index_ensure(*, embedder: Embedder) -> str | None:
     """Create the partial HNSW index for ``embedder``'s vectors if it is missing; return its name.
 
@@ -82,11 +88,23 @@ def vector_index_ensure(*, embedder: Embedder) -> str | None:
     ``embedding::vector(<dim>)`` restricted to rows of that model; searches use exactly that
     expression and predicate (see ``search``).
     """
+    return _partial_hnsw_ensure(
+        table="kb.graph_object_embeddings", name=hnsw_index_name(embedder.name), embedder=embedder
+    )
+
+
+def passage_vector_index_ensure(*, embedder: Embedder) -> str | None:
+    """As ``vector_index_ensure``, for passage vectors (``kb.document_passage_embeddings``)."""
+    return _partial_hnsw_ensure(
+        table="kb.document_passage_embeddings", name=passage_hnsw_index_name(embedder.name), embedder=embedder
+    )
+
+
+def _partial_hnsw_ensure(*, table: str, name: str, embedder: Embedder) -> str | None:
     dimension = embedder.dimension
     if dimension > HNSW_MAX_DIMENSIONS:
         log.warning("%s has %d dimensions: no HNSW index, searches are exact", embedder.name, dimension)
         return None
-    name = hnsw_index_name(embedder.name)
     # One creator at a time (several embedding workers start together); called outside a
     # transaction that writes vectors: the index build's table lock, held to that transaction's end,
     # deadlocked against another worker's insert.
@@ -96,7 +114,7 @@ def vector_index_ensure(*, embedder: Embedder) -> str | None:
         if cursor.fetchone():
             return name
         cursor.execute(
-            f'CREATE INDEX IF NOT EXISTS "{name}" ON kb.graph_object_embeddings USING hnsw '
+            f'CREATE INDEX IF NOT EXISTS "{name}" ON {table} USING hnsw '
             f"((embedding::vector({int(dimension)})) vector_cosine_ops) "
             f"WITH (m = {HNSW_M}, ef_construction = {HNSW_EF_CONSTRUCTION}) WHERE model = %s",
             [embedder.name],
@@ -268,8 +286,9 @@ def pending_batch_embed(
 
 # Document passages (issue 26) wait in the same queue, the same way: ``embedding_pending`` is set on
 # a new passage, the worker claims a batch with ``FOR UPDATE SKIP LOCKED``, stores the vectors and
-# clears the flag in one transaction. Passage vectors have no HNSW index: a passage search compares
-# the vectors of one project (an exact scan), which stays fast for the documents a project uploads.
+# clears the flag in one transaction. Their vectors have a partial HNSW index per model, as
+# entities' do (``passage_vector_index_ensure``; migration 0020 for the embedded default), so
+# ``search_passages`` stays an index scan however many passages the projects upload.
 _PASSAGE_CLAIM_SQL = """
     SELECT id, text FROM kb.document_passages
     WHERE embedding_pending {project}
@@ -311,6 +330,7 @@ def pending_passages_embed(
         )
         if not cursor.fetchone()[0]:
             return 0
+    passage_vector_index_ensure(embedder=embedder)
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute(_PASSAGE_CLAIM_SQL.format(project=project), params)
         rows = cursor.fetchall()

@@ -5,6 +5,10 @@ A tool is a name, a description written for an LLM, a pydantic argument model wi
 ``async`` handler scoped to one project. ``tool_call`` validates the arguments and maps every
 failure to a ``ToolError`` that names what was wrong; a tool never crashes its caller.
 
+A tool that has something to work on only in some projects has an ``available`` check
+(``search_passages``: the project has documents); an agent's toolset leaves it out in the others,
+so a model is not offered a search that can only come back empty.
+
 A tool whose arguments name the graph's own types (``query_paths``) has a ``schema_for``: given
 a project's ``GraphVocabulary`` (its entity types and relationship types) it narrows the schema to
 them (enums), so ADK agents, MCP ``tools/list`` and REST show each project its own types.
@@ -81,6 +85,8 @@ class GraphVocabulary:
 
 
 SchemaFor = Callable[[dict[str, Any], GraphVocabulary], dict[str, Any]]
+# Whether a tool has anything to work on in a project (a synchronous database read).
+Availability = Callable[[uuid.UUID], bool]
 
 
 @dataclass(frozen=True)
@@ -94,6 +100,9 @@ class GraphTool:
     destructive: bool = False
     # Narrows the schema to one project's types; None: the same schema for every project.
     schema_for: SchemaFor | None = None
+    # Whether the tool has anything to work on in a project (``search_passages``: the project has
+    # documents); an agent is not offered a tool unavailable in its project. None: always available.
+    available: Availability | None = None
 
     def input_schema(self, vocabulary: GraphVocabulary | None = None) -> dict[str, Any]:
         """The JSON Schema of the arguments; with a project's ``vocabulary``, narrowed to its types."""

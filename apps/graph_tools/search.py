@@ -17,6 +17,7 @@ from django.db import connection, transaction
 
 from apps.graph_tools.embeddings import Embedder, entity_text
 from apps.graph_tools.models import TEXT_SEARCH_CONFIG
+from apps.graph_tools.names import ALIAS_MATCH, mention_candidates
 
 # Reciprocal-rank fusion constant (Cormack et al. 2009).
 RRF_K = 60
@@ -49,6 +50,8 @@ TRIGRAM_CANDIDATES = 1000
 # but 0.860 at 1M (bench vectors); 200 gives 0.914 there, and 400 no more (the index's graph, built
 # with pgvector's defaults m=16, ef_construction=64, is what limits it; docs/benchmarks.md).
 HNSW_EF_SEARCH = 200
+# hybrid_search looks for aliases among the word sequences of the query's first this many characters.
+ALIAS_QUERY_CHARS = 300
 
 ENTITY_COLUMNS = "o.id, o.key, o.type, o.name, o.description"
 
@@ -73,9 +76,7 @@ def _fetch(sql: str, params: dict[str, Any] | list[Any]) -> list[tuple[Any, ...]
         return cursor.fetchall()
 
 
-def _set_vector_search_options(
-    cursor: Any, ef_search: int, *, trigram_threshold: float | None = None
-) -> None:
+def vector_search_options_set(cursor: Any, ef_search: int, *, trigram_threshold: float | None = None) -> None:
     # Local to the surrounding transaction, in one round trip. The iterative scan keeps
     # returning neighbours when the project/type filters reject some, instead of answering
     # fewer than ``limit``. ``%`` on names uses pg_trgm.similarity_threshold.
@@ -145,7 +146,7 @@ def vector_search(
         ORDER BY n.distance, o.id
     """
     with transaction.atomic(), connection.cursor() as cursor:
-        _set_vector_search_options(cursor, max(HNSW_EF_SEARCH, limit))
+        vector_search_options_set(cursor, max(HNSW_EF_SEARCH, limit))
         cursor.execute(sql, params)
         rows = cursor.fetchall()
     return [{**entity_row(r), "score": round(float(r[5]), 6)} for r in rows]
@@ -317,6 +318,19 @@ def _name_branch(params: dict[str, Any], where: str, words: list[str], dropped: 
                       LIMIT %(candidates)s) t)"""
 
 
+def _alias_branch(params: dict[str, Any], where: str, query: str) -> str:
+    """The entities known by a name the query holds (an alias, ``names``), found through the
+    aliases' partial GIN index: those whose alias is the whole query first."""
+    candidates = mention_candidates(query[:ALIAS_QUERY_CHARS])
+    params["alias_names"] = list(candidates)
+    params["alias_whole"] = " ".join(query.split()).casefold()
+    return f"""(SELECT a.id, row_number() OVER (ORDER BY a.whole DESC, a.id) AS rank
+                FROM (SELECT o.id, %(alias_whole)s = ANY(kb.entity_aliases(o.properties)) AS whole
+                      FROM kb.graph_objects o
+                      WHERE o.project_id = %(project)s AND {ALIAS_MATCH.format(names="%(alias_names)s")} {where}
+                      LIMIT %(candidates)s) a)"""
+
+
 def hybrid_search(
     *,
     project_id: uuid.UUID,
@@ -331,7 +345,8 @@ def hybrid_search(
     Full text takes the entities with all the query's words, then those with some (a question
     rarely has all its words in one entity), ranked by cover density; trigrams rank names at
     least ``TRIGRAM_MIN_SIMILARITY`` similar to the query; vectors compare the query embedding
-    with entity embeddings of the current model. ``score`` is the fused RRF score.
+    with entity embeddings of the current model. ``score`` is the fused RRF score. An entity known
+    by another name that the query holds (an alias, ``names``) counts as a name match would.
 
     In a large graph some query words are common (``COMMON_WORD_ROWS``): the some-of-the-words
     branch then looks only for the other words, and the name branch takes at most
@@ -356,6 +371,10 @@ def hybrid_search(
     name_branch = _name_branch(params, where, words, dropped)
     if name_branch:
         branches.append(name_branch)
+    # An alias is a name that the full-text and trigram rankings do not read: its hits count in
+    # the fusion as the two name rankings would count them.
+    alias_branch = _alias_branch(params, where, query)
+    branches += [alias_branch, alias_branch]
     if embedder is not None:
         vector = query_vector if query_vector is not None else embedder.embed_query(query)
         nearest = _vector_ranked(embedder, vector, params, types)
@@ -375,7 +394,7 @@ def hybrid_search(
         LIMIT %(limit)s
     """
     with transaction.atomic(), connection.cursor() as cursor:
-        _set_vector_search_options(
+        vector_search_options_set(
             cursor,
             max(HNSW_EF_SEARCH, candidates),
             trigram_threshold=TRIGRAM_MIN_SIMILARITY,

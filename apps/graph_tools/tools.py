@@ -7,6 +7,7 @@ thread of its own so the model never holds up the database thread.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
@@ -15,6 +16,7 @@ from pydantic import Field, StringConstraints
 
 from apps.graph_tools import graph_queries, paths, search, selectors, writes
 from apps.graph_tools.documents.search import passages_pending_count, passages_search
+from apps.graph_tools.documents.selectors import documents_exist
 from apps.graph_tools.embeddings import get_embedder
 from apps.graph_tools.errors import ApprovalRequired, ToolArgumentError
 from apps.graph_tools.registry import GraphTool, ToolArgs, ToolContext, register
@@ -223,6 +225,10 @@ async def _query_paths(ctx: ToolContext, args: paths.QueryPathsArgs) -> dict[str
     return result
 
 
+def _has_documents(project_id: uuid.UUID) -> bool:
+    return documents_exist(project_id=project_id)
+
+
 def _passages_ranked(**arguments: Any) -> dict[str, Any]:
     pending = passages_pending_count(project_id=arguments["project_id"])
     result: dict[str, Any] = {"results": passages_search(**arguments)}
@@ -380,6 +386,9 @@ GRAPH_TOOLS: tuple[GraphTool, ...] = (
         ),
         args_model=SearchPassagesArgs,
         handler=_search_passages,
+        # Not offered to an agent in a project without documents: it could only find nothing, and
+        # the offline model's prompt for a graph-only project stays what it was.
+        available=_has_documents,
     ),
     GraphTool(
         name="list_entity_types",

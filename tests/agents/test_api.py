@@ -32,13 +32,24 @@ def test_install_default_agents_creates_graph_query_agent_exactly_as_designed(ow
     assert agent["description"] == GRAPH_QUERY_AGENT["description"]
     assert agent["systemPrompt"] == GRAPH_QUERY_AGENT["system_prompt"]
     assert agent["model"] == {"name": "gemini-2.0-flash", "temperature": 0.1}
-    assert agent["tools"] == GRAPH_QUERY_AGENT["tools"] and len(agent["tools"]) == 11
+    assert agent["tools"] == GRAPH_QUERY_AGENT["tools"] and len(agent["tools"]) == 12
     assert (agent["flowType"], agent["isDefault"], agent["maxSteps"], agent["visibility"]) == (
         "single",
         True,
         15,
         "project",
     )
+
+
+def test_installed_default_agents_offer_search_passages_after_query_paths(owner):
+    client, project, _ = owner
+
+    client.post(f"/api/admin/projects/{project.id}/install-default-agents")
+
+    items = client.get(f"/api/projects/{project.id}/agent-definitions").json()["items"]
+    for name in ("graph-query-agent", "graph-curator-agent"):
+        tools = next(a for a in items if a["name"] == name)["tools"]
+        assert tools.index("search_passages") == tools.index("query_paths") + 1
 
 
 def test_install_default_agents_is_idempotent(owner):

@@ -459,3 +459,45 @@ def test_a_relationship_turned_round_or_naming_an_unlisted_end_is_read_by_the_gr
     }
     crown = next(i for i in items if i.values.get("name") == "Freedonian crown")
     assert (crown.action, crown.values["type"]) == ("create_entity", "Currency")
+
+
+MISSPELT = "Fredonia's capital is Fredville."
+MISSPELT_TRUTH = {
+    MISSPELT: {
+        "entities": [
+            {"name": "Fredonia", "type": "Country", "description": "A country."},
+            {"name": "Fredville", "type": "City", "description": "Its capital."},
+        ],
+        "relationships": [{"source": "Fredville", "type": "CAPITAL_OF", "target": "Fredonia"}],
+    }
+}
+
+
+def test_a_merged_mention_s_name_is_kept_as_an_alias_and_the_next_mention_of_it_is_linked(
+    project, owner_client
+):
+    document = document_upload(project=project, name="fredonia.md", data=MISSPELT.encode()).document
+    start(owner_client, project, document)
+    extraction_run_until_idle(provider=perfect_extractor(MISSPELT_TRUTH))
+    review = owner_client.get(f"/api/projects/{project.id}/documents/{document.id}/extraction").json()
+    version = graph_version_current(project_id=project.id)
+
+    decided = owner_client.post(
+        f"/api/change-sets/{review['id']}/decision", {"approve": "all"}, content_type="application/json"
+    )
+
+    merge = next(i for i in review["items"] if i["action"] == "merge_entity")
+    assert merge["values"]["name"] == "Fredonia" and merge["evidence"]["entity"]["name"] == "Freedonia"
+    assert decided.status_code == 200, decided.json()
+    freedonia = GraphObject.objects.get(project=project, key="country:freedonia")
+    assert freedonia.name == "Freedonia" and freedonia.properties["aliases"] == ["Fredonia"]
+    assert (
+        GraphObject.objects.filter(project=project, type="Country", name__icontains="fredonia").count() == 0
+    )
+    (alias_change,) = GraphChange.objects.filter(project=project, version=version + 1, action="update_entity")
+    assert alias_change.entity_id == freedonia.id and alias_change.document_id == document.id
+    assert alias_change.passage_id == Passage.objects.get(document=document).id
+    assert alias_change.after["properties"]["aliases"] == ["Fredonia"]
+
+    action, evidence = resolution.entity_match(project_id=project.id, name="Fredonia", type_="Country")
+    assert (action, evidence["method"], evidence["entity"]["name"]) == ("link", "alias", "Freedonia")

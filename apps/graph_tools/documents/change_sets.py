@@ -20,11 +20,13 @@ from apps.graph_tools.models import (
     ChangeSet,
     ChangeSetItem,
     ExtractionStatus,
+    GraphObject,
     Passage,
 )
+from apps.graph_tools.names import ALIASES_PROPERTY, aliases_with, same_name
 from apps.graph_tools.registry import WriteAuthorization
 from apps.graph_tools.selectors import graph_vocabulary
-from apps.graph_tools.write_plans import CreateEntityArgs, CreateRelationshipArgs
+from apps.graph_tools.write_plans import CreateEntityArgs, CreateRelationshipArgs, UpdateEntityArgs
 from apps.graph_tools.writes import SetStep, write_apply_set
 from apps.projects.models import Role
 from apps.projects.selectors import Principal, parse_uuid, project_get
@@ -249,8 +251,9 @@ def change_set_apply(
 ) -> int | None:
     """Apply a decision (see ``change_set_decide``); return the graph version it made, or None.
 
-    An approved ``merge_entity`` writes nothing (the mention is the existing entity); a rejected
-    one, like a rejected ``link_entity``, leaves its relationships without an end. A relationship
+    An approved ``merge_entity`` creates nothing (the mention is the existing entity) but keeps the
+    mention's name among the entity's aliases; a rejected one, like a rejected ``link_entity``,
+    leaves its relationships without an end. A relationship
     approved while an end still waits for a decision stays pending.
     """
     with transaction.atomic():
@@ -321,6 +324,7 @@ def _steps(
             continue
         if item.action == "merge_entity":
             item.status = "merged"
+            entity_steps += _alias_steps(change_set, item)
         elif item.action == "create_entity":
             args = CreateEntityArgs(
                 key=item.values["key"],
@@ -342,6 +346,30 @@ def _steps(
                 (item, SetStep("create_relationship", build, change_set.document_id, item.passage_id))
             )
     return entity_steps, relationship_steps
+
+
+def _alias_steps(change_set: ChangeSet, item: ChangeSetItem) -> list[SetStep]:
+    """The step that keeps a merged mention's name among its entity's aliases (then a search or a
+    later extraction finds the entity by that name). A linked mention needs none: it has the
+    entity's name, or one of its aliases, already (``resolution.entity_match``)."""
+    name, entity_id = str(item.values.get("name", "")), item.entity_id
+    if entity_id is None or same_name(name, str(item.evidence.get("entity", {}).get("name", ""))):
+        return []
+
+    def build() -> UpdateEntityArgs | None:
+        found = (
+            GraphObject.objects.filter(project_id=change_set.project_id, id=entity_id)
+            .values_list("name", "properties")
+            .first()
+        )
+        if found is None:
+            return None
+        aliases = aliases_with(found[1] or {}, name, found[0])
+        if aliases is None:
+            return None
+        return UpdateEntityArgs(entity_id=str(entity_id), properties={ALIASES_PROPERTY: aliases})
+
+    return [SetStep("update_entity", build, change_set.document_id, item.passage_id)]
 
 
 def _relationship_outcomes(

@@ -10,18 +10,13 @@ from typing import Any
 from django.db import connection
 
 from apps.graph_tools.models import GraphObject
+from apps.graph_tools.names import ALIAS_MATCH, normalised_name
 from apps.graph_tools.search import vector_literal
 
 # Entity resolution: names at least this similar (pg_trgm) to an existing entity's of the same type
 # are proposed as that entity ("merge"); vectors at least this close (cosine) too.
 TRIGRAM_MERGE = 0.6
 EMBEDDING_MERGE = 0.93
-
-
-def normalised_name(name: str) -> str:
-    """A name for comparing: case, spacing, edge punctuation and a leading "the" aside."""
-    text = " ".join(name.casefold().split()).strip(" .,;:!?\"'()[]")
-    return re.sub(r"^the ", "", text)
 
 
 def _entity_brief(row: Any) -> dict[str, Any]:
@@ -31,8 +26,8 @@ def _entity_brief(row: Any) -> dict[str, Any]:
 def entity_match(
     *, project_id: uuid.UUID, name: str, type_: str, embedder: Any = None
 ) -> tuple[str, dict[str, Any]]:
-    """How a mention relates to the project's entities: ("link", evidence) for the same name,
-    ("merge", evidence) for a similar name or a close vector of the same type, ("create", {})."""
+    """How a mention relates to the project's entities: ("link", evidence) for the same name or one
+    of an entity's aliases, ("merge", evidence) for a similar name or a close vector of the same type, ("create", {})."""
     wanted = normalised_name(name)
     with connection.cursor() as cursor:
         cursor.execute(
@@ -50,6 +45,17 @@ def entity_match(
     for row in rows:
         if normalised_name(row[1]) == wanted:
             return "link", {"method": "name", "entity": _entity_brief(row)}
+    with connection.cursor() as cursor:
+        # An entity known by this name: a mention an earlier change set linked or merged into it.
+        cursor.execute(
+            f"""SELECT id, name, type, key FROM kb.graph_objects o
+                WHERE project_id = %(p)s AND {ALIAS_MATCH.format(names="ARRAY[lower(%(n)s), %(w)s]")}
+                ORDER BY (type = %(t)s) DESC, name, key LIMIT 1""",
+            {"p": project_id, "n": name, "w": wanted, "t": type_},
+        )
+        row = cursor.fetchone()
+    if row is not None:
+        return "link", {"method": "alias", "alias": name, "entity": _entity_brief(row)}
     with connection.cursor() as cursor:
         cursor.execute(
             """SELECT id, name, type, key, similarity(name, %(n)s) AS s FROM kb.graph_objects

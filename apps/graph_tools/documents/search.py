@@ -7,11 +7,11 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
-from django.db import connection
+from django.db import connection, transaction
 
 from apps.graph_tools.embeddings import Embedder
 from apps.graph_tools.models import TEXT_SEARCH_CONFIG
-from apps.graph_tools.search import RRF_K, vector_literal
+from apps.graph_tools.search import HNSW_EF_SEARCH, RRF_K, vector_literal, vector_search_options_set
 
 # Candidates each ranking contributes to the fusion.
 CANDIDATES = 50
@@ -63,14 +63,7 @@ def passages_search(
     if embedder is not None and query_vector is not None:
         params["vec"] = vector_literal(query_vector)
         params["model"] = embedder.name
-        vector_branch = f"""
-            UNION ALL
-            SELECT id, row_number() OVER (ORDER BY distance, id) FROM (
-                SELECT e.passage_id AS id, e.embedding <=> %(vec)s::vector AS distance
-                FROM kb.document_passage_embeddings e JOIN kb.document_passages p ON p.id = e.passage_id
-                WHERE e.project_id = %(project)s AND e.model = %(model)s{document}
-                ORDER BY distance LIMIT %(candidates)s
-            ) nearest"""
+        vector_branch = "UNION ALL " + _nearest(embedder, document_id is not None)
     sql = f"""
         WITH q AS (
             SELECT to_tsquery(%(config)s::regconfig,
@@ -90,10 +83,29 @@ def passages_search(
         FROM fused f JOIN kb.document_passages p ON p.id = f.id JOIN kb.documents d ON d.id = p.document_id
         ORDER BY f.score DESC, p.id LIMIT %(limit)s
     """
-    with connection.cursor() as cursor:
+    with transaction.atomic(), connection.cursor() as cursor:
+        if vector_branch:
+            vector_search_options_set(cursor, max(HNSW_EF_SEARCH, CANDIDATES))
         cursor.execute(sql, params)
         rows = cursor.fetchall()
     return [{**passage_row(row), "score": round(float(row[8]), 6)} for row in rows]
+
+
+def _nearest(embedder: Embedder, by_document: bool) -> str:
+    """The nearest passage vectors of the project, ranked: ordered by the expression the model's
+    partial HNSW index is built on (``embeddings.passage_vector_index_ensure``), so the index serves
+    it; the passage row is read only to keep one document's."""
+    dim = int(embedder.dimension)
+    distance = f"e.embedding::vector({dim}) <=> %(vec)s::vector({dim})"
+    join = "JOIN kb.document_passages p ON p.id = e.passage_id" if by_document else ""
+    document = " AND p.document_id = %(document)s" if by_document else ""
+    return f"""
+        SELECT id, row_number() OVER (ORDER BY distance, id) FROM (
+            SELECT e.passage_id AS id, {distance} AS distance
+            FROM kb.document_passage_embeddings e {join}
+            WHERE e.project_id = %(project)s AND e.model = %(model)s{document}
+            ORDER BY {distance} LIMIT %(candidates)s
+        ) nearest"""
 
 
 def passages_pending_count(*, project_id: uuid.UUID) -> int:

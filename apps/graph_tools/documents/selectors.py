@@ -24,6 +24,11 @@ def _documents(project_id: uuid.UUID) -> QuerySet[Document]:
     )
 
 
+def documents_exist(*, project_id: uuid.UUID) -> bool:
+    """Whether the project has any document (what ``search_passages`` could find something in)."""
+    return Document.objects.filter(project_id=project_id).exists()
+
+
 def document_list(*, principal: Principal, project_ref: object) -> QuerySet[Document]:
     """The documents of a project the principal may see, most recently uploaded first."""
     project = project_get(principal=principal, project_ref=project_ref)

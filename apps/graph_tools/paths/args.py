@@ -8,6 +8,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, StringConstraints, model_validator
 
 from apps.graph_tools.errors import ToolArgumentError, ToolError
+from apps.graph_tools.names import MENTION_TEXT_CHARS
 from apps.graph_tools.registry import GraphVocabulary, ToolArgs
 
 MAX_HOPS = 4
@@ -17,9 +18,6 @@ MAX_START_ENTITIES = 200
 # Relationships one hop may follow; beyond them the hop is cut and the result says so.
 HOP_EDGE_LIMIT = 10_000
 STATEMENT_TIMEOUT_MS = 10_000
-# A text's names: word sequences of at most this many words, from its first MENTION_TEXT_CHARS.
-MENTION_MAX_WORDS = 12
-MENTION_TEXT_CHARS = 2000
 # Relationship triples listed in a project's schema (the rest: list_relationships).
 SCHEMA_TRIPLES = 200
 # Types offered as an enum in a project's schema; a project with more gets free strings.

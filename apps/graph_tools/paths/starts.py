@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import re
-import string
 import uuid
 from collections.abc import Sequence
 from typing import Any
 
 from django.db import connection
 
-from apps.graph_tools.paths.args import MAX_START_ENTITIES, MENTION_MAX_WORDS, MENTION_TEXT_CHARS, StartRef
+from apps.graph_tools.names import ALIAS_MATCH, mention_candidates
+from apps.graph_tools.paths.args import MAX_START_ENTITIES, StartRef
 from apps.graph_tools.search import json_value, text_search
 from apps.graph_tools.selectors import entity_resolve
 from apps.projects.selectors import parse_uuid
@@ -18,8 +17,6 @@ from apps.projects.selectors import parse_uuid
 # --- resolving the starts --------------------------------------------------------------------
 
 ENTITY_COLUMNS = "o.id, o.key, o.type, o.name, o.properties"
-_EDGE_PUNCTUATION = string.punctuation + "¿¡“”‘’«»…"
-_POSSESSIVE = re.compile(r"['’]s$", re.IGNORECASE)
 
 
 def entity_row(row: Sequence[Any]) -> dict[str, Any]:
@@ -42,55 +39,45 @@ def fetch(sql: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
         return cursor.fetchall()
 
 
-def _mention_candidates(text: str) -> dict[str, tuple[int, int]]:
-    """Every word sequence of ``text`` (up to ``MENTION_MAX_WORDS``), lower case, with its span.
-
-    Each also without the punctuation at its ends and without a possessive "'s" ("Ghana's"), so a
-    name at the end of a question ("… of Ghana?") or in casual phrasing is found; the widest span
-    of a candidate is kept.
-    """
-    words = text[:MENTION_TEXT_CHARS].split()
-    found: dict[str, tuple[int, int]] = {}
-    for i in range(len(words)):
-        for j in range(i + 1, min(len(words), i + MENTION_MAX_WORDS) + 1):
-            raw = " ".join(words[i:j])
-            stripped = raw.strip(_EDGE_PUNCTUATION)
-            for variant in {raw, stripped, _POSSESSIVE.sub("", stripped)}:
-                variant = variant.casefold()
-                if variant and variant.strip(_EDGE_PUNCTUATION):
-                    found.setdefault(variant, (i, j))
-    return found
-
-
 def _mentioned(project_id: uuid.UUID, text: str, type_: str | None) -> list[dict[str, Any]]:
-    """The entities whose whole names ``text`` contains: the longest names first, overlaps left out."""
-    candidates = _mention_candidates(text)
+    """The entities whose whole names (or aliases) ``text`` contains: the longest first, overlaps
+    left out."""
+    candidates = mention_candidates(text)
     if not candidates:
         return []
     params: dict[str, Any] = {"project": project_id, "names": list(candidates), "type": type_}
     type_filter = " AND o.type = %(type)s" if type_ else ""
+    # Two selects, so each is served by its own index (names; the aliases' partial GIN index).
     rows = fetch(
-        f"""SELECT {ENTITY_COLUMNS} FROM kb.graph_objects o
-            WHERE o.project_id = %(project)s AND lower(o.name) = ANY(%(names)s){type_filter}
-            ORDER BY o.name, o.key LIMIT {MAX_START_ENTITIES * 5}""",
+        f"""(SELECT {ENTITY_COLUMNS}, ARRAY[]::text[] FROM kb.graph_objects o
+             WHERE o.project_id = %(project)s AND lower(o.name) = ANY(%(names)s){type_filter}
+             ORDER BY o.name, o.key LIMIT {MAX_START_ENTITIES * 5})
+            UNION ALL
+            (SELECT {ENTITY_COLUMNS}, kb.entity_aliases(o.properties) FROM kb.graph_objects o
+             WHERE o.project_id = %(project)s AND {ALIAS_MATCH.format(names="%(names)s")}{type_filter}
+             ORDER BY o.name, o.key LIMIT {MAX_START_ENTITIES * 5})
+            ORDER BY 4, 2""",
         params,
     )
-    by_name: dict[str, list[dict[str, Any]]] = {}
+    by_name: dict[str, dict[str, dict[str, Any]]] = {}
     for row in rows:
         entity = entity_row(row)
-        by_name.setdefault(entity["name"].casefold(), []).append(entity)
+        for name in {entity["name"].casefold(), *row[5]}:
+            if name in candidates:
+                by_name.setdefault(name, {}).setdefault(entity["id"], entity)
     spans = sorted(
-        ((name, candidates[name]) for name in by_name if name in candidates),
+        ((name, candidates[name]) for name in by_name),
         key=lambda item: (-(item[1][1] - item[1][0]), -len(item[0]), item[1][0]),
     )
     taken: list[tuple[int, int]] = []
-    chosen: list[dict[str, Any]] = []
+    chosen: dict[str, dict[str, Any]] = {}
     for name, (start, end) in spans:
         if any(start < t_end and t_start < end for t_start, t_end in taken):
             continue
         taken.append((start, end))
-        chosen.extend(by_name[name])
-    return chosen
+        for entity_id, entity in by_name[name].items():
+            chosen.setdefault(entity_id, entity)
+    return list(chosen.values())
 
 
 def resolve_one(project_id: uuid.UUID, item: str | StartRef) -> list[dict[str, Any]]:
@@ -117,6 +104,15 @@ def resolve_one(project_id: uuid.UUID, item: str | StartRef) -> list[dict[str, A
                 ORDER BY o.name, o.key LIMIT {MAX_START_ENTITIES}""",
             {"project": project_id, "name": item.name, "type": item.type},
         )
+        if not rows:
+            # No entity has that name: one may be known by it (an alias).
+            rows = fetch(
+                f"""SELECT {ENTITY_COLUMNS} FROM kb.graph_objects o
+                    WHERE o.project_id = %(project)s
+                      AND {ALIAS_MATCH.format(names="ARRAY[lower(%(name)s)]")}{type_filter}
+                    ORDER BY o.name, o.key LIMIT {MAX_START_ENTITIES}""",
+                {"project": project_id, "name": item.name, "type": item.type},
+            )
         return [entity_row(r) for r in rows]
     if item.search is not None:
         hits = text_search(project_id=project_id, query=item.search, type=item.type, limit=10)

@@ -195,3 +195,65 @@ async def test_small_model_turn_plans_one_path_query_and_answers_from_its_result
     assert recorded[0] == {"start": [{"mentioned_in": "Paris is the capital of which country?"}], "limit": 50}
     assert recorded[1]["hops"] == [{"relationship": "CAPITAL_OF", "direction": "out", "type": "Country"}]
     assert len(recorded) == 2
+
+
+def _offered_tools(request: dict) -> set[str]:
+    """The tools a forced step's schema lets the model call."""
+    return {
+        branch["properties"]["name"]["const"]
+        for branch in request["response_format"]["json_schema"]["schema"]["oneOf"]
+    }
+
+
+@db
+async def test_small_model_is_not_shown_search_passages_in_a_project_without_documents(
+    world, agent, small_model
+):
+    assert "search_passages" in agent.tools
+    small_model.enqueue(
+        Json(completion('{"name": "search_entities", "arguments": {"query": "Paris"}}')),
+        Stream(text_chunks("[Paris](entity:paris) is in [France](entity:france).")),
+    )
+
+    await sse_turn(
+        world["client"],
+        {
+            "message": "Where is Paris?",
+            "projectId": str(world["project"].id),
+            "agentDefinitionId": str(agent.id),
+        },
+    )
+
+    forced = small_model.requests[0]
+    assert "search_passages" not in json.dumps(forced)
+    assert {"search_entities", "hybrid_search"} <= _offered_tools(forced)
+
+
+@db
+async def test_small_model_is_shown_search_passages_in_a_project_with_documents(world, agent, small_model):
+    from asgiref.sync import sync_to_async
+
+    from apps.graph_tools.documents.services import document_upload
+
+    await sync_to_async(document_upload)(
+        project=world["project"], name="paris.md", data=b"# Paris\n\nParis is the capital of France."
+    )
+    small_model.enqueue(
+        Json(completion('{"name": "search_passages", "arguments": {"query": "Paris"}}')),
+        Stream(text_chunks("Paris is the capital of France.")),
+    )
+
+    _, frames = await sse_turn(
+        world["client"],
+        {
+            "message": "Where is Paris?",
+            "projectId": str(world["project"].id),
+            "agentDefinitionId": str(agent.id),
+        },
+    )
+
+    forced = small_model.requests[0]
+    assert "search_passages" in _offered_tools(forced)
+    assert "- search_passages(query, document_id?, limit?)" in forced["messages"][0]["content"]
+    tool_frames = [(f["tool"], f["status"]) for f in frames if f["type"] == "mcp_tool"]
+    assert tool_frames[:2] == [("search_passages", "started"), ("search_passages", "completed")]

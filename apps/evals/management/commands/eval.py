@@ -2,6 +2,7 @@
 
 import json
 import logging
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +12,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from apps.evals import metaqa, report
 from apps.evals.extraction import extraction_eval, extraction_table
+from apps.evals.extraction_answers import extracted_graph_answers
 from apps.evals.planner import PLANNER_MODEL
 from apps.evals.questions import KINDS, METAQA_KINDS
 from apps.evals.services import SETS, EvalError, QuestionResult, eval_plan, eval_run, eval_user_ensure
@@ -69,19 +71,34 @@ class Command(BaseCommand):
         )
         parser.add_argument("--seed", type=int, default=DEFAULT_SEED)
         parser.add_argument(
+            "--no-answers",
+            action="store_true",
+            help="extraction: do not ask the fictional questions over the extracted graph",
+        )
+        parser.add_argument(
             "--rescore", help="score the answers of a written results file again (nothing is asked)"
         )
         parser.add_argument(
             "--out", default=str(Path(settings.BASE_DIR) / ".data" / "eval"), help="results directory"
         )
 
-    def _extraction(self, o: dict[str, Any]) -> list[Any]:
-        """The extraction set: each model reads the fictional world's prose (one score each)."""
+    def _extraction(
+        self, o: dict[str, Any], results: list[QuestionResult], show: Callable[[QuestionResult], None]
+    ) -> list[Any]:
+        """The extraction set: each model reads the fictional world's prose (one score each), then
+        answers the fictional questions over the graph it extracted (added to ``results``)."""
         scores = []
         for model in o["models"] or [PLANNER_MODEL]:
             self.stdout.write(f"extraction: {model} reads the fictional world's prose…")
             score = extraction_eval(model=model, owner=eval_user_ensure(), seed=o["seed"])
             scores.append(score)
+            if not o["no_answers"]:
+                self.stdout.write(
+                    f"extraction: {model} answers the fictional questions over what it extracted…"
+                )
+                results += async_to_sync(extracted_graph_answers)(
+                    score=score, per_kind=o["per_kind"], seed=o["seed"], kinds=o["kinds"], on_result=show
+                )
             self.stdout.write(extraction_table([score]).splitlines()[1])
         return scores
 
@@ -112,7 +129,10 @@ class Command(BaseCommand):
             )
 
         sets = o["sets"] or ["demo"]
-        extraction_scores = self._extraction(o) if "extraction" in sets else []
+        try:
+            extraction_scores = self._extraction(o, results, show) if "extraction" in sets else []
+        except EvalError as exc:
+            raise CommandError(exc.message) from None
 
         async def run_all() -> None:
             for set_name in [s for s in sets if s != "extraction"]:
