@@ -178,7 +178,7 @@ def next_move(
         card=card,
         entities=[e for e in entities if isinstance(e, dict)],
         appended=full_list(result),
-        written=group_answer(arguments, result),
+        written=group_answer(arguments, result) or ranked_answer(arguments, result),
     )
 
 
@@ -284,6 +284,33 @@ def group_answer(arguments: dict[str, Any], result: dict[str, Any]) -> str:
     if len(groups) > ANSWER_GROUPS:
         lines.append(f"- and {len(groups) - ANSWER_GROUPS} more")
     return "\n".join(lines)
+
+
+def ranked_answer(arguments: dict[str, Any], result: dict[str, Any]) -> str:
+    """A comparison's result written out by the loop: the first by the number, then the others with
+    theirs ("[South Korea](…) is the largest by area_km2 (98,480), then [Georgia](…) (69,700)."); ""
+    for every other shape or when no entity has the number.
+
+    Measured: from the card "By area_km2, largest first: [South Korea](…): area_km2 98,480;
+    [Georgia](…): area_km2 69,700." the model answered "Georgia is larger than South Korea"."""
+    if "max" not in result and "min" not in result:
+        return ""
+    ranking = result.get("max") or result.get("min") or {}
+    prop = str(ranking.get("property") or arguments.get("property") or "")
+    ranked = [e for e in result.get("results") or [] if _has_number(e, prop)]
+    if not ranked or not prop:
+        return ""
+    order = "largest" if "max" in result else "smallest"
+    first, *rest = ranked[:CARD_SHOWN]
+    text = f"{_link(first)} is the {order} by {prop} ({_number(first['properties'][prop])})"
+    if rest:
+        text += ", then " + ", ".join(f"{_link(e)} ({_number(e['properties'][prop])})" for e in rest)
+    return text + "."
+
+
+def _has_number(entity: dict[str, Any], prop: str) -> bool:
+    value = (entity.get("properties") or {}).get(prop)
+    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 def full_list(result: dict[str, Any]) -> list[dict[str, Any]]:

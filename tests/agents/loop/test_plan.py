@@ -442,6 +442,31 @@ def test_a_per_item_result_is_written_out_by_the_loop_each_item_with_its_values(
     assert plan_turn.group_answer({"hops": hops}, {"start": [benin], "results": [franc], "count": 1}) == ""
 
 
+def test_a_comparison_is_written_out_by_the_loop_first_by_the_number_then_the_others():
+    nigeria, benin = entity("country:NG", "Country", "Nigeria"), entity("country:BJ", "Country", "Benin")
+    result = {
+        "start": [benin, nigeria],
+        "results": [
+            {**nigeria, "properties": {"area_km2": 923768}},
+            {**benin, "properties": {"area_km2": 112622}},
+        ],
+        "count": 2,
+        "max": {"property": "area_km2", "value": 923768},
+    }
+    smallest = {**result, "results": result["results"][::-1], "min": {"property": "area_km2"}}
+    del smallest["max"]
+
+    assert plan_turn.ranked_answer({"property": "area_km2"}, result) == (
+        "[Nigeria](entity:country:NG) is the largest by area_km2 (923,768), "
+        "then [Benin](entity:country:BJ) (112,622)."
+    )
+    assert plan_turn.ranked_answer({"property": "area_km2"}, smallest).startswith(
+        "[Benin](entity:country:BJ) is the smallest by area_km2 (112,622)"
+    )
+    # No entity with the number: the model answers from the card ("None of them has …").
+    assert plan_turn.ranked_answer({"property": "height"}, {**result, "max": {"property": "height"}}) == ""
+
+
 async def test_a_per_item_plan_is_answered_by_the_loop_without_a_model_step(server: LLMTestServer):
     (arguments,) = plan_step.plan_candidates(
         plan(asks_for="Currency", relationships=["BORDERS", "USES_CURRENCY"], answer="each"),
