@@ -196,6 +196,47 @@ def next_lookup(
     return None
 
 
+# --- the documents' passages, when the graph does not answer ---
+
+# The loop's passage search is the question itself (``search_passages`` takes up to 1,000 characters).
+PASSAGE_QUERY_MAX = 500
+
+
+def passages_tool(tools: Sequence[ToolSpec]) -> str | None:
+    """The offered tool that searches the passages of the project's documents: it needs only ``query``
+    and takes a ``document_id``. Offered only in a project with documents (``search_passages``'s
+    ``available``), so without documents nothing below changes a step."""
+    for tool in tools:
+        required = set(tool.parameters.get("required") or [])
+        if required == {"query"} and "document_id" in (tool.parameters.get("properties") or {}):
+            return tool.name
+    return None
+
+
+def passage_search(
+    turn: Sequence[ChatMessage],
+    tools: Sequence[ToolSpec],
+    question: str,
+    found: TurnLookups,
+    *,
+    plan_found_nothing: bool = False,
+) -> dict[str, Any] | None:
+    """The arguments of the passage search the loop makes itself this turn, or ``None``.
+
+    When the graph did not answer (the plan's path queries found nothing, or a search ran and named
+    no entity) and the passages of documents could, the loop searches them with the question, as
+    plain RAG does, once a turn and only if nobody searched them yet this turn. ``found``: this
+    turn's ``turn_lookups``.
+    """
+    tool = passages_tool(tools)
+    if tool is None or not question.strip():
+        return None
+    if any(c.name == tool for m in turn if m.role == "assistant" for c in m.tool_calls):
+        return None
+    unanswered = plan_found_nothing or (found.searched and not found.named and not found.cards)
+    return {"query": question.strip()[:PASSAGE_QUERY_MAX]} if unanswered else None
+
+
 # --- the card the model reads ---
 
 

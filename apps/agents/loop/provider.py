@@ -55,6 +55,8 @@ from apps.agents.loop.lookups import (
     edges_tool,
     link,
     next_lookup,
+    passage_search,
+    passages_tool,
     turn_lookups,
 )
 from apps.agents.loop.prompt import (
@@ -92,6 +94,30 @@ def _without_path_tool(tools: list[ToolSpec]) -> list[ToolSpec]:
     """The tools a forced search of the earlier recipe offers: all but the path tool."""
     path = plan_graph.path_tool(tools)
     return [t for t in tools if t is not path] or tools
+
+
+def _passage_search(
+    messages: list[ChatMessage], tools: list[ToolSpec], lookups: TurnLookups
+) -> dict[str, Any] | None:
+    """The loop's own ``search_passages`` arguments this step (``lookups.passage_search``), or None;
+    the planned path's queries count as finding nothing when none of them found anything."""
+    start = this_turn_start(messages)
+    if start >= len(messages) or passages_tool(tools) is None:
+        return None
+    turn = messages[start + 1 :]
+    path = plan_graph.path_tool(tools)
+    queries = (
+        plan_turn.plan_state(turn, path.name, edges_tool(tools), LOOKUP_ID_PREFIX).queries
+        if path is not None
+        else []
+    )
+    return passage_search(
+        turn,
+        tools,
+        messages[start].content,
+        lookups,
+        plan_found_nothing=bool(queries) and all(plan_turn.found_nothing(r) for _, r in queries),
+    )
 
 
 def _call_id() -> str:
@@ -146,6 +172,13 @@ class PromptedToolsProvider:
             # No model step: the loop fetches the named entity's (or its neighbour's) relationships.
             yield ToolCall(
                 id=LOOKUP_ID_PREFIX + uuid.uuid4().hex[:12], name=str(edges_tool(tools)), arguments=lookup
+            )
+            yield Done(usage=usage, finish_reason="tool_calls")
+            return
+        if lookups is not None and (search := _passage_search(messages, tools, lookups)) is not None:
+            # No model step: the graph did not answer, so the loop searches the documents' passages.
+            yield ToolCall(
+                id=LOOKUP_ID_PREFIX + uuid.uuid4().hex[:12], name=str(passages_tool(tools)), arguments=search
             )
             yield Done(usage=usage, finish_reason="tool_calls")
             return
