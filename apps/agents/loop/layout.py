@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from apps.agents.loop.lookups import is_entity
+from apps.agents.loop.lookups import is_entity, is_passage
 
 RESULT_MAX_CHARS = 1500
 # Keys of tool results a model does not need: ids are long and the key refers to the same entity.
@@ -26,13 +26,6 @@ def _plain(value: Any) -> str:
     if isinstance(value, dict | list):
         return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
     return str(value)
-
-
-def is_passage(value: Any) -> bool:
-    """A passage of a document as ``search_passages`` returns it (the citation filter's shape)."""
-    return isinstance(value, dict) and all(
-        isinstance(value.get(k), str) for k in ("id", "document_id", "document_name", "text")
-    )
 
 
 def snippet(text: str, limit: int = PASSAGE_TEXT_MAX) -> str:

@@ -56,8 +56,11 @@ from apps.agents.loop.lookups import (
     link,
     next_lookup,
     passage_search,
+    passages_drawn_on,
     passages_tool,
+    sources_line,
     turn_lookups,
+    turn_passages,
 )
 from apps.agents.loop.prompt import (
     LOOKUP_ID_PREFIX,
@@ -118,6 +121,17 @@ def _passage_search(
         lookups,
         plan_found_nothing=bool(queries) and all(plan_turn.found_nothing(r) for _, r in queries),
     )
+
+
+def _sources(messages: list[ChatMessage], tools: list[ToolSpec], answer: str) -> str:
+    """The line citing the passages of documents an answer drew on without citing them itself
+    (``lookups.passages_drawn_on``); "" without a passage search this turn."""
+    start = this_turn_start(messages)
+    tool = passages_tool(tools)
+    if start >= len(messages) or tool is None:
+        return ""
+    passages = turn_passages(messages[start + 1 :], tool)
+    return sources_line(passages_drawn_on(answer, messages[start].content, passages))
 
 
 def _call_id() -> str:
@@ -207,10 +221,13 @@ class PromptedToolsProvider:
         # After the loop's look-ups the model answers: the entities it names from the cards get links.
         linker = AnswerLinker(card_entities(lookups)) if looked_up and lookups is not None else None
         found: FoundCall | None = None
+        written: list[str] = []  # the answer's text, for the passages it drew on (``_sources``)
         async for item in self._free(prompt, tools if may_call else [], config, usage, linker=linker):
             if isinstance(item, FoundCall):
                 found = item
                 continue
+            if isinstance(item, TextDelta):
+                written.append(item.text)
             yield item
             if isinstance(item, ErrorEvent):
                 return
@@ -221,6 +238,8 @@ class PromptedToolsProvider:
             async for item in self._free(prompt, [], config, usage):
                 if isinstance(item, FoundCall):
                     continue
+                if isinstance(item, TextDelta):
+                    written.append(item.text)
                 yield item
                 if isinstance(item, ErrorEvent):
                     return
@@ -228,6 +247,8 @@ class PromptedToolsProvider:
             yield ToolCall(id=_call_id(), name=found.name, arguments=found.arguments)
             yield Done(usage=usage, finish_reason="tool_calls")
             return
+        if sources := _sources(messages, tools, "".join(written)):
+            yield TextDelta(text=sources)
         yield Done(usage=usage, finish_reason="stop")
 
     async def _path(

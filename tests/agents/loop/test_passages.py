@@ -5,9 +5,18 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from apps.agents.llm.base import ChatMessage, ToolCallRequest, ToolSpec
 from apps.agents.loop.layout import PASSAGE_TEXT_MAX, layout_passages, layout_result
-from apps.agents.loop.lookups import TurnLookups, passage_search, passages_tool
+from apps.agents.loop.lookups import (
+    TurnLookups,
+    passage_search,
+    passages_drawn_on,
+    passages_tool,
+    sources_line,
+    turn_passages,
+)
 from apps.agents.loop.prompt import system_prompt
 from apps.graph_tools.registry import tool_get
 
@@ -122,3 +131,49 @@ def test_the_loop_searches_no_passages_when_the_graph_answered_or_they_were_sear
     assert passage_search([], WITH_PASSAGES, question, NAMED_PARIS, plan_found_nothing=True) == {
         "query": question
     }
+
+
+LOUVRE = {**PASSAGE, "id": "louvre-passage", "text": "The Louvre is the most visited museum in France."}
+QUESTION_TEXT = "When was the Eiffel Tower finished?"
+
+
+def test_an_answer_that_cites_no_passage_is_given_the_passage_whose_words_it_uses() -> None:
+    drawn = passages_drawn_on(
+        "The Eiffel Tower was finished in 1889, for the World's Fair.", QUESTION_TEXT, [LOUVRE, PASSAGE]
+    )
+
+    assert drawn == [PASSAGE]
+    assert sources_line(drawn) == f"\n\nSource: {LINK}"
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        f"It was finished in 1889 {LINK}.",
+        "I could not find it in the knowledge graph.",
+        "The Eiffel Tower was finished.",
+    ],
+    ids=["cites-itself", "not-found", "only-the-questions-words"],
+)
+def test_no_passage_is_added_to_an_answer_that_cites_one_found_nothing_or_says_nothing_new(
+    answer: str,
+) -> None:
+    assert passages_drawn_on(answer, QUESTION_TEXT, [LOUVRE, PASSAGE]) == []
+
+
+def test_the_passages_of_the_turn_are_those_the_passage_search_returned() -> None:
+    turn = [
+        *_turn(("search_passages", {"query": "x"})),
+        ChatMessage(
+            role="tool", tool_call_id="c0", content=json.dumps({"results": [PASSAGE, LOUVRE, PASSAGE]})
+        ),
+        *[
+            ChatMessage(
+                role="assistant", tool_calls=[ToolCallRequest(id="c1", name="hybrid_search", arguments={})]
+            ),
+            ChatMessage(role="tool", tool_call_id="c1", content=json.dumps({"results": [LOUVRE]})),
+        ],
+    ]
+
+    assert turn_passages(turn, "search_passages") == [PASSAGE, LOUVRE]
+    assert turn_passages(turn, None) == []

@@ -175,6 +175,35 @@ async def test_when_the_search_names_no_entity_the_loop_searches_the_documents_a
 
 
 @db
+@pytest.mark.parametrize(
+    ("written", "cited"),
+    [
+        ("It was finished in 1889, for the World's Fair.", True),
+        ("I could not find it in the knowledge graph.", False),
+    ],
+    ids=["answered", "not-found"],
+)
+async def test_an_answer_from_passages_that_cites_none_gets_the_passage_it_drew_on_as_its_source(
+    world, agent, guide, small_model, written, cited
+):
+    tower = guide["tower"]
+    small_model.enqueue(
+        Json(completion('{"name": "search_passages", "arguments": {"query": "Eiffel Tower"}}')),
+        Stream(text_chunks(written[:12], written[12:])),
+    )
+
+    _, frames = await sse_turn(world["client"], body(world, agent, "When was the Eiffel Tower finished?"))
+
+    answer = await stored_answer(frames)
+    if cited:
+        assert answer.content == f"{written}\n\nSource: [paris-guide.md](passage:{tower.id})"
+        assert [(c["id"], c["kind"]) for c in frames[-1]["citations"]] == [(str(tower.id), "passage")]
+    else:
+        assert answer.content == written
+        assert frames[-1]["citations"] == []
+
+
+@db
 async def test_when_the_search_names_an_entity_the_loop_reads_its_cards_and_searches_no_passages(
     world, agent, guide, small_model
 ):
