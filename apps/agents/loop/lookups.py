@@ -251,6 +251,9 @@ COMMON_WORDS = frozenset(
     "documents passage passages graph knowledge".split()
 )
 MAX_SOURCES = 2
+# How an answer says it found nothing (the rules ask for "could not find it in the knowledge graph").
+NOT_FOUND_PHRASES = ("could not find", "couldn't find", "not found", "no information")
+_LINK_TARGET = re.compile(r"\]\((?:entity|passage):[^()\s]*\)")
 
 
 def turn_passages(turn: Sequence[ChatMessage], tool: str | None) -> list[dict[str, Any]]:
@@ -285,9 +288,10 @@ def passages_drawn_on(answer: str, question: str, passages: Sequence[dict[str, A
 
     The 1.5B model cited in 1 answer of 50 however it was asked (``AnswerLinker``); the passages it
     answers from are the loop's, so the loop cites them, and the citation filter checks them."""
-    if not passages or "(passage:" in answer or "could not find" in answer.casefold():
+    if not passages or "(passage:" in answer or any(p in answer.casefold() for p in NOT_FOUND_PHRASES):
         return []
-    new = _telling(answer) - _telling(question)
+    # A link's target is not a word of the answer ("[France](entity:country:FR)" reads "France").
+    new = _telling(_LINK_TARGET.sub("]", answer)) - _telling(question)
     scored = [(len(new & _telling(str(p["text"]))), index) for index, p in enumerate(passages)]
     best = max((score for score, _ in scored), default=0)
     if best == 0:

@@ -177,3 +177,9 @@ def test_the_passages_of_the_turn_are_those_the_passage_search_returned() -> Non
 
     assert turn_passages(turn, "search_passages") == [PASSAGE, LOUVRE]
     assert turn_passages(turn, None) == []
+
+
+def test_the_targets_of_an_answers_entity_links_are_not_words_it_drew_from_a_passage() -> None:
+    linked = {**LOUVRE, "text": "Each country entity of the graph, such as france, is listed here."}
+
+    assert passages_drawn_on("It lies in [Paris](entity:country:france).", QUESTION_TEXT, [linked]) == []
