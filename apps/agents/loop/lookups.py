@@ -49,6 +49,13 @@ def is_entity(value: Any) -> bool:
     return isinstance(value, dict) and all(isinstance(value.get(k), str) for k in ("key", "name"))
 
 
+def is_passage(value: Any) -> bool:
+    """A passage of a document as ``search_passages`` returns it (the citation filter's shape)."""
+    return isinstance(value, dict) and all(
+        isinstance(value.get(k), str) for k in ("id", "document_id", "document_name", "text")
+    )
+
+
 def entities(value: Any) -> list[dict[str, Any]]:
     """Every entity object (``key`` and ``name``) in a tool result, in order."""
     if is_entity(value):
@@ -194,6 +201,110 @@ def next_lookup(
         if neighbour["key"] not in found.looked_up:
             return {"entity_id": neighbour["key"], "limit": EDGES_LIMIT}
     return None
+
+
+# --- the documents' passages, when the graph does not answer ---
+
+# The loop's passage search is the question itself (``search_passages`` takes up to 1,000 characters).
+PASSAGE_QUERY_MAX = 500
+
+
+def passages_tool(tools: Sequence[ToolSpec]) -> str | None:
+    """The offered tool that searches the passages of the project's documents: it needs only ``query``
+    and takes a ``document_id``. Offered only in a project with documents (``search_passages``'s
+    ``available``), so without documents nothing below changes a step."""
+    for tool in tools:
+        required = set(tool.parameters.get("required") or [])
+        if required == {"query"} and "document_id" in (tool.parameters.get("properties") or {}):
+            return tool.name
+    return None
+
+
+def passage_search(
+    turn: Sequence[ChatMessage],
+    tools: Sequence[ToolSpec],
+    question: str,
+    found: TurnLookups,
+    *,
+    plan_found_nothing: bool = False,
+) -> dict[str, Any] | None:
+    """The arguments of the passage search the loop makes itself this turn, or ``None``.
+
+    When the graph did not answer (the plan's path queries found nothing, or a search ran and named
+    no entity) and the passages of documents could, the loop searches them with the question, as
+    plain RAG does, once a turn and only if nobody searched them yet this turn. ``found``: this
+    turn's ``turn_lookups``.
+    """
+    tool = passages_tool(tools)
+    if tool is None or not question.strip():
+        return None
+    if any(c.name == tool for m in turn if m.role == "assistant" for c in m.tool_calls):
+        return None
+    unanswered = plan_found_nothing or (found.searched and not found.named and not found.cards)
+    return {"query": question.strip()[:PASSAGE_QUERY_MAX]} if unanswered else None
+
+
+# Words too common to tell which passage an answer drew on.
+COMMON_WORDS = frozenset(
+    "about after also been being from have into more most than that their them then there these "
+    "they this those were what when where which while with would could should found document "
+    "documents passage passages graph knowledge".split()
+)
+MAX_SOURCES = 2
+# How an answer says it found nothing (the rules ask for "could not find it in the knowledge graph").
+NOT_FOUND_PHRASES = ("could not find", "couldn't find", "not found", "no information")
+_LINK_TARGET = re.compile(r"\]\((?:entity|passage):[^()\s]*\)")
+
+
+def turn_passages(turn: Sequence[ChatMessage], tool: str | None) -> list[dict[str, Any]]:
+    """The passages the passage search ``tool`` returned this turn, in order, each once."""
+    calls = {c.id: c.name for m in turn if m.role == "assistant" for c in m.tool_calls}
+    found: dict[str, dict[str, Any]] = {}
+    for message in turn:
+        if tool is None or message.role != "tool" or calls.get(message.tool_call_id or "") != tool:
+            continue
+        data = _json(message.content)
+        results = data.get("results") if isinstance(data, dict) else None
+        for item in results if isinstance(results, list) else []:
+            if is_passage(item):
+                found.setdefault(item["id"], item)
+    return list(found.values())
+
+
+def _telling(text: str) -> set[str]:
+    """The words of ``text`` that can tell passages apart: numbers, and words of 4 letters or more
+    that are not common."""
+    return {
+        w
+        for w in words(text).split()
+        if any(c.isdigit() for c in w) or (len(w) >= 4 and w not in COMMON_WORDS)
+    }
+
+
+def passages_drawn_on(answer: str, question: str, passages: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The passages an answer that cites none drew on: those sharing the most telling words with
+    the answer that the question does not have (a search found every passage by the question's
+    words), at most ``MAX_SOURCES``; none for an answer that found nothing.
+
+    The 1.5B model cited in 1 answer of 50 however it was asked (``AnswerLinker``); the passages it
+    answers from are the loop's, so the loop cites them, and the citation filter checks them."""
+    if not passages or "(passage:" in answer or any(p in answer.casefold() for p in NOT_FOUND_PHRASES):
+        return []
+    # A link's target is not a word of the answer ("[France](entity:country:FR)" reads "France").
+    new = _telling(_LINK_TARGET.sub("]", answer)) - _telling(question)
+    scored = [(len(new & _telling(str(p["text"]))), index) for index, p in enumerate(passages)]
+    best = max((score for score, _ in scored), default=0)
+    if best == 0:
+        return []
+    return [passages[index] for score, index in scored if score == best][:MAX_SOURCES]
+
+
+def sources_line(passages: Sequence[dict[str, Any]]) -> str:
+    """The line the loop adds after an answer for the passages it drew on: "Source: [doc](passage:<id>)"."""
+    if not passages:
+        return ""
+    links = ", ".join(f"[{p['document_name']}](passage:{p['id']})" for p in passages)
+    return f"\n\n{'Source' if len(passages) == 1 else 'Sources'}: {links}"
 
 
 # --- the card the model reads ---

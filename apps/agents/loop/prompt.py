@@ -13,7 +13,7 @@ from typing import Any
 
 from apps.agents.llm.base import ChatMessage, ToolSpec
 from apps.agents.loop import plan_graph, plan_turn
-from apps.agents.loop.layout import RESULT_MAX_CHARS, clip, layout_result
+from apps.agents.loop.layout import RESULT_MAX_CHARS, clip, layout_passages, layout_result
 from apps.agents.loop.lookups import (
     TurnLookups,
     edges_tool,
@@ -22,6 +22,7 @@ from apps.agents.loop.lookups import (
     is_entity,
     link,
     named_hits,
+    passages_tool,
     question_number,
     turn_lookups,
 )
@@ -102,9 +103,20 @@ def system_prompt(instructions: str, tools: Sequence[ToolSpec]) -> str:
         f"Rules for the answer: use only {use}, never your own knowledge. "
         f"Cite every entity you mention with {cite}, exactly as written. "
         f"If {found} do not contain what was asked, say that you could not find it in the "
-        "knowledge graph, and nothing more. Answer briefly."
+        "knowledge graph, and nothing more. Answer briefly." + _passage_rule(tools)
     )
     return "\n\n".join(parts)
+
+
+def _passage_rule(tools: Sequence[ToolSpec]) -> str:
+    """How to cite a passage of a document, only when a passage search is offered (a project with
+    documents): a graph-only project's prompt stays what it was."""
+    if passages_tool(tools) is None:
+        return ""
+    return (
+        " Cite a passage of a document you use with the link the results give it, "
+        "[document name](passage:<id>), exactly as written."
+    )
 
 
 def answer_system_prompt(instructions: str) -> str:
@@ -299,9 +311,11 @@ def _turn_so_far(
     start: int,
     lookups: TurnLookups,
     result_limit: int,
+    passages: str | None = None,
 ) -> None:
     """Append this turn's calls and results to ``out``: the model's calls as JSON, results laid out,
-    the loop's own look-ups as found facts (its look-ups of names not at all)."""
+    the loop's own look-ups as found facts (its look-ups of names not at all). ``passages``: the
+    offered passage search, whose results read as citable passages (``layout_passages``)."""
     names = {c.id: c.name for m in messages for c in m.tool_calls}
     queries = {c.id: c.arguments.get("query") for m in messages for c in m.tool_calls}
     hidden = _hidden_calls(messages[start + 1 :])
@@ -320,13 +334,17 @@ def _turn_so_far(
         if message.role != "tool" or call_id in hidden:
             continue
         name = names.get(call_id, message.name or "tool")
-        text = _result_text(name, message.content, queries.get(call_id), lookups, result_limit)
+        if passages is not None and name == passages:
+            text = f"Result of {name}:\n{layout_passages(message.content, result_limit)}"
+        else:
+            text = _result_text(name, message.content, queries.get(call_id), lookups, result_limit)
         if call_id.startswith(LOOKUP_ID_PREFIX):
             # The loop's own look-up: shown as found facts, not as a call the model made.
             _, _, card = text.partition("\n")
             if not card.strip():
                 continue
-            text = f"Looked up in the graph:\n{card}"
+            found_in = "the project's documents" if name == passages else "the graph"
+            text = f"Looked up in {found_in}:\n{card}"
             if out[-1].role == "user":
                 out[-1] = ChatMessage(role="user", content=f"{out[-1].content}\n\n{text}")
                 continue
@@ -360,7 +378,7 @@ def prompt_messages(
         lookups = turn_lookups(messages[start + 1 :], edges_tool(tools))
     if start < len(messages):
         lookups.threshold = question_number(messages[start].content)
-    _turn_so_far(out, messages, start, lookups, result_limit)
+    _turn_so_far(out, messages, start, lookups, result_limit, passages_tool(tools))
     if answer_now and out[-1].role == "user":
         out[-1] = ChatMessage(
             role="user", content=out[-1].content + "\n\nNo more tool calls: write the answer now."

@@ -55,7 +55,12 @@ from apps.agents.loop.lookups import (
     edges_tool,
     link,
     next_lookup,
+    passage_search,
+    passages_drawn_on,
+    passages_tool,
+    sources_line,
     turn_lookups,
+    turn_passages,
 )
 from apps.agents.loop.prompt import (
     LOOKUP_ID_PREFIX,
@@ -92,6 +97,41 @@ def _without_path_tool(tools: list[ToolSpec]) -> list[ToolSpec]:
     """The tools a forced search of the earlier recipe offers: all but the path tool."""
     path = plan_graph.path_tool(tools)
     return [t for t in tools if t is not path] or tools
+
+
+def _passage_search(
+    messages: list[ChatMessage], tools: list[ToolSpec], lookups: TurnLookups
+) -> dict[str, Any] | None:
+    """The loop's own ``search_passages`` arguments this step (``lookups.passage_search``), or None;
+    the planned path's queries count as finding nothing when none of them found anything."""
+    start = this_turn_start(messages)
+    if start >= len(messages) or passages_tool(tools) is None:
+        return None
+    turn = messages[start + 1 :]
+    path = plan_graph.path_tool(tools)
+    queries = (
+        plan_turn.plan_state(turn, path.name, edges_tool(tools), LOOKUP_ID_PREFIX).queries
+        if path is not None
+        else []
+    )
+    return passage_search(
+        turn,
+        tools,
+        messages[start].content,
+        lookups,
+        plan_found_nothing=bool(queries) and all(plan_turn.found_nothing(r) for _, r in queries),
+    )
+
+
+def _sources(messages: list[ChatMessage], tools: list[ToolSpec], answer: str) -> str:
+    """The line citing the passages of documents an answer drew on without citing them itself
+    (``lookups.passages_drawn_on``); "" without a passage search this turn."""
+    start = this_turn_start(messages)
+    tool = passages_tool(tools)
+    if start >= len(messages) or tool is None:
+        return ""
+    passages = turn_passages(messages[start + 1 :], tool)
+    return sources_line(passages_drawn_on(answer, messages[start].content, passages))
 
 
 def _call_id() -> str:
@@ -149,6 +189,13 @@ class PromptedToolsProvider:
             )
             yield Done(usage=usage, finish_reason="tool_calls")
             return
+        if lookups is not None and (search := _passage_search(messages, tools, lookups)) is not None:
+            # No model step: the graph did not answer, so the loop searches the documents' passages.
+            yield ToolCall(
+                id=LOOKUP_ID_PREFIX + uuid.uuid4().hex[:12], name=str(passages_tool(tools)), arguments=search
+            )
+            yield Done(usage=usage, finish_reason="tool_calls")
+            return
         async for event in self._free_step(messages, tools, config, usage, made, lookups):
             yield event
 
@@ -174,10 +221,13 @@ class PromptedToolsProvider:
         # After the loop's look-ups the model answers: the entities it names from the cards get links.
         linker = AnswerLinker(card_entities(lookups)) if looked_up and lookups is not None else None
         found: FoundCall | None = None
+        written: list[str] = []  # the answer's text, for the passages it drew on (``_sources``)
         async for item in self._free(prompt, tools if may_call else [], config, usage, linker=linker):
             if isinstance(item, FoundCall):
                 found = item
                 continue
+            if isinstance(item, TextDelta):
+                written.append(item.text)
             yield item
             if isinstance(item, ErrorEvent):
                 return
@@ -188,6 +238,8 @@ class PromptedToolsProvider:
             async for item in self._free(prompt, [], config, usage):
                 if isinstance(item, FoundCall):
                     continue
+                if isinstance(item, TextDelta):
+                    written.append(item.text)
                 yield item
                 if isinstance(item, ErrorEvent):
                     return
@@ -195,6 +247,8 @@ class PromptedToolsProvider:
             yield ToolCall(id=_call_id(), name=found.name, arguments=found.arguments)
             yield Done(usage=usage, finish_reason="tool_calls")
             return
+        if sources := _sources(messages, tools, "".join(written)):
+            yield TextDelta(text=sources)
         yield Done(usage=usage, finish_reason="stop")
 
     async def _path(
