@@ -43,6 +43,8 @@ def worker_is_dead(worker: str, since: datetime | None) -> bool:
         return since is not None and since < timezone.now() - abandoned
     try:
         process = psutil.Process(int(pid_text))
+        if process.status() == psutil.STATUS_ZOMBIE:  # exited, not yet reaped by its parent
+            return True
         started = datetime.fromtimestamp(process.create_time(), tz=timezone.get_current_timezone())
     except (psutil.NoSuchProcess, psutil.AccessDenied, ValueError):
         return True
@@ -125,8 +127,13 @@ async def agent_run_start(
     )
 
 
-async def agent_run_save_text(*, run_id: uuid.UUID, text: str) -> None:
+def agent_run_text_keep(*, run_id: uuid.UUID, text: str) -> None:
     """Keep the text a running run has streamed so far (recovery shows it if the process dies)."""
+    AgentRun.objects.filter(id=run_id, status=RunStatus.RUNNING).update(final_text=storable(text))
+
+
+async def agent_run_save_text(*, run_id: uuid.UUID, text: str) -> None:
+    """``agent_run_text_keep`` from async code, on the caller's thread."""
     await AgentRun.objects.filter(id=run_id, status=RunStatus.RUNNING).aupdate(final_text=storable(text))
 
 
