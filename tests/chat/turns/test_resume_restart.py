@@ -13,6 +13,7 @@ mark saved once the text paused), or holding the next model call after the tool'
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import sys
 import tempfile
@@ -20,10 +21,12 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 
 from apps.agents.models import AgentRun, RunStatus
 from apps.chat.models import Conversation, Message
+from apps.graph_tools.models import GraphChange, GraphObject
 from bench.support import ServerProcess, start_daphne, wait_ready
 from tests.chat.conftest import adb, session_cookie
 from tests.chat.streams.test_multiprocess import WAIT, _database_url, _wait_ready
@@ -34,6 +37,7 @@ from tests.chat.turns.test_resume_kill import (
     _check_the_turn_finished_on_b,
     _follow_on,
     _kill,
+    _other_connection,
     _start_turn,
     _until,
     model,  # noqa: F401 - the fixtures of the same model
@@ -216,3 +220,66 @@ async def test_a_restarted_process_finishes_the_turn_as_it_starts_with_no_client
     ]
     assert answers == ["", ANSWER]  # the write's call (its row), then the answer, stored once
     assert "WSCONNECT" not in again.output() and '"GET ' not in again.output()
+
+
+async def test_killed_between_the_approve_and_its_continuation_the_restarted_process_continues_it(
+    one_process,
+    world,
+    writer,  # noqa: F811
+    model,  # noqa: F811
+):
+    """The user approves; the process commits the decision (the write done) and dies before the
+    turn that continues it holds the conversation (the test holds the conversation's row, so that
+    its claim waits, then kills the process there)."""
+    writer.tool_policy = {"create_entity": {"approval": "always"}}
+    await writer.asave()
+    first = one_process.start()
+    token = await adb(make_token)(world["user"])
+    http, response, frames = await _start_turn(first, world, writer, token)
+    paused = [frame async for frame in frames]
+    await response.aclose()
+    card = next(f for f in paused if f["type"] == "approval_required")
+    conversation_id = paused[0]["conversationId"]
+    row = await asyncio.to_thread(_other_connection)
+    try:
+        row.execute("SELECT 1 FROM kb.chat_conversations WHERE id = %s FOR UPDATE", [conversation_id])
+        decision = asyncio.create_task(
+            http.post(
+                f"{first.http}/api/approvals/{card['approvalId']}/decision",
+                json={"decision": "approve"},
+                headers={"Authorization": f"Bearer {token}"},
+            )
+        )
+
+        async def claiming() -> bool:
+            return await asyncio.to_thread(_waits_on_the_conversation)
+
+        await _until(claiming, "the decision committed and its continuation waits to claim")
+        _kill(first)
+        with contextlib.suppress(httpx.HTTPError):
+            await decision
+    finally:
+        row.rollback()
+        row.close()
+        await http.aclose()
+    assert await GraphChange.objects.filter(project=world["project"], action="create_entity").acount() == 1
+
+    again = one_process.start()
+
+    async def answered() -> bool:
+        return await Message.objects.filter(conversation_id=conversation_id, content=ANSWER).aexists()
+
+    await _until(answered, "the restarted process continued the decided approval")
+    assert await GraphChange.objects.filter(project=world["project"], action="create_entity").acount() == 1
+    assert await GraphObject.objects.filter(project=world["project"], key="city:lyon").acount() == 1
+    continued = await AgentRun.objects.filter(conversation_id=conversation_id).order_by("started_at").alast()
+    assert (continued.status, continued.worker) == ("success", again.worker)
+
+
+def _waits_on_the_conversation() -> bool:
+    with _other_connection() as other:
+        row = other.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+            " AND query LIKE 'UPDATE %%chat_conversations%%'"
+        ).fetchone()
+    return bool(row and row[0])
