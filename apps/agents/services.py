@@ -1,9 +1,9 @@
 """Every write of the agent audit trail (``kb.agent_runs``, ``agent_run_messages``, ``agent_run_tool_calls``).
 
-A run's whole lifecycle lives here: ``agent_run_start`` opens it, ``agent_run_save_text`` keeps
+A run's whole lifecycle lives here: ``agent_run_start`` opens it, ``agent_run_text_keep`` keeps
 what it has streamed so far (so a crash loses nothing the user saw), ``agent_run_finish`` closes
 it once with its outcome, and ``agent_runs_interrupt_orphaned`` closes the batch runs of processes that
-died (a chat turn's run is resumed instead). ``agent_run_events_append`` stores its ADK session events. The start, save and finish are async: the executor runs on the event loop.
+died (a chat turn's run is resumed instead). ``agent_run_events_append`` stores its ADK session events. The start and finish are async: the executor runs on the event loop.
 """
 
 from __future__ import annotations
@@ -130,11 +130,6 @@ async def agent_run_start(
 def agent_run_text_keep(*, run_id: uuid.UUID, text: str) -> None:
     """Keep the text a running run has streamed so far (recovery shows it if the process dies)."""
     AgentRun.objects.filter(id=run_id, status=RunStatus.RUNNING).update(final_text=storable(text))
-
-
-async def agent_run_save_text(*, run_id: uuid.UUID, text: str) -> None:
-    """``agent_run_text_keep`` from async code, on the caller's thread."""
-    await AgentRun.objects.filter(id=run_id, status=RunStatus.RUNNING).aupdate(final_text=storable(text))
 
 
 def _closing(
