@@ -9,6 +9,10 @@
    served by ``tests.llm_server``; process A runs an agent turn whose answer is held mid-stream, a
    client follows it on B; A is killed with SIGKILL. Measured: from the kill to the first frame of
    the resumed turn at the client, with ``KGCHAT_TURN_LEASE_SECONDS`` 3 and 6 (the default).
+3. **One process, restarted.** One daphne and no Redis (``make run``); its agent turn's answer is
+   held mid-stream (its mark saved), the process is killed with SIGKILL and started again at once
+   on the same port. Measured: from the kill to the new process listening, and to the resumed
+   turn's first frame at a websocket client that reconnects as soon as it listens (``afterSeq``).
 
 Run: ``make bench`` (all) or ``.venv/bin/python -m bench turn_resume``.
 """
@@ -262,6 +266,178 @@ def _kill_to_next_frame(lease: int) -> list[float]:
     return timings
 
 
+class LLMServerHolding:
+    """``tests.llm_server`` answering ``words`` words; after ``hold``, its next answer stops after
+    5 of them until ``release``."""
+
+    def __init__(self, words: int) -> None:
+        from tests.llm_server import LLMTestServer
+
+        self.words = [f"w{i} " for i in range(words)]
+        self.gate = threading.Event()
+        self.held_next = False
+        self.server = LLMTestServer(responder=self._answer)
+
+    def __enter__(self) -> LLMServerHolding:
+        self.server.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.gate.set()
+        self.server.__exit__(*exc)
+
+    @property
+    def base_url(self) -> str:
+        return str(self.server.base_url)
+
+    def hold(self) -> None:
+        self.gate, self.held_next = threading.Event(), True
+
+    def release(self) -> None:
+        self.gate.set()
+
+    def _answer(self, request: dict[str, Any]) -> Any:
+        from tests.llm_server import Stream, text_chunks
+
+        if self.held_next:
+            self.held_next = False
+            return Stream(text_chunks(*self.words), gate=self.gate, gate_after=5, gate_timeout=60)
+        return Stream(text_chunks(*self.words))
+
+
+def _resume_world(lease: int) -> dict[str, Any]:
+    """A user (with an API token and a session) and a project whose agent has no tools."""
+    from django.test import Client
+
+    from apps.agents.definitions import default_agents_install
+    from apps.agents.models import AgentDefinition
+    from tests.factories import make_project, make_token, make_user
+
+    user = make_user(f"bench-resume-{lease}-{time.monotonic_ns()}")
+    project = make_project(owner=user, name=f"bench resume {time.monotonic_ns()}")
+    default_agents_install(project=project)
+    agent = AgentDefinition.objects.get(project=project, name="graph-query-agent")
+    agent.tools = []
+    agent.save()
+    browser = Client()
+    browser.force_login(user)
+    return {
+        "user": user,
+        "project": project,
+        "agent": agent,
+        "token": make_token(user),
+        "session": browser.cookies["sessionid"].value,
+    }
+
+
+def _env(model_url: str, lease: int) -> dict[str, str]:
+    return {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "config.settings.test",
+        "DATABASE_URL": _database_url(),
+        "KGCHAT_MODEL": "openai/test",
+        "OPENAI_BASE_URL": model_url,
+        "OPENAI_API_KEY": "bench-key",
+        "KGCHAT_TURN_LEASE_SECONDS": str(lease),
+    }
+
+
+def _streamed_until_held(http: Any, server: Any, setup: dict[str, Any]) -> list[dict[str, Any]]:
+    """Start an agent turn on ``server`` over SSE; its frames until the model holds (4 words)."""
+    body = {
+        "message": "hi",
+        "projectId": str(setup["project"].id),
+        "agentDefinitionId": str(setup["agent"].id),
+    }
+    headers = {"Authorization": f"Bearer {setup['token']}"}
+    seen: list[dict[str, Any]] = []
+    with http.stream("POST", f"{server.http}/api/chat/stream", json=body, headers=headers) as response:
+        if response.status_code != 200:
+            raise RuntimeError(f"the turn was refused: {response.status_code}\n{server.tail(40)}")
+        for line in response.iter_lines():
+            if line.startswith("data: "):
+                seen.append(json.loads(line[6:]))
+            if "".join(f.get("token", "") for f in seen).count(" ") == 4:  # its first chunk: no text
+                return seen
+    raise RuntimeError(f"the turn ended before its model held:\n{server.tail(40)}")
+
+
+def _until_mark(conversation_id: str, seq: int) -> None:
+    """Wait until the turn's saved mark counts its frames up to ``seq`` (its text paused)."""
+    from apps.chat.models import Conversation
+
+    deadline = time.monotonic() + 30
+    while Conversation.objects.get(id=conversation_id).active_turn_shown.get("seq") != seq:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the turn's mark never reached seq {seq}")
+        time.sleep(0.05)
+
+
+def _first_frame_after_restart(server: Any, session: str, seen: list[dict[str, Any]]) -> float:
+    """Connect to the restarted ``server`` as soon as it listens (as the page retries) and
+    subscribe after the last frame seen; the monotonic time its first frame arrives."""
+    from websockets.sync.client import connect
+
+    while True:
+        try:
+            ws = connect(
+                server.ws, origin="http://127.0.0.1", additional_headers={"Cookie": f"sessionid={session}"}
+            )
+            break
+        except OSError:
+            time.sleep(0.02)
+    with ws:
+        conversation = seen[0]["conversationId"]
+        ws.send(
+            json.dumps(
+                {"type": "chat.subscribe", "conversationId": conversation, "afterSeq": seen[-1]["seq"]}
+            )
+        )
+        json.loads(ws.recv(timeout=60))
+        arrived = time.monotonic()
+        while json.loads(ws.recv(timeout=60))["type"] != "done":
+            pass
+    return arrived
+
+
+def _restart_to_next_frame(lease: int) -> list[tuple[float, float]]:
+    """One daphne, no Redis (``make run``): SIGKILL mid-answer (the turn's mark saved), started
+    again at once on the same port. Per kill: (seconds from the kill to the restarted process
+    listening, from the kill to the resumed turn's first frame at a client reconnected then)."""
+    import httpx
+
+    from bench.support import free_port, start_daphne, wait_ready
+
+    setup = _resume_world(lease)
+    port, timings, started = free_port(), [], []
+    try:
+        with LLMServerHolding(words=40) as model, tempfile.TemporaryDirectory() as logdir:
+            env = {**_env(model.base_url, lease), "REDIS_URL": ""}
+            started.append(start_daphne("one0", env=env, log=Path(logdir) / "one0.log", port=port))
+            for kill in range(KILLS):
+                model.hold()
+                wait_ready(started[-1], path="/accounts/login/")
+                with httpx.Client(timeout=60) as http:
+                    seen = _streamed_until_held(http, started[-1], setup)
+                _until_mark(seen[0]["conversationId"], seen[-1]["seq"])
+                os.kill(started[-1].process.pid, signal.SIGKILL)
+                killed = time.monotonic()
+                started[-1].process.wait(10)
+                model.release()
+                log = Path(logdir) / f"one{kill + 1}.log"
+                started.append(start_daphne(f"one{kill + 1}", env=env, log=log, port=port))
+                wait_ready(started[-1])
+                listening = time.monotonic()
+                arrived = _first_frame_after_restart(started[-1], setup["session"], seen)
+                timings.append((listening - killed, arrived - killed))
+    finally:
+        for server in started:
+            server.stop(15)
+        setup["project"].delete()
+        setup["user"].delete()
+    return timings
+
+
 def run() -> None:
     from asgiref.sync import async_to_sync
 
@@ -278,6 +454,16 @@ def run() -> None:
         print(
             f"SIGKILL -> the resumed turn's next frame at the client (lease {lease} s, {len(timings)} kills): "
             f"median {statistics.median(timings):.2f} s, max {max(timings):.2f} s"
+        )
+    for lease in (3, 6):
+        restarts = _restart_to_next_frame(lease)
+        listening = [r[0] for r in restarts]
+        frame = [r[1] for r in restarts]
+        print(
+            f"one process, no Redis: SIGKILL, started again at once (lease {lease} s, {len(restarts)} kills): "
+            f"listening again after median {statistics.median(listening):.2f} s (max {max(listening):.2f}); "
+            f"the resumed turn's next frame at a client reconnected then: median {statistics.median(frame):.2f} s "
+            f"(max {max(frame):.2f}), {statistics.median(frame) - statistics.median(listening):.2f} s after listening"
         )
 
 

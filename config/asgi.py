@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
+import sys
 
 from django.core.asgi import get_asgi_application
 
@@ -42,14 +44,29 @@ router = ProtocolTypeRouter(
 )
 
 
+async def _recover() -> None:
+    try:
+        await recover_once()
+    except Exception:
+        logging.getLogger("kgchat.recovery").exception("recovering interrupted turns failed; retrying later")
+
+
+def _recover_as_daphne_starts() -> None:
+    """Under daphne (Twisted's asyncio reactor, no ASGI lifespan): start taking over turns as soon
+    as the server runs, not at its first request, so a restarted process goes on with the turns its
+    predecessor was running whether or not a client comes back (``service.takeover_start``)."""
+    reactor = sys.modules.get("twisted.internet.reactor")
+    if reactor is None or type(reactor).__name__ != "AsyncioSelectorReactor":
+        return
+    reactor.callLater(0, lambda: asyncio.ensure_future(_recover()))  # once its event loop runs
+
+
+_recover_as_daphne_starts()
+
+
 async def application(scope, receive, send):
     """The router, behind crash recovery: a process's first request starts its takeover of turns
     whose lease lapsed (their process died), and waits until dead processes' batch runs are closed."""
     if scope["type"] in ("http", "websocket"):
-        try:
-            await recover_once()
-        except Exception:
-            logging.getLogger("kgchat.recovery").exception(
-                "recovering interrupted turns failed; retrying later"
-            )
+        await _recover()
     return await router(scope, receive, send)

@@ -1,9 +1,9 @@
 """Every write of the agent audit trail (``kb.agent_runs``, ``agent_run_messages``, ``agent_run_tool_calls``).
 
-A run's whole lifecycle lives here: ``agent_run_start`` opens it, ``agent_run_save_text`` keeps
+A run's whole lifecycle lives here: ``agent_run_start`` opens it, ``agent_run_text_keep`` keeps
 what it has streamed so far (so a crash loses nothing the user saw), ``agent_run_finish`` closes
 it once with its outcome, and ``agent_runs_interrupt_orphaned`` closes the batch runs of processes that
-died (a chat turn's run is resumed instead). ``agent_run_events_append`` stores its ADK session events. The start, save and finish are async: the executor runs on the event loop.
+died (a chat turn's run is resumed instead). ``agent_run_events_append`` stores its ADK session events. The start and finish are async: the executor runs on the event loop.
 """
 
 from __future__ import annotations
@@ -43,6 +43,8 @@ def worker_is_dead(worker: str, since: datetime | None) -> bool:
         return since is not None and since < timezone.now() - abandoned
     try:
         process = psutil.Process(int(pid_text))
+        if process.status() == psutil.STATUS_ZOMBIE:  # exited, not yet reaped by its parent
+            return True
         started = datetime.fromtimestamp(process.create_time(), tz=timezone.get_current_timezone())
     except (psutil.NoSuchProcess, psutil.AccessDenied, ValueError):
         return True
@@ -125,9 +127,9 @@ async def agent_run_start(
     )
 
 
-async def agent_run_save_text(*, run_id: uuid.UUID, text: str) -> None:
+def agent_run_text_keep(*, run_id: uuid.UUID, text: str) -> None:
     """Keep the text a running run has streamed so far (recovery shows it if the process dies)."""
-    await AgentRun.objects.filter(id=run_id, status=RunStatus.RUNNING).aupdate(final_text=storable(text))
+    AgentRun.objects.filter(id=run_id, status=RunStatus.RUNNING).update(final_text=storable(text))
 
 
 def _closing(

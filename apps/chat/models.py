@@ -36,6 +36,11 @@ class Conversation(models.Model):
     # What a plain turn has streamed so far, saved as it goes (an agent turn saves it on its run), so
     # that a turn whose process dies keeps the text the user saw (see ``services.interrupted_turns_recover``).
     active_turn_text = models.TextField(blank=True, default="", editable=False)
+    # Where the turn's frames were when it last saved its text (``turn.TurnProgress``): the last
+    # ``seq`` published, how many characters its ``token`` frames carried, the tool calls shown
+    # completed. A process taking the turn over goes on after them when the frames themselves died
+    # with their process (one process, no Redis): {"seq": int, "chars": int, "calls": [str]}.
+    active_turn_shown = models.JSONField(default=dict, blank=True, editable=False)
     # Entities tools returned in this conversation ({id: {id, key, type, name}}): the citations an
     # answer may keep. Kept here so a turn reads one row instead of every earlier tool result.
     known_entities = models.JSONField(default=dict, blank=True, editable=False)

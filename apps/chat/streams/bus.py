@@ -34,6 +34,11 @@ class FrameBus(Protocol):
         """Open, in this process, the running turn a dead process left (its frames are kept):
         the last ``seq`` it published and the text of its ``token`` frames, to go on from."""
 
+    async def opened(self, conversation_id: str, turn_id: str, within: float) -> bool:
+        """Wait (``within`` seconds at most) until the turn ``turn_id``, which holds the
+        conversation's claim, can be followed here; whether it can. With one process, a turn whose
+        process died is followed once this process has taken it over; with Redis, at once."""
+
     async def publish(self, conversation_id: str, frame: AnyFrame) -> None:
         """Append ``frame`` to the running turn and wake its subscribers."""
 

@@ -88,6 +88,8 @@ class InProcessFrameBus:
         self._logs: dict[str, _TurnLog] = {}
         self._retention = retention_seconds
         self._watchers: dict[str, set[_LocalWatch]] = {}
+        # Subscribers waiting for a turn to open here (``opened``), by conversation.
+        self._opening: dict[str, list[asyncio.Future[None]]] = {}
 
     async def begin(self, conversation_id: str, turn_id: str) -> None:
         old = self._logs.get(conversation_id)
@@ -95,6 +97,33 @@ class InProcessFrameBus:
             old.finished = True
             old.wake()
         self._logs[conversation_id] = _TurnLog(turn_id=turn_id)
+        for waiter in self._opening.pop(conversation_id, []):
+            if not waiter.get_loop().is_closed():
+                waiter.get_loop().call_soon_threadsafe(_wake_future, waiter)
+
+    async def opened(self, conversation_id: str, turn_id: str, within: float) -> bool:
+        """Wait, ``within`` seconds at most, until the turn ``turn_id`` is open here: one its
+        process left (and that this one takes over) opens again when taken over. Whether it is."""
+        deadline = asyncio.get_running_loop().time() + within
+        while True:
+            log = self._logs.get(conversation_id)
+            if log is not None and log.turn_id == turn_id:
+                return True
+            left = deadline - asyncio.get_running_loop().time()
+            if left <= 0:
+                return False
+            waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            self._opening.setdefault(conversation_id, []).append(waiter)
+            try:
+                await asyncio.wait_for(waiter, left)
+            except TimeoutError:
+                pass
+            finally:
+                waiters = self._opening.get(conversation_id, [])
+                with contextlib.suppress(ValueError):
+                    waiters.remove(waiter)
+                if not waiters:
+                    self._opening.pop(conversation_id, None)
 
     async def resume(self, conversation_id: str, turn_id: str) -> Resumed:
         """A turn of a dead process: its frames died with it (one process keeps them in memory),

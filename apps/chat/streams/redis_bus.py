@@ -204,6 +204,10 @@ class RedisFrameBus:
         await ready.wait()
         return Resumed(seq=seq, shown="".join(shown), completed=frozenset(completed))
 
+    async def opened(self, conversation_id: str, turn_id: str, within: float) -> bool:
+        """At once: the turn's Redis stream is followed from any process, whichever runs it."""
+        return True
+
     async def _listen(self, conversation_id: str, event: asyncio.Event, ready: asyncio.Event) -> None:
         pubsub = self._client().pubsub()
         try:

@@ -135,7 +135,15 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         conversation = await selectors.aconversation_get(
             principal=self.principal, conversation_id=request.conversationId
         )
-        self.follow(str(conversation.id), after_seq=request.afterSeq, include_finished=request.afterSeq > 0)
+        # A turn holding the claim that this process does not run yet (its own process died, and
+        # this one is about to take it over) is followed once it is taken over.
+        holder = str(conversation.active_turn_id) if conversation.active_turn_id else None
+        self.follow(
+            str(conversation.id),
+            after_seq=request.afterSeq,
+            include_finished=request.afterSeq > 0,
+            turn_id=holder,
+        )
         await self._watch_or_log(str(conversation.id))
 
     async def on_approval(self, content: dict[str, Any]) -> None:
@@ -194,15 +202,21 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
             if self.watches.get(conversation_id) is asyncio.current_task():
                 del self.watches[conversation_id]
 
-    def follow(self, conversation_id: str, *, after_seq: int, include_finished: bool) -> None:
+    def follow(
+        self, conversation_id: str, *, after_seq: int, include_finished: bool, turn_id: str | None = None
+    ) -> None:
         previous = self.follows.pop(conversation_id, None)
         if previous is not None:
             previous.cancel()
-        task = asyncio.create_task(self._forward(conversation_id, after_seq, include_finished))
+        task = asyncio.create_task(self._forward(conversation_id, after_seq, include_finished, turn_id))
         self.follows[conversation_id] = task
 
-    async def _forward(self, conversation_id: str, after_seq: int, include_finished: bool) -> None:
+    async def _forward(
+        self, conversation_id: str, after_seq: int, include_finished: bool, turn_id: str | None
+    ) -> None:
         with contextlib.suppress(asyncio.CancelledError):
+            if turn_id is not None:
+                await turns.turn_opened(conversation_id, turn_id)
             async for frame in get_bus().subscribe(
                 conversation_id, after_seq=after_seq, include_finished=include_finished
             ):

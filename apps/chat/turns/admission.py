@@ -35,6 +35,7 @@ from apps.agents.selectors import (
 )
 from apps.agents.services import (
     agent_run_new,
+    agent_run_open,
     worker_name,
 )
 from apps.chat import selectors
@@ -385,15 +386,27 @@ def turn_admit_resumed(approval: WriteApproval) -> Turn | None:
                 raise TurnInProgress(
                     "a turn is already running in this conversation; wait for it or cancel it"
                 )
-        return turn_build(
-            turn_id=turn_id,
-            conversation=conversation,
-            project=conversation.project,
-            definition=conversation.agent_definition,
-            user_message=user_message,
-            resume=ToolResume(
-                call_id=approval.call_id, tool=approval.tool_name, result=approval_result(approval)
-            ),
-        )
+            turn = turn_build(
+                turn_id=turn_id,
+                conversation=conversation,
+                project=conversation.project,
+                definition=conversation.agent_definition,
+                user_message=user_message,
+                resume=ToolResume(
+                    call_id=approval.call_id, tool=approval.tool_name, result=approval_result(approval)
+                ),
+            )
+            # Opened with the claim: a process dying after this leaves a turn to resume (its run
+            # without events continues the decided call), never a claim without a run.
+            assert turn.run_id is not None
+            turn.run = agent_run_open(
+                project_id=conversation.project_id,
+                agent_definition_id=conversation.agent_definition.pk,
+                conversation_id=conversation.id,
+                model=turn.model,
+                run_id=turn.run_id,
+                graph_version=turn.graph_version,
+            )
+        return turn
     finally:
         release_connections()

@@ -26,7 +26,7 @@ from apps.agents.plain import Provider
 from apps.chat.models import Message, MessageRole
 from apps.chat.streams.frames import ApprovalRequiredFrame, ErrorFrame, McpToolFrame, TokenFrame
 from apps.chat.turns.citations import CitationFilter, is_passage, iter_entities
-from apps.chat.turns.turn import Answer, PartialTextSaver, Turn, emit
+from apps.chat.turns.turn import Answer, Turn, emit, progress_text
 
 # Stop reasons whose partial answer is kept as the assistant message, with the stop reason.
 KEEP_PARTIAL = {"max_steps", "doom_loop", "cancelled", "timeout"}
@@ -83,11 +83,11 @@ class _AgentStream:
         self.known = turn.known
         self.citations = CitationFilter(turn.known)
         self.parts: list[str] = []
-        self.saver = PartialTextSaver(turn)
+        progress_text(turn, self.parts)
         self.waiting: list[ApprovalPending] = []
         self.used: dict[str, None] = {}  # ids of the entities tool results gave this turn, in order
         # A taken-over turn: how much of its text its clients were shown already (not sent again).
-        self.skip = len(turn.shown)
+        self.skip = turn.shown_chars
 
     async def send_text(self, text: str) -> None:
         if text:
@@ -98,7 +98,6 @@ class _AgentStream:
                 text = text[cut:]
             if text:
                 await emit(self.turn, TokenFrame(token=text))
-            await self.saver.maybe_save(self.parts)
 
     def use(self, result: Any) -> None:
         self.known.add_result(result)

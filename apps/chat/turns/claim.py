@@ -11,14 +11,12 @@ from django.conf import settings
 from django.db import connection
 from django.utils import timezone
 
-from apps.agents.services import (
-    agent_run_save_text,
-    worker_name,
-)
+from apps.agents.services import agent_run_text_keep, worker_name
 from apps.chat.models import Conversation
 from apps.chat.turns.turn import Turn
 from apps.core.db import (
     is_database_busy,
+    release_connections,
 )
 from apps.core.errors import ServiceError
 from apps.graph_tools.models import WriteApproval
@@ -62,7 +60,7 @@ def claim_take_reading_approvals(conversation_id: uuid.UUID, turn_id: uuid.UUID)
         cursor.execute(
             f"""UPDATE {conversations}
                 SET active_turn_id = %s, active_turn_started_at = %s, active_turn_worker = %s,
-                    active_turn_text = '', active_turn_cancelled = false,
+                    active_turn_text = '', active_turn_shown = '{{}}'::jsonb, active_turn_cancelled = false,
                     active_turn_lease_until = now() + make_interval(secs => %s), updated_at = %s
                 WHERE id = %s AND (active_turn_id IS NULL
                     OR active_turn_lease_until IS NULL
@@ -128,11 +126,12 @@ def claim_release(conversation_id: uuid.UUID, turn_id: uuid.UUID) -> None:
 
 
 # The claim's columns once released (what ``claim_release`` sets).
-RELEASED = {
+RELEASED: dict[str, object] = {
     "active_turn_id": None,
     "active_turn_started_at": None,
     "active_turn_worker": "",
     "active_turn_text": "",
+    "active_turn_shown": {},
     "active_turn_lease_until": None,
     "active_turn_cancelled": False,
 }
@@ -158,11 +157,25 @@ async def claim_release_retrying(turn: Turn) -> None:
             return
 
 
-async def turn_text_save(turn: Turn, text: str) -> None:
-    """Keep what the turn has streamed so far: on its agent run, or on a plain turn's claim."""
-    if turn.run_id is not None:
-        await agent_run_save_text(run_id=turn.run_id, text=text)
-    else:
-        await Conversation.objects.filter(id=turn.conversation.id, active_turn_id=turn.turn_id).aupdate(
-            active_turn_text=text
+def _progress_save(turn: Turn, text: str, shown: dict[str, object]) -> None:
+    try:
+        if turn.run_id is not None:
+            agent_run_text_keep(run_id=turn.run_id, text=text)
+        held = Conversation.objects.filter(
+            id=turn.conversation.id, active_turn_id=turn.turn_id, active_turn_worker=worker_name()
         )
+        if turn.run_id is not None:
+            held.update(active_turn_shown=shown)
+        else:
+            held.update(active_turn_text=text, active_turn_shown=shown)
+    finally:
+        release_connections()
+
+
+async def turn_progress_save(turn: Turn, text: str, shown: dict[str, object]) -> None:
+    """Keep what the turn has streamed so far (on its agent run, or on a plain turn's claim) and
+    where its frames are (``shown``, on the claim: only while this process holds it).
+
+    On a thread of the default pool, as the lease's renewal: the turn's own thread may be busy
+    with a long call while its text pauses, which is when its progress must be saved."""
+    await sync_to_async(_progress_save, thread_sensitive=False)(turn, text, shown)

@@ -11,7 +11,7 @@ from apps.chat.streams.frames import ErrorFrame, TokenFrame
 from apps.chat.turns.citations import CitationFilter
 from apps.chat.turns.context import PASSAGES_PROMPT, load_prompt, to_history
 from apps.chat.turns.retrieval import AlwaysRetrieveStrategy
-from apps.chat.turns.turn import Answer, PartialTextSaver, Turn, emit
+from apps.chat.turns.turn import Answer, Turn, emit, progress_text
 from apps.graph_tools.errors import ToolError
 
 
@@ -41,13 +41,12 @@ async def run_plain_turn(turn: Turn, provider: Provider | None) -> Answer | None
     turn.known.add_result(retrieval.passages_result)
     citations = CitationFilter(turn.known)
     parts: list[str] = []
-    saver = PartialTextSaver(turn)
+    progress_text(turn, parts)
 
     async def send(text: str) -> None:
         if text:
             parts.append(text)
             await emit(turn, TokenFrame(token=text))
-            await saver.maybe_save(parts)
 
     stopped: RunError | None = None
     async for event in plain_answer(

@@ -2,8 +2,9 @@
 
 Every running turn holds a lease on its conversation's claim (``active_turn_lease_until``), which
 its process renews every third of ``KGCHAT_TURN_LEASE_SECONDS`` (``service._heartbeat``). Every
-process looks, as often, for claims whose lease lapsed (``turns_expired_take``: ``FOR UPDATE SKIP
-LOCKED``, so each is taken by one process) and takes them over:
+process looks, as often and as it starts, for claims whose lease lapsed or whose process, on this
+host, is gone (``turns_expired_take``: ``FOR UPDATE SKIP LOCKED``, so each is taken by one
+process) and takes them over:
 
 - an agent turn resumes in this process from its run's stored ADK events (``attempts`` + 1);
 - unless a cancel was asked for meanwhile (it ends as cancelled), its run has already had
@@ -15,10 +16,13 @@ A deleted conversation has no claim to take over: its run, left ``running``, is 
 
 from __future__ import annotations
 
+import json
 import logging
+import socket
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
+from typing import Any
 
 from django.conf import settings
 from django.db import connection, transaction
@@ -26,9 +30,10 @@ from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
 from apps.agents.models import AgentRun, RunStatus
-from apps.agents.services import agent_runs_interrupt_orphaned, worker_name
+from apps.agents.services import agent_runs_interrupt_orphaned, worker_is_dead, worker_name
 from apps.chat.models import Conversation, Message, MessageRole
 from apps.chat.turns.claim import claim_release, lease_seconds
+from apps.graph_tools.models import ApprovalStatus, WriteApproval
 
 log = logging.getLogger("kgchat.chat")
 
@@ -46,6 +51,8 @@ class Takeover:
     turn_id: uuid.UUID
     outcome: str
     run: AgentRun | None = None
+    # The mark the dead process saved with the turn (``turn.TurnProgress``): where its frames were.
+    shown: dict[str, Any] = field(default_factory=dict)
 
 
 def turns_expired_take(*, limit: int = TAKE_AT_ONCE) -> list[Takeover]:
@@ -56,27 +63,53 @@ def turns_expired_take(*, limit: int = TAKE_AT_ONCE) -> list[Takeover]:
     publishes the last frames, and runs the resumed turns."""
     conversations = connection.ops.quote_name(Conversation._meta.db_table)
     taken: list[Takeover] = []
+    dead = dead_workers_here()
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute(
             f"""UPDATE {conversations} SET active_turn_worker = %s,
                     active_turn_lease_until = now() + make_interval(secs => %s)
                 WHERE id IN (
                     SELECT id FROM {conversations}
-                    WHERE active_turn_id IS NOT NULL AND active_turn_lease_until < now()
+                    WHERE active_turn_id IS NOT NULL
+                        AND (active_turn_lease_until < now() OR active_turn_worker = ANY(%s))
                     ORDER BY active_turn_lease_until LIMIT %s FOR UPDATE SKIP LOCKED)
-                RETURNING id, active_turn_id, active_turn_cancelled, active_turn_text""",
-            [worker_name()[:200], lease_seconds(), limit],
+                RETURNING id, active_turn_id, active_turn_cancelled, active_turn_text, active_turn_shown""",
+            [worker_name()[:200], lease_seconds(), dead, limit],
         )
         rows = cursor.fetchall()
-        for conversation_id, turn_id, cancelled, text in rows:
+        for conversation_id, turn_id, cancelled, text, shown in rows:
             run = (
                 AgentRun.objects.select_for_update()
                 .filter(conversation_id=conversation_id, status=RunStatus.RUNNING)
                 .order_by("-started_at")
                 .first()
             )
-            taken.append(_decide(conversation_id, turn_id, run, cancelled=cancelled, text=text))
+            takeover = _decide(conversation_id, turn_id, run, cancelled=cancelled, text=text)
+            takeover.shown = _mark(shown)
+            taken.append(takeover)
     return taken
+
+
+def dead_workers_here() -> list[str]:
+    """The processes of this host holding a claim whose lease still runs, but which are gone
+    (killed, crashed): their turns are taken over at once rather than when the lease lapses, so
+    that a restarted single process (``make run`` again) goes on with its turn as it starts.
+    A process of another host is only known dead by its lease."""
+    host, me = socket.gethostname(), worker_name()
+    workers = (
+        Conversation.objects.filter(active_turn_id__isnull=False, active_turn_lease_until__gte=timezone.now())
+        .exclude(active_turn_worker=me)
+        .values_list("active_turn_worker", flat=True)
+        .distinct()
+    )
+    return [w for w in workers if w.rpartition(":")[0] == host and worker_is_dead(w, None)]
+
+
+def _mark(shown: object) -> dict[str, Any]:
+    """The saved mark as read (the driver may hand over jsonb as text); {} when there is none."""
+    if isinstance(shown, str | bytes):
+        shown = json.loads(shown or "{}")
+    return shown if isinstance(shown, dict) else {}
 
 
 def _decide(
@@ -136,6 +169,41 @@ def _keep_partial(run: AgentRun, stop_reason: str) -> None:
         content=run.final_text,
         retrieval_context={"agent_run_id": str(run.id), "stop_reason": stop_reason},
     )
+
+
+def decided_approvals_never_continued() -> list[WriteApproval]:
+    """Approvals decided (approved: the write done; or declined) whose continuing turn never
+    started: the process died between the decision's commit and the turn's claim. Decided at least
+    a lease ago (the deciding process claims at once) and within the turn timeout; their
+    conversation free, its last message still the answer paused for this approval, and no run of
+    it started since the decision (a continuation that ran and failed is not run again)."""
+    now = timezone.now()
+    candidates = WriteApproval.objects.filter(
+        Exists(Conversation.objects.filter(id=OuterRef("conversation_id"), active_turn_id__isnull=True)),
+        ~Exists(
+            AgentRun.objects.filter(
+                conversation_id=OuterRef("conversation_id"), started_at__gte=OuterRef("decided_at")
+            )
+        ),
+        status__in=[ApprovalStatus.APPROVED, ApprovalStatus.REJECTED],
+        decided_at__lt=now - timedelta(seconds=lease_seconds()),
+        decided_at__gte=now - timedelta(seconds=settings.KGCHAT_TURN_TIMEOUT_SECONDS),
+    ).exclude(call_id="")
+    found = []
+    candidates = candidates.select_related("decided_by")  # what ``approval_event`` tells
+    for approval in candidates[:TAKE_AT_ONCE]:
+        if approval.conversation_id is None:
+            continue
+        last = (
+            Message.objects.filter(conversation_id=approval.conversation_id)
+            .order_by("-created_at", "-id")
+            .only("retrieval_context")
+            .first()
+        )
+        context = last.retrieval_context if last is not None else None
+        if isinstance(context, dict) and context.get("approval_id") == str(approval.id):
+            found.append(approval)
+    return found
 
 
 def runs_of_deleted_conversations_close() -> int:

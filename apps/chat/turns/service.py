@@ -36,22 +36,24 @@ from apps.chat.streams.frames import DoneFrame, ErrorFrame, MetaFrame, TurnStart
 from apps.chat.turns import admission, takeover
 from apps.chat.turns.agent_turn import run_agent_turn
 from apps.chat.turns.approval_events import (
+    approval_event,
     approval_expiry_arm,
     approvals_announce,
 )
 from apps.chat.turns.claim import (
     RELEASED,
+    TurnInProgress,
     claim_cancel_ask,
     claim_release_retrying,
     claim_renew,
     lease_seconds,
-    turn_text_save,
+    turn_progress_save,
 )
 from apps.chat.turns.plain_turn import run_plain_turn
 from apps.chat.turns.recovery import (
     interrupted_turns_recover,
 )
-from apps.chat.turns.turn import Answer, ConversationDeleted, Turn, TurnHandle, emit
+from apps.chat.turns.turn import Answer, ConversationDeleted, Turn, TurnHandle, TurnProgress, emit
 from apps.core.db import (
     ConnectionReleasingExecutor,
     raise_if_busy,
@@ -111,13 +113,15 @@ async def _launch(turn: Turn, provider: Provider | None) -> TurnHandle:
     conversation_key = str(turn.conversation.id)
     if turn.attempt > 1:
         resumed = await turn.bus.resume(conversation_key, str(turn.turn_id))
-        turn.seq = resumed.seq
-        turn.shown = resumed.shown or turn.shown
-        turn.completed_calls = set(resumed.completed)
+        if resumed.seq:
+            # The bus kept the dead process's frames (Redis): exactly what its clients were sent.
+            turn.seq, turn.shown_chars = resumed.seq, len(resumed.shown)
+            turn.completed_calls = set(resumed.completed)
+        # Otherwise they died with it: the turn goes on after the mark it saved (``taken_over_turn``).
     else:
         await turn.bus.begin(conversation_key, str(turn.turn_id))
     turn.stop = StopSignal(turn.bus.cancel_signal(conversation_key), explain=turn.explain_stop)
-    turn.save_text = partial(turn_text_save, turn)
+    turn.progress = TurnProgress(turn, partial(turn_progress_save, turn))
     task = asyncio.create_task(_run_turn(turn, provider), name=f"turn {turn.turn_id}")
     _tasks.add(task)
     task.add_done_callback(_tasks.discard)
@@ -142,6 +146,13 @@ async def turn_cancel(*, principal: Principal, conversation_id: object) -> bool:
     conversation = await selectors.aconversation_get(principal=principal, conversation_id=conversation_id)
     asked = await sync_to_async(claim_cancel_ask)(conversation.id)
     return await get_bus().cancel(str(conversation.id)) or asked
+
+
+async def turn_opened(conversation_id: str, turn_id: str) -> bool:
+    """Wait until the turn holding a conversation's claim can be followed from this process: one
+    whose process died is, once a process took it over (with one process and no Redis, this one:
+    within the lease, at once after a restart on the same host). False if it did not come."""
+    return await get_bus().opened(conversation_id, turn_id, within=3 * lease_seconds())
 
 
 async def turn_wait_all() -> None:
@@ -172,6 +183,8 @@ async def _run_turn(turn: Turn, provider: Provider | None) -> None:
     finally:
         heartbeat.cancel()
         watchdog.cancel()
+        if turn.progress is not None:
+            await turn.progress.close()
         executor.shutdown(wait=False)
 
 
@@ -308,7 +321,9 @@ class LeaseLost(Exception):
 async def turns_take_over(provider: Provider | None = None) -> int:
     """Take over the turns whose lease lapsed (``recovery.turns_expired_take``): resume each agent
     turn in this process; end the others with their last frames. How many were taken."""
-    expired = await sync_to_async(takeover.expired_take, thread_sensitive=False)()
+    expired, uncontinued = await sync_to_async(takeover.expired_take, thread_sensitive=False)()
+    for approval in uncontinued:
+        await _continue_decided(approval, provider)
     for taken in expired:
         try:
             if taken.outcome == "resume":
@@ -319,7 +334,20 @@ async def turns_take_over(provider: Provider | None = None) -> int:
             await takeover.taken_over_end(taken)
         except Exception:
             log.exception("taking over turn %s failed; its lease lapses again", taken.turn_id)
-    return len(expired)
+    return len(expired) + len(uncontinued)
+
+
+async def _continue_decided(approval: WriteApproval, provider: Provider | None) -> None:
+    """Start the turn that continues a decided approval, which its deciding process died before
+    starting (the decision, and an approved write, stand: the agent gets its result)."""
+    try:
+        handle = await turn_resume(approval=approval, provider=provider)
+    except TurnInProgress:
+        return  # another process started it meanwhile
+    except Exception:
+        log.exception("continuing approval %s failed; tried again later", approval.id)
+        return
+    await approvals_announce([approval_event(approval, continued=handle is not None)])
 
 
 _takeover_task: asyncio.Task[None] | None = None
@@ -420,7 +448,9 @@ async def _answer_persist(turn: Turn, answer: Answer) -> Message:
         }
         for name, cleared in RELEASED.items():
             field = cast("Field[Any, Any]", Conversation._meta.get_field(name))
-            learnt[name] = Case(When(held, then=Value(cleared)), default=F(name), output_field=field)
+            learnt[name] = Case(
+                When(held, then=Value(cleared, output_field=field)), default=F(name), output_field=field
+            )
         rows_write(inserts=rows, updates=[(Conversation.objects.filter(id=turn.conversation.id), learnt)])
         return message
 

@@ -16,7 +16,12 @@ from apps.chat.streams.bus import get_bus
 from apps.chat.streams.frames import DoneFrame, ErrorFrame
 from apps.chat.turns import admission
 from apps.chat.turns.claim import claim_release
-from apps.chat.turns.recovery import Takeover, runs_of_deleted_conversations_close, turns_expired_take
+from apps.chat.turns.recovery import (
+    Takeover,
+    decided_approvals_never_continued,
+    runs_of_deleted_conversations_close,
+    turns_expired_take,
+)
 from apps.chat.turns.turn import Turn
 from apps.core.db import release_connections
 from apps.graph_tools.models import WriteApproval
@@ -24,10 +29,12 @@ from apps.graph_tools.selectors import approval_result
 from apps.projects.selectors import parse_uuid
 
 
-def expired_take() -> list[Takeover]:
+def expired_take() -> tuple[list[Takeover], list[WriteApproval]]:
+    """The turns whose lease lapsed, now this process's; the decided approvals whose continuing
+    turn never started (to start here)."""
     try:
         runs_of_deleted_conversations_close()
-        return turns_expired_take()
+        return turns_expired_take(), decided_approvals_never_continued()
     finally:
         release_connections()
 
@@ -61,7 +68,13 @@ def taken_over_turn(takeover: Takeover) -> Turn | None:
             run_id=run.id,
             graph_version=run.graph_version or 0,
         )
-        turn.run, turn.attempt, turn.shown = run, run.attempts, run.final_text
+        turn.run, turn.attempt = run, run.attempts
+        # Where the dead process's frames were (its saved mark); a bus that kept its frames
+        # (Redis) says it exactly instead (``service._launch``).
+        shown = takeover.shown
+        turn.seq = int(shown.get("seq") or 0)
+        turn.shown_chars = int(shown["chars"]) if "chars" in shown else len(run.final_text)
+        turn.completed_calls = {str(c) for c in shown.get("calls") or ()}
         return turn
     finally:
         release_connections()
@@ -100,11 +113,13 @@ async def taken_over_end(takeover: Takeover) -> None:
         "resume": ErrorFrame(error="the conversation or its agent is gone", code="interrupted"),
     }
     run_id = str(takeover.run.id) if takeover.run is not None else None
+    # After the frames the dead process published: as the bus kept them, or as it saved its mark.
+    seq = resumed.seq or int(takeover.shown.get("seq") or 0)
     try:
         frame = frames[takeover.outcome]
-        frame.seq = resumed.seq + 1
+        frame.seq = seq + 1
         await bus.publish(key, frame)
-        await bus.publish(key, DoneFrame(messageId=None, runId=run_id, seq=resumed.seq + 2))
+        await bus.publish(key, DoneFrame(messageId=None, runId=run_id, seq=seq + 2))
     finally:
         await bus.finish(key)
     if takeover.outcome == "resume":

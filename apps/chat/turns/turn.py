@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import logging
 import time
 import uuid
 from collections.abc import Awaitable, Callable
@@ -13,7 +16,7 @@ from apps.agents.history import HistoryMessage
 from apps.agents.models import AgentDefinition, AgentRun
 from apps.chat.models import Conversation, Message
 from apps.chat.streams.bus import FrameBus, get_bus
-from apps.chat.streams.frames import AnyFrame, Citation
+from apps.chat.streams.frames import AnyFrame, Citation, McpToolFrame, TokenFrame
 from apps.chat.turns.citations import KnownEntities
 from apps.core.inputs import storable
 from apps.projects.models import Project
@@ -41,9 +44,9 @@ class Turn:
     # The one stop object of the turn (the bus's cancel event, the timeout, a deletion); the
     # turn service replaces it once the bus has opened the turn.
     stop: StopSignal = field(default_factory=StopSignal)
-    # Where the text streamed so far is kept (agent turns: their run; plain turns: the claim),
-    # so recovery can show it if the process dies; the turn service sets it.
-    save_text: Callable[[str], Awaitable[object]] | None = None
+    # Where the text streamed so far and the frames' mark are kept (``TurnProgress``), so that a
+    # process taking the turn over goes on from there; the turn service sets it.
+    progress: TurnProgress | None = None
     released: bool = False
     deleted: bool = False
     # A turn that continues after a decided approval: the decided call's result (no user message
@@ -58,9 +61,9 @@ class Turn:
     # Which process's go at the turn this is: > 1 when this process took it over from one that
     # died (``recovery.turns_take_over``); its run then resumes from its stored events.
     attempt: int = 1
-    # A taken-over turn: the text its clients were shown already (the redone model call's text
-    # is sent only past it, so nothing is shown twice).
-    shown: str = ""
+    # How many characters of text its ``token`` frames carried, over every attempt: a taken-over
+    # turn sends the redone model call's text only past them, so nothing is shown twice.
+    shown_chars: int = 0
     # ... and the tool calls whose chip it showed completed: a call run again (its result was not
     # stored before the process died; a write answers its first result) is not shown again.
     completed_calls: set[str] = field(default_factory=set)
@@ -104,29 +107,101 @@ class TurnHandle:
     user_message_id: str
 
 
-class PartialTextSaver:
-    """Save the text a turn has streamed now and then, so a crash does not lose what was shown.
+log = logging.getLogger("kgchat.chat")
 
-    ``turn.save_text`` stores it; recovery turns it into the interrupted answer
-    (``services.interrupted_turns_recover``).
-    """
 
-    def __init__(self, turn: Turn, every_seconds: float = 1.0) -> None:
-        self.save = turn.save_text
+class TurnProgress:
+    """Where a turn is, saved as it goes, so that a process taking it over (its own died) goes on
+    from there: the text it has streamed (a stopped turn keeps it as its answer) and its frames'
+    mark (``mark``: the last ``seq`` published, the characters its ``token`` frames carried, the
+    tool calls shown completed), through ``save(text, mark)``.
+
+    Saved after the frames it counts were published, never before: a mark ahead of what a client
+    saw would leave it a gap in ``seq``. An agent turn's frames other than ``token`` are saved at
+    once; ``token`` frames by a task of the turn at most once every ``every_seconds``, the last
+    ones that long after them (so a turn whose text pauses, waiting on its model or a tool, has all
+    of it saved)."""
+
+    def __init__(
+        self,
+        turn: Turn,
+        save: Callable[[str, dict[str, object]], Awaitable[object]],
+        every_seconds: float = 1.0,
+    ) -> None:
+        self.turn = turn
+        self.save_fn = save
         self.every = every_seconds
         self.last = time.monotonic()
+        self.text: Callable[[], str] = lambda: ""
+        self.dirty = False
+        self.lock = asyncio.Lock()
+        self.more = asyncio.Event()
+        self.saver: asyncio.Task[None] | None = None
+        self.closed = False
 
-    async def maybe_save(self, parts: list[str]) -> None:
-        now = time.monotonic()
-        if self.save is not None and now - self.last >= self.every:
-            self.last = now
-            await self.save(storable("".join(parts)))  # a model's NUL or lone surrogate, as U+FFFD
+    def mark(self) -> dict[str, object]:
+        turn = self.turn
+        return {"seq": turn.seq, "chars": turn.shown_chars, "calls": sorted(turn.completed_calls)}
+
+    async def published(self, frame: AnyFrame) -> None:
+        """``frame`` was published: save now, or soon."""
+        if self.closed or frame.type == "done":
+            return
+        self.dirty = True
+        if frame.type != "token" and self.turn.run_id is not None:
+            await self.save()
+            return
+        if self.saver is None:
+            self.saver = asyncio.get_running_loop().create_task(self._save_soon())
+        self.more.set()
+
+    async def _save_soon(self) -> None:
+        """The turn's saver of ``token`` frames: once woken, a save ``every_seconds`` after the last."""
+        while not self.closed:
+            await self.more.wait()
+            self.more.clear()
+            await asyncio.sleep(max(0.0, self.every - (time.monotonic() - self.last)))
+            try:
+                await self.save()
+            except Exception:
+                log.warning("turn %s: saving its progress failed", self.turn.turn_id, exc_info=True)
+
+    async def save(self) -> None:
+        async with self.lock:
+            if not self.dirty or self.closed:
+                return
+            self.dirty = False
+            self.last = time.monotonic()
+            await self.save_fn(storable(self.text()), self.mark())  # a model's NUL, as U+FFFD
+
+    async def close(self) -> None:
+        """The turn's branch is over: nothing more is saved (a save under way ends first)."""
+        self.closed = True
+        if self.saver is not None:
+            self.saver.cancel()
+            async with self.lock:  # a save under way ends before the turn's thread goes
+                pass
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self.saver
+
+
+def progress_text(turn: Turn, parts: list[str]) -> None:
+    """The turn's text so far is ``parts`` (what its progress saves)."""
+    if turn.progress is not None:
+        turn.progress.text = lambda: "".join(parts)
 
 
 async def emit(turn: Turn, frame: AnyFrame) -> None:
-    """Number ``frame`` and publish it (not once another process took the turn over)."""
+    """Number ``frame``, publish it (not once another process took the turn over), and count it in
+    the turn's progress."""
     if turn.lease_lost:
         return
     turn.seq += 1
     frame.seq = turn.seq
     await turn.bus.publish(str(turn.conversation.id), frame)
+    if isinstance(frame, TokenFrame):
+        turn.shown_chars += len(frame.token)
+    elif isinstance(frame, McpToolFrame) and frame.status != "started":
+        turn.completed_calls.add(frame.callId)
+    if turn.progress is not None:
+        await turn.progress.published(frame)

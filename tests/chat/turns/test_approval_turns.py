@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from datetime import timedelta
 
@@ -253,3 +254,67 @@ async def test_reload_shows_the_pending_card_from_rest(world, curator, scripted)
     assert [a["id"] for a in body["pendingApprovals"]] == [frames[3]["approvalId"]]
     assert body["pendingApprovals"][0]["diff"] == frames[3]["diff"]
     assert json.loads(approval.content)["canDecide"] is True
+
+
+def _decided_by_a_process_that_died(world, approval_id: str, *, seconds_ago: float) -> WriteApproval:
+    """What a process that died right after the user's approve leaves: the decision committed (the
+    write done, under its idempotency key), no turn claimed to continue it; ``seconds_ago``."""
+    from apps.graph_tools import services as graph_services
+    from apps.projects.selectors import Principal
+
+    approval = graph_services.approval_decide(
+        principal=Principal(user=world["user"]), approval_id=approval_id, approve=True
+    )
+    _decided_ago(approval, seconds_ago)
+    return approval
+
+
+def _decided_ago(approval: WriteApproval, seconds: float) -> None:
+    """Move the decision ``seconds`` into the past, and the paused turn's run before it."""
+    decided_at = timezone.now() - timedelta(seconds=seconds)
+    WriteApproval.objects.filter(id=approval.id).update(decided_at=decided_at)
+    AgentRun.objects.filter(id=approval.run_id).update(started_at=decided_at - timedelta(seconds=1))
+
+
+async def test_an_approval_whose_continuation_never_started_is_continued_by_a_takeover(
+    world, curator, scripted, settings
+):
+    frames = await paused_turn(world, curator, scripted, text("Renamed after all."))
+    conversation_id = frames[0]["conversationId"]
+    lease = settings.KGCHAT_TURN_LEASE_SECONDS
+    approval = await adb(_decided_by_a_process_that_died)(
+        world, frames[3]["approvalId"], seconds_ago=lease / 2
+    )
+    set_bus(InProcessFrameBus())  # the process that serves now
+    watch = await services.get_bus().watch(conversation_id)
+
+    # Decided less than a lease ago: its own process may still be claiming the turn.
+    assert await services.turns_take_over() == 0
+    await adb(_decided_ago)(approval, lease + 1)
+    assert await services.turns_take_over() == 1
+    await services.turn_wait_all()
+    announced = await asyncio.wait_for(anext(aiter(watch)), 5)
+    await watch.aclose()
+
+    assert (announced.status, announced.continued) == ("approved", True)
+    answer = await Message.objects.filter(conversation_id=conversation_id).alast()
+    assert answer.content == "Renamed after all."
+    # The agent was told the write's result; the write was done once, by the decision.
+    assert '"changed": true' in tool_results_seen_by_model(scripted.calls[-1])[-1]
+    assert (await GraphObject.objects.aget(id=world["paris"].id)).name == "Paris, France"
+    assert await GraphChange.objects.filter(action="update_entity").acount() == 1
+    continued = await AgentRun.objects.filter(conversation_id=conversation_id).order_by("started_at").alast()
+    assert (continued.status, str(continued.id) != frames[0]["runId"]) == ("success", True)
+    assert await services.turns_take_over() == 0  # continued once
+
+
+async def test_a_continuation_that_ran_and_failed_is_not_started_again(world, curator, scripted, settings):
+    frames = await paused_turn(world, curator, scripted)
+    lease = settings.KGCHAT_TURN_LEASE_SECONDS
+    await adb(_decided_by_a_process_that_died)(world, frames[3]["approvalId"], seconds_ago=lease + 1)
+    # Its continuation ran (a run after the decision) and stored nothing: the model failed.
+    await AgentRun.objects.acreate(
+        project=world["project"], conversation_id=frames[0]["conversationId"], status="error"
+    )
+
+    assert await services.turns_take_over() == 0
