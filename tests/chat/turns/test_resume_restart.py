@@ -205,7 +205,15 @@ async def test_a_restarted_process_finishes_the_turn_as_it_starts_with_no_client
     again = one_process.start(ready_by_request=False)  # nothing asks it anything
 
     async def finished() -> bool:
-        return await AgentRun.objects.filter(id=run_id, status=RunStatus.SUCCESS).aexists()
+        # The answer stored (what a user coming back sees), not only the run's status: the run is
+        # marked a success in its own transaction, a moment before the turn stores its messages.
+        stored = Message.objects.filter(
+            conversation_id=before[0]["conversationId"], role="assistant", content=ANSWER
+        )
+        return (
+            await AgentRun.objects.filter(id=run_id, status=RunStatus.SUCCESS).aexists()
+            and await stored.aexists()
+        )
 
     await _until(finished, "the restarted process finished the turn")
     print(f"restart -> turn finished: {time.monotonic() - started:.2f} s", file=sys.__stderr__)

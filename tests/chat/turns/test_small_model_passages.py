@@ -45,7 +45,9 @@ def small_model(settings) -> Iterator[LLMTestServer]:
 
 
 @pytest.fixture
-def agent(world):
+def agent(world, settings):
+    """The default agent on the earlier recipe (KGCHAT_SMALL_MODEL_PLANS=0); ``planning`` turns plans on."""
+    settings.KGCHAT_SMALL_MODEL_PLANS = False
     default_agents_install(project=world["project"])
     return AgentDefinition.objects.get(project=world["project"], name="graph-query-agent")
 

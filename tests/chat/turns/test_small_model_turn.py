@@ -53,9 +53,11 @@ def agent_without_paths(agent):
 
 @db
 async def test_small_model_turn_is_forced_to_a_tool_then_answers_citing_only_what_the_tool_returned(
-    world, agent, small_model
+    world, agent, small_model, settings
 ):
-    # The default agent offers query_paths; with planning off (the default) the small model never sees it.
+    # The default agent offers query_paths; with planning off (KGCHAT_SMALL_MODEL_PLANS=0) the small
+    # model never sees it and takes the earlier recipe.
+    settings.KGCHAT_SMALL_MODEL_PLANS = False
     assert "query_paths" in agent.tools
     small_model.enqueue(
         Json(completion('{"name": "search_entities", "arguments": {"query": "Paris"}}')),
@@ -207,8 +209,9 @@ def _offered_tools(request: dict) -> set[str]:
 
 @db
 async def test_small_model_is_not_shown_search_passages_in_a_project_without_documents(
-    world, agent, small_model
+    world, agent, small_model, settings
 ):
+    settings.KGCHAT_SMALL_MODEL_PLANS = False  # the recipe's forced step lists the tools it is shown
     assert "search_passages" in agent.tools
     small_model.enqueue(
         Json(completion('{"name": "search_entities", "arguments": {"query": "Paris"}}')),
@@ -230,7 +233,10 @@ async def test_small_model_is_not_shown_search_passages_in_a_project_without_doc
 
 
 @db
-async def test_small_model_is_shown_search_passages_in_a_project_with_documents(world, agent, small_model):
+async def test_small_model_is_shown_search_passages_in_a_project_with_documents(
+    world, agent, small_model, settings
+):
+    settings.KGCHAT_SMALL_MODEL_PLANS = False  # the recipe's forced step lists the tools it is shown
     from asgiref.sync import sync_to_async
 
     from apps.graph_tools.documents.services import document_upload
