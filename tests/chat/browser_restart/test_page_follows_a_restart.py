@@ -24,7 +24,7 @@ from apps.chat.models import Conversation, Message
 from apps.graph_tools.models import GraphChange
 from bench.support import ServerProcess, free_port, start_daphne, wait_ready
 from tests.chat.browser.helpers import log_in
-from tests.chat.streams.test_multiprocess import WAIT, _database_url
+from tests.chat.streams.test_multiprocess import WAIT, one_process_env
 from tests.chat.turns.test_resume_kill import ANSWER, ANSWER_WORDS, LEASE_SECONDS, Script
 from tests.factories import make_project, make_user
 from tests.llm_server import LLMTestServer
@@ -86,18 +86,7 @@ class Daphne:
 @pytest.fixture
 def daphne(django_db_blocker: Any, model: LLMTestServer) -> Iterator[Daphne]:
     with django_db_blocker.unblock():
-        database_url = _database_url()
-    env = {
-        **os.environ,
-        "DJANGO_SETTINGS_MODULE": "config.settings.test",
-        "DATABASE_URL": database_url,
-        "KGCHAT_MODEL": "openai/test",
-        "OPENAI_BASE_URL": model.base_url,
-        "OPENAI_API_KEY": "test-key",
-        "KGCHAT_TURN_LEASE_SECONDS": str(LEASE_SECONDS),
-        "PYTHONUNBUFFERED": "1",
-    }
-    env.pop("REDIS_URL", None)
+        env = one_process_env(model.base_url, LEASE_SECONDS)
     with tempfile.TemporaryDirectory() as logdir:
         server = Daphne(env, logdir)
         try:

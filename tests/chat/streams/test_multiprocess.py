@@ -47,6 +47,23 @@ def _database_url() -> str:
     return f"postgresql://{s['USER']}{password}@{host}{port}/{s['NAME']}"
 
 
+def one_process_env(model_url: str, lease_seconds: int | str) -> dict[str, str]:
+    """The environment of one daphne of a ``make run`` (no ``REDIS_URL``) on the test database, its
+    model the scripted OpenAI-compatible server at ``model_url`` (call with the database unblocked)."""
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "config.settings.test",
+        "DATABASE_URL": _database_url(),
+        "KGCHAT_MODEL": "openai/test",
+        "OPENAI_BASE_URL": model_url,
+        "OPENAI_API_KEY": "test-key",
+        "KGCHAT_TURN_LEASE_SECONDS": str(lease_seconds),
+        "PYTHONUNBUFFERED": "1",
+    }
+    env.pop("REDIS_URL", None)
+    return env
+
+
 def _start(name: str, env: dict[str, str], logdir: str) -> Server:
     return start_daphne(name, env=env, log=Path(logdir) / f"{name}.log")
 

@@ -30,9 +30,9 @@ from apps.chat.turns.recovery import turns_expired_take
 from tests.chat.conftest import adb
 from tests.chat.streams.test_multiprocess import (
     WAIT,
-    _database_url,
     _start,
     _wait_ready,
+    one_process_env,
     slow_answer,
     sse_frames,
 )
@@ -44,18 +44,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 @pytest.fixture
 def env(django_db_blocker, llm):
     with django_db_blocker.unblock():
-        database_url = _database_url()
-    env = {
-        **os.environ,
-        "DJANGO_SETTINGS_MODULE": "config.settings.test",
-        "DATABASE_URL": database_url,
-        "KGCHAT_MODEL": "openai/test",
-        "OPENAI_BASE_URL": llm.base_url,
-        "OPENAI_API_KEY": "test-key",
-        "KGCHAT_TURN_LEASE_SECONDS": "3",
-        "PYTHONUNBUFFERED": "1",
-    }
-    env.pop("REDIS_URL", None)
+        env = one_process_env(llm.base_url, 3)
     with tempfile.TemporaryDirectory() as logdir:
         yield env, logdir
 

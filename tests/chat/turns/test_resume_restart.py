@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import sys
 import tempfile
 import time
@@ -29,7 +28,7 @@ from apps.chat.models import Conversation, Message
 from apps.graph_tools.models import GraphChange, GraphObject
 from bench.support import ServerProcess, start_daphne, wait_ready
 from tests.chat.conftest import adb, session_cookie
-from tests.chat.streams.test_multiprocess import WAIT, _database_url, _wait_ready
+from tests.chat.streams.test_multiprocess import WAIT, _wait_ready, one_process_env
 from tests.chat.turns.test_resume_kill import (
     ANSWER,
     ANSWER_WORDS,
@@ -72,18 +71,7 @@ class OneProcess:
 @pytest.fixture
 def one_process(django_db_blocker, model) -> Iterator[OneProcess]:  # noqa: F811
     with django_db_blocker.unblock():
-        database_url = _database_url()
-    env = {
-        **os.environ,
-        "DJANGO_SETTINGS_MODULE": "config.settings.test",
-        "DATABASE_URL": database_url,
-        "KGCHAT_MODEL": "openai/test",
-        "OPENAI_BASE_URL": model.base_url,
-        "OPENAI_API_KEY": "test-key",
-        "KGCHAT_TURN_LEASE_SECONDS": str(LEASE_SECONDS),
-        "PYTHONUNBUFFERED": "1",
-    }
-    env.pop("REDIS_URL", None)
+        env = one_process_env(model.base_url, LEASE_SECONDS)
     with tempfile.TemporaryDirectory() as logdir:
         processes = OneProcess(env, logdir)
         try:
