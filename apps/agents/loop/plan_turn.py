@@ -241,9 +241,7 @@ def plan_card(arguments: dict[str, Any], result: dict[str, Any], threshold: int 
             lines.append(f"- and {len(result['groups']) - CARD_SHOWN} more")
         return "\n".join(lines)
     if "max" in result or "min" in result:
-        ranking = result.get("max") or result.get("min") or {}
-        prop = str(ranking.get("property") or arguments.get("property") or "")
-        order = "largest" if "max" in result else "smallest"
+        prop, order = _ranking(arguments, result)
         listed = "; ".join(
             f"{_link(e)}: {prop} {_number(e.get('properties', {}).get(prop))}" for e in found[:CARD_SHOWN]
         )
@@ -295,17 +293,22 @@ def ranked_answer(arguments: dict[str, Any], result: dict[str, Any]) -> str:
     [Georgia](…): area_km2 69,700." the model answered "Georgia is larger than South Korea"."""
     if "max" not in result and "min" not in result:
         return ""
-    ranking = result.get("max") or result.get("min") or {}
-    prop = str(ranking.get("property") or arguments.get("property") or "")
+    prop, order = _ranking(arguments, result)
     ranked = [e for e in result.get("results") or [] if _has_number(e, prop)]
     if not ranked or not prop:
         return ""
-    order = "largest" if "max" in result else "smallest"
     first, *rest = ranked[:CARD_SHOWN]
     text = f"{_link(first)} is the {order} by {prop} ({_number(first['properties'][prop])})"
     if rest:
         text += ", then " + ", ".join(f"{_link(e)} ({_number(e['properties'][prop])})" for e in rest)
     return text + "."
+
+
+def _ranking(arguments: dict[str, Any], result: dict[str, Any]) -> tuple[str, str]:
+    """A min/max result's property and order ("largest" or "smallest"), for the card and the answer."""
+    ranking = result.get("max") or result.get("min") or {}
+    prop = str(ranking.get("property") or arguments.get("property") or "")
+    return prop, "largest" if "max" in result else "smallest"
 
 
 def _has_number(entity: dict[str, Any], prop: str) -> bool:
