@@ -121,7 +121,7 @@ async def ws_connect(user) -> WebsocketCommunicator:
     return communicator
 
 
-async def ws_turn(communicator, payload, *, wait=10) -> list[dict[str, Any]]:
+async def ws_turn(communicator, payload, *, wait=30) -> list[dict[str, Any]]:
     """Send ``payload``; the frames up to ``done`` (or a refusal, an ``error`` without ``seq``)."""
     await communicator.send_json_to(payload)
     frames = []

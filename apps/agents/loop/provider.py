@@ -360,7 +360,11 @@ class PromptedToolsProvider:
                 return
         if written:
             candidates = plan.plan_candidates(
-                {**written, "answer": shape}, move.named, move.relationships, hinted=move.hinted
+                {**written, "answer": shape},
+                move.named,
+                move.relationships,
+                hinted=move.hinted,
+                question=move.question,
             )
             if candidates:
                 yield candidates

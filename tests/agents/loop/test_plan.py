@@ -256,6 +256,93 @@ def test_the_typed_path_that_fits_the_relationships_mentioned_and_the_type_asked
     ]
 
 
+# A film graph shaped like MetaQA's, for the chains the question's words name.
+FILMS = [
+    plan_graph.Relationship(rel, "Movie", target)
+    for rel, target in (
+        ("DIRECTED_BY", "Person"),
+        ("WRITTEN_BY", "Person"),
+        ("STARRED_ACTORS", "Person"),
+        ("RELEASE_YEAR", "Year"),
+        ("IN_LANGUAGE", "Language"),
+        ("HAS_GENRE", "Genre"),
+    )
+]
+D, W, S, Y, L, G = "DIRECTED_BY", "WRITTEN_BY", "STARRED_ACTORS", "RELEASE_YEAR", "IN_LANGUAGE", "HAS_GENRE"
+
+
+@pytest.mark.parametrize(
+    ("question", "start", "chain"),
+    [
+        # Outward from the name, whichever side the words are on.
+        ("who directed the films starred by the actors in Hell Up in Harlem", "Hell Up in Harlem", [S, S, D]),
+        ("who acted in the movies written by Ann Lee", "Ann Lee", [W, S]),
+        ("what genres are the films starred by The Long Night actors", "The Long Night", [S, S, G]),
+        # The main clause after the name comes last.
+        (
+            "the movies that share actors with the movie Zombieland are directed by who",
+            "Zombieland",
+            [S, S, D],
+        ),
+        ("the actor of Dune also starred in which films", "Dune", [S, S]),
+        # A noun for who does it names the person between two hops.
+        ("who directed movies for the writer of Dune", "Dune", [W, W, D]),
+        (
+            "who are the writers that the actors in their films also appear in the film Dune",
+            "Dune",
+            [S, S, W],
+        ),
+        # Shared, together, co-: there and back.
+        ("who co-starred with Ann Lee", "Ann Lee", [S, S]),
+        ("who wrote films together with Ann Lee", "Ann Lee", [W, W]),
+        ("which screenwriters co-wrote films with Ann Lee", "Ann Lee", [W, W]),
+        # What the start is ("the director X") is no hop, but the way out of it.
+        ("the director Ann Lee co-directed movies with who", "Ann Lee", [D, D]),
+        ("who starred movies for the director Ann Lee", "Ann Lee", [D, S]),
+        # A word for the answers' type beside a word for its relationship is no second hop.
+        ("what year was the film Dune released", "Dune", [Y]),
+        ("what were the release years of the movies directed by Ann Lee", "Ann Lee", [D, Y]),
+        ("what are the languages spoken in the films directed by Ann Lee", "Ann Lee", [D, L]),
+        # Nothing to say: the name is not in the question, or no word names a relationship.
+        ("and its director?", "Dune", []),
+        ("tell me about Dune", "Dune", []),
+    ],
+)
+def test_the_chain_a_question_names_grows_outward_from_its_start_with_repeats(question, start, chain):
+    assert plan_step.word_path(question, start, FILMS) == chain
+
+
+def test_a_list_from_one_entity_follows_the_chain_its_words_name_where_the_plan_says_otherwise():
+    dune = plan_graph.Mention("Zombieland", "Movie", ("movie:zombieland",))
+    lee = plan_graph.Mention("Ann Lee", "Person", ("person:ann-lee",))
+    # The model named the chain's relationships in the question's order, once each.
+    written = {
+        "start": "Zombieland",
+        "asks_for": "Person",
+        "relationships": [D, S],
+        "and": None,
+        "answer": "list",
+    }
+    question = "who directed movies that share actors with the movie Zombieland"
+    (best, *_) = plan_step.plan_candidates(written, [dune], FILMS, question=question)
+    assert [(h["relationship"], h["direction"]) for h in best["hops"]] == [(S, "out"), (S, "in"), (D, "out")]
+    # "when" asks for the graph's time type, whatever the plan said it asks for.
+    when = {
+        "start": "Ann Lee",
+        "asks_for": "Movie",
+        "relationships": [D, Y, Y],
+        "and": None,
+        "answer": "list",
+    }
+    (best, *_) = plan_step.plan_candidates(
+        when, [lee], FILMS, question="when were the films directed by Ann Lee released"
+    )
+    assert [(h["relationship"], h["direction"]) for h in best["hops"]] == [(D, "in"), (Y, "out")]
+    # Without the question, the plan's own list decides as before.
+    (before, *_) = plan_step.plan_candidates(when, [lee], FILMS)
+    assert [h["relationship"] for h in before["hops"]] == [D, Y, Y]
+
+
 def test_a_plan_becomes_path_queries_the_best_fitting_paths_first():
     named = [BENIN, NAIRA, TOGO]
 
