@@ -122,20 +122,26 @@ def _partial_hnsw_ensure(*, table: str, name: str, embedder: Embedder) -> str | 
     return name
 
 
+# The tables whose vectors have partial HNSW indexes (one per model): entities' and passages'.
+VECTOR_TABLES = ("graph_object_embeddings", "document_passage_embeddings")
+
+
 def vector_indexes_rebuild() -> list[tuple[str, float]]:
-    """Rebuild every HNSW index of entity vectors with ``HNSW_M`` and ``HNSW_EF_CONSTRUCTION``.
+    """Rebuild every HNSW index of entity and passage vectors with ``HNSW_M`` and ``HNSW_EF_CONSTRUCTION``.
 
     For indexes built before these parameters (migration 0013 set them on such indexes, which only
     changes how vectors inserted afterwards are linked). ``REINDEX CONCURRENTLY`` builds a new copy
     beside the old one, so searches and the embedding worker's writes go on meanwhile; it takes
     as long as a build (about 25 minutes at 1M vectors on 2 cores) and the index's size again on
     disk until it swaps. Must be called outside a transaction. Returns each index's name and the
-    seconds its rebuild took.
+    seconds its rebuild took, entity indexes first.
     """
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT indexname FROM pg_indexes WHERE schemaname = 'kb' "
-            "AND tablename = 'graph_object_embeddings' AND indexdef LIKE '%%USING hnsw%%' ORDER BY indexname"
+            "AND tablename = ANY(%s) AND indexdef LIKE '%%USING hnsw%%' "
+            "ORDER BY array_position(%s, tablename::text), indexname",
+            [list(VECTOR_TABLES), list(VECTOR_TABLES)],
         )
         names = [row[0] for row in cursor.fetchall()]
         rebuilt = []

@@ -190,15 +190,19 @@ def find_similar(
 def text_search(
     *, project_id: uuid.UUID, query: str, type: str | None = None, limit: int = 20
 ) -> list[dict[str, Any]]:
-    """Entities whose name or description match ``query``.
+    """Entities whose name or description match ``query``, or known by a name it holds.
 
     Full text (web-search syntax, English stemming, all words required) on name and description,
-    or the query as a substring of the name. Exact name matches first, then by text rank.
+    the query as a substring of the name, or an alias (``names``) among the query's word sequences,
+    as ``hybrid_search``'s alias branch finds it (through the aliases' partial GIN index). Exact
+    matches of the name or of an alias first, then by text rank.
     """
     params: dict[str, Any] = {
         "project": project_id,
         "q": query,
         "like": "%" + query.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%",
+        "alias_names": list(mention_candidates(query[:ALIAS_QUERY_CHARS])),
+        "alias_whole": " ".join(query.split()).casefold(),
         "limit": limit,
     }
     where = _type_clause([type] if type else None, params)
@@ -207,8 +211,10 @@ def text_search(
         SELECT {ENTITY_COLUMNS}
         FROM kb.graph_objects o, q
         WHERE o.project_id = %(project)s {where}
-          AND (o.search_vector @@ q.tsq OR o.name ILIKE %(like)s)
-        ORDER BY (lower(o.name) = lower(%(q)s)) DESC,
+          AND (o.search_vector @@ q.tsq OR o.name ILIKE %(like)s
+               OR {ALIAS_MATCH.format(names="%(alias_names)s")})
+        ORDER BY (lower(o.name) = lower(%(q)s)
+                  OR %(alias_whole)s = ANY(kb.entity_aliases(o.properties))) DESC,
                  ts_rank_cd(o.search_vector, q.tsq) DESC,
                  similarity(o.name, %(q)s) DESC,
                  o.name, o.key

@@ -311,7 +311,8 @@ GRAPH_TOOLS: tuple[GraphTool, ...] = (
         name="search_entities",
         description=(
             "Keyword search over entity names and descriptions (all words must match; a name may also "
-            "contain the query as a substring). Use for exact names or terms."
+            "contain the query as a substring; an entity is also found by another name it is known by "
+            "that the query holds, an alias). Use for exact names or terms."
         ),
         args_model=SearchEntitiesArgs,
         handler=_search_entities,

@@ -1,17 +1,18 @@
 """Entities found by their aliases (``properties["aliases"]``, issue #26's duplicates): hybrid_search,
-query_paths' starts by name and by the names a question mentions, and extraction's entity
+search_entities, query_paths' starts by name and by the names a question mentions, and extraction's entity
 resolution, all through the aliases' partial GIN index (graph_tools migration 0019)."""
 
 from __future__ import annotations
 
 import pytest
 from django.db import connection
+from django.test import Client
 
 from apps.graph_tools import search
 from apps.graph_tools.documents import resolution
 from apps.graph_tools.models import GraphObject
 from apps.graph_tools.names import ALIAS_MATCH
-from tests.factories import make_entity, make_project
+from tests.factories import add_member, make_entity, make_project, make_user
 from tests.graph_tools.conftest import call_tool
 
 pytestmark = pytest.mark.django_db
@@ -60,6 +61,34 @@ def test_hybrid_search_does_not_find_an_entity_by_a_name_it_is_not_known_by(duch
     results = search.hybrid_search(
         project_id=duchy["project"].id, embedder=None, query="Grand Duchy of Sylvania"
     )
+
+    assert "Freedonia" not in names(results)
+
+
+def test_search_entities_finds_an_entity_by_its_alias_over_rest_and_as_a_tool_call(duchy):
+    project = duchy["project"]
+    member = make_user()
+    add_member(project, member)
+    client = Client()
+    client.force_login(member)
+
+    response = client.post(
+        f"/api/projects/{project.id}/graph/tools/search_entities",
+        {"query": "grand duchy of fenwick"},
+        content_type="application/json",
+    )
+    in_a_phrase = call_tool(project, "search_entities", query=f"the {ALIAS} castles", type="Country")
+    shorter_alias = call_tool(project, "search_entities", query="Fenwick")["results"]
+
+    assert response.status_code == 200
+    assert names(response.json()["results"]) == ["Freedonia"]
+    assert names(in_a_phrase["results"]) == ["Freedonia"]
+    # The whole query is an alias of Freedonia and a word of the castle's name: the alias first.
+    assert names(shorter_alias) == ["Freedonia", "Fenwick Castle"]
+
+
+def test_search_entities_does_not_find_an_entity_by_a_name_it_is_not_known_by(duchy):
+    results = call_tool(duchy["project"], "search_entities", query="Grand Duchy of Sylvania")["results"]
 
     assert "Freedonia" not in names(results)
 

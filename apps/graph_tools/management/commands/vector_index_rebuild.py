@@ -1,4 +1,4 @@
-"""Rebuild the entity vector indexes with the current HNSW parameters: ``python manage.py vector_index_rebuild``."""
+"""Rebuild the entity and passage vector indexes with the current HNSW parameters: ``python manage.py vector_index_rebuild``."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from apps.graph_tools.embeddings import HNSW_EF_CONSTRUCTION, HNSW_M, vector_ind
 
 class Command(BaseCommand):
     help = (
-        f"Rebuild every HNSW index of entity vectors with m {HNSW_M}, ef_construction {HNSW_EF_CONSTRUCTION} "
+        f"Rebuild every HNSW index of entity and passage vectors with m {HNSW_M}, ef_construction {HNSW_EF_CONSTRUCTION} "
         "(REINDEX CONCURRENTLY: searches and writes go on; about 25 minutes at 1M vectors on 2 cores)."
     )
 
@@ -20,4 +20,4 @@ class Command(BaseCommand):
         for name, seconds in rebuilt:
             self.stdout.write(f"rebuilt {name} in {seconds:.1f} s")
         if not rebuilt:
-            self.stdout.write("no HNSW index of entity vectors")
+            self.stdout.write("no HNSW index of entity or passage vectors")
