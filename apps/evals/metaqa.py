@@ -176,11 +176,18 @@ def first_answer_entity(question: Question, answer: str) -> str | None:
     types = _answer_types(question)
     topic = normalise(question.slots.get("topic", ""))
     words = normalise(answer).split()
-    for i in range(len(words)):
+    size = len(topic.split())
+    i = 0
+    while i < len(words):
+        if size and " ".join(words[i : i + size]) == topic:
+            # The topic's words are not read again as shorter names ("Divine" in "Divine Trash").
+            i += size
+            continue
         for j in range(min(len(words), i + names.longest), i, -1):
             candidate = " ".join(words[i:j])
-            if candidate != topic and names.types.get(candidate, frozenset()) & types:
+            if names.types.get(candidate, frozenset()) & types:
                 return candidate
+        i += 1
     return None
 
 

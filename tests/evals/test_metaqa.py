@@ -58,6 +58,9 @@ def test_hits_at_1_is_the_first_entity_of_the_asked_type_the_answer_names():
     # "Eat Drink Man Woman" is a film, not a director: it does not count as the first answer.
     assert metaqa.hits_at_1(question, "Eat Drink Man Woman was directed by Jackie Chan.") == 1.0
     assert metaqa.hits_at_1(question, "I could not find it.") == 0.0
+    # A person's name inside the topic's own name ("Divine" in "Divine Trash") is not an answer.
+    about_a_film = _question("movie_to_director", "Divine Trash", ("Steve Yeager",))
+    assert metaqa.hits_at_1(about_a_film, "The director of Divine Trash was Steve Yeager.") == 1.0
 
 
 def test_the_perfect_plan_of_a_question_follows_its_question_type():
