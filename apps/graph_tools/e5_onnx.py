@@ -15,7 +15,9 @@ count, exact GELU, mean pooling and L2 normalization. The vectors agree with nan
 of 0.9999 (``bench/embedding.py``); ``int4=False`` builds a float32 variant, kept for the bench.
 
 The C engine concatenates a batch's texts and has no padding; here a batch's texts are sorted by
-token count and cut into groups of similar length, so padding stays small.
+token count and cut into groups of one or nearly one length (``length_groups``), so padding stays
+near zero: the 4-bit kernels cost the same per token from one text a call up, so many small calls
+cost no more than a few big padded ones.
 """
 
 from __future__ import annotations
@@ -235,9 +237,12 @@ class E5OnnxEngine:
     most work per core (``embed_worker`` runs a process per core). ``group_tokens`` bounds one
     call's padded size (texts x longest text): 1,024 tokens keep a call's activations in cache (512
     to 1,024 did 15-25 % more texts per CPU-second than 2,048 to 8,192 in bench/embedding.py).
+    ``fused_gelu=False`` builds GELU from five operators, as before issue 28 (the bench's "before").
     """
 
-    def __init__(self, path: str | None = None, *, threads: int = 1, group_tokens: int = 1024) -> None:
+    def __init__(
+        self, path: str | None = None, *, threads: int = 1, group_tokens: int = 1024, fused_gelu: bool = True
+    ) -> None:
         import onnxruntime as ort
 
         self.weights = E5Weights(path or bundled_model_path())
@@ -255,7 +260,9 @@ class E5OnnxEngine:
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         options.log_severity_level = 3
         self._session = ort.InferenceSession(
-            _encoder_graph(self.weights, int4=True), options, providers=["CPUExecutionProvider"]
+            _encoder_graph(self.weights, int4=True, fused_gelu=fused_gelu),
+            options,
+            providers=["CPUExecutionProvider"],
         )
         self._lock = threading.Lock()
 
@@ -276,6 +283,10 @@ class E5OnnxEngine:
         rows = self._word.reshape(-1, per_row)[ids]
         return dequantize_q4(rows, len(ids), hidden)
 
+    def groups(self, lengths: Sequence[int]) -> list[list[int]]:
+        """The calls that sequences of these token counts are run in (``length_groups``)."""
+        return length_groups(lengths, self.group_tokens)
+
     def embed(self, texts: Sequence[str], *, is_query: bool = False) -> np.ndarray:
         """Unit vectors [len(texts), hidden] for ``texts``."""
         tok = self.weights.tokenizer
@@ -289,7 +300,7 @@ class E5OnnxEngine:
                 windows.append((index, ids[start : start + self.window]))
         sums = np.zeros((len(texts), self.dimension), dtype=np.float64)
         weight = np.zeros(len(texts), dtype=np.float64)
-        for group in length_groups([len(ids) + 2 for _, ids in windows], self.group_tokens):
+        for group in self.groups([len(ids) + 2 for _, ids in windows]):
             chosen = [windows[w] for w in group]
             means = self._run([[tok.bos, *ids, tok.eos] for _, ids in chosen])
             for (index, ids), mean in zip(chosen, means, strict=True):

@@ -74,21 +74,22 @@ class Tokenizer:
         self._word_split = not any(_META in p[1:] for p in self._ids)
         self._words: dict[str, list[int]] = {}
 
-    def content_ids(self, text: str) -> list[int]:
+    def content_ids(self, text: str, *, by_word: bool = True) -> list[int]:
         """Token ids of ``text`` without ``<s>``/``</s>`` (the prefix must already be in ``text``).
 
         No piece has a ``▁`` after its first character, so every ``▁`` starts a piece and the best
         segmentation of a text is the best segmentation of each of its words (``▁`` and what
         follows up to the next one) in turn: words are segmented once each and remembered
         (``WORD_CACHE`` of them), which makes entity texts of a big import, whose names and
-        descriptions repeat words, several times cheaper to tokenize.
+        descriptions repeat words, several times cheaper to tokenize. ``by_word=False`` segments the
+        whole text in one pass (the same ids; the way it was done before issue 28).
         """
         text = text.split("\x00", 1)[0]  # the C engine reads a NUL-terminated string
         text = _SPACES.sub(" ", text.translate(self._normalization))
         if not text or text[0] != " ":
             text = " " + text
         text = text.replace(" ", _META)
-        if not self._word_split:
+        if not (by_word and self._word_split):
             return self._segment(text)
         words, out = self._words, []
         for word in _WORDS.findall(text):
