@@ -11,9 +11,10 @@ the new one ("after"), and whether the vectors stayed the same.
    tokenizer's CPU a text (whole-text Viterbi before, word by word after), padding of the worker's
    batches of 64 (greedy groups before, ``length_groups`` after), the operator profile of a batch.
 2. Model path, in this process, one thread: the same texts in batches of 64 (the worker's claim)
-   through before (GELU as five operators, greedy groups, whole-text tokenizer) and after; entities
-   per CPU-second, and the vector identity: min cosine and recall@10 of a brute-force search
-   (before's query vectors of 20 entity names over each path's passage vectors).
+   through before (GELU as five operators, greedy groups, whole-text tokenizer) and after, then the
+   same entities as names and types only (like MetaQA's); entities per CPU-second, and the vector
+   identity: min cosine and recall@10 of a brute-force search (before's query vectors of 20 entity
+   names over each path's passage vectors).
 3. End to end: ``BENCH_EMBED_N`` (1000) synthetic entities (names, six types, descriptions of 0-16
    words, 8 on average, as bench/graph_tools.py draws them) imported through ``graph_import`` and
    embedded by the real ``manage.py embed_worker --processes 2`` subprocess, timed from the
@@ -468,15 +469,16 @@ def run() -> None:
         f"Model path, before (today's: GELU in 5 operators, greedy groups, whole-text tokenizer) and after,"
         f" {len(texts)} texts in batches of {CLAIM}, one thread, {RUNS} run(s):"
     )
-    paths = []
+    # MetaQA-like entities: a short name and a type, no description.
+    short = [t.split(":", 1)[0] for t in texts]
     for _ in range(RUNS):
-        paths.append(model_path(texts))
-        before, after, cosine, recall = paths[-1]
-        print(
-            f"  before {before:.1f}, after {after:.1f} entities per CPU-second: {after / before:.2f}x;"
-            f" vectors after vs before: min cosine {cosine:.6f}, recall@10 {recall:.3f} ({_load()})",
-            flush=True,
-        )
+        for label, batch in (("synthetic", texts), ("names only", short)):
+            before, after, cosine, recall = model_path(batch)
+            print(
+                f"  {label}: before {before:.1f}, after {after:.1f} entities per CPU-second: {after / before:.2f}x;"
+                f" vectors after vs before: min cosine {cosine:.6f}, recall@10 {recall:.3f} ({_load()})",
+                flush=True,
+            )
     print(
         f"End to end through manage.py embed_worker --processes 2 (BENCH_EMBED_N={E2E_N}; target: 100k in"
         f" <= {TARGET_MINUTES:.0f} min, i.e. >= {TARGET_RATE:.0f} entities/s on 2 cores), {RUNS} run(s):"
