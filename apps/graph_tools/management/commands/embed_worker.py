@@ -6,6 +6,7 @@ import multiprocessing
 import os
 import signal
 import threading
+import uuid
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
@@ -21,7 +22,10 @@ DEFAULT_PROCESSES = min(2, os.cpu_count() or 1)
 
 def _serve(options: dict[str, Any], stop: threading.Event) -> int:
     return embed_worker_serve(
-        stop=stop, batch_size=options["batch_size"], idle_seconds=max(0.1, options["idle_seconds"])
+        stop=stop,
+        batch_size=options["batch_size"],
+        idle_seconds=max(0.1, options["idle_seconds"]),
+        project_id=options["project"],
     )
 
 
@@ -43,6 +47,13 @@ class Command(BaseCommand):
         parser.add_argument("--batch-size", type=int, default=None, help="Entities per batch.")
         parser.add_argument("--idle-seconds", type=float, default=2.0, help="Poll interval when idle.")
         parser.add_argument("--nice", type=int, default=10, help="Raise the niceness by this much.")
+        parser.add_argument(
+            "--project",
+            type=uuid.UUID,
+            default=None,
+            help="Only this project's entities and passages, and no other background job "
+            "(a one-off backfill or a benchmark beside the regular worker).",
+        )
         parser.add_argument(
             "--processes",
             type=int,
