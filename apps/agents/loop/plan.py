@@ -434,7 +434,9 @@ def _mark_shared(words: Sequence[str], hits: Sequence[_Hit]) -> None:
             near = [h for h in reversed(hits) if 0 < c - h.at <= _NEAR]
         else:
             continue
-        if near:
+        # Only where no other word names it: "the films directed by the same director as X" goes
+        # there and back once.
+        if near and not any(h is not near[0] and h.rel == near[0].rel for h in hits):
             near[0].twice = True
 
 
@@ -645,11 +647,11 @@ def _from_words(
     relationships: Sequence[Relationship],
 ) -> tuple[list[str], list[str], str | None]:
     """A chain from one named entity as the question's words say it: the relationships they name
-    from the start (``word_path``) as many times as they name them, then those only the plan names
-    (words the loop cannot match: "what type of film", "how famous"); the words' order; and the
+    from the start (``word_path``), then those the plan names more often than they do (words the
+    loop cannot match: "what type of film", "how famous", "appears in"); the words' order; and the
     type asked for, a time when the question asks "when"."""
     order = word_path(question, start.name, relationships)
-    chain = [*order, *[rel for rel in mentioned if rel not in order]]
+    chain = [*order, *(Counter(mentioned) - Counter(order)).elements()]
     return chain, order, _time_type(question, start.name, relationships) or asks_for
 
 
@@ -705,10 +707,12 @@ def _ranked_paths(
         chain, order, asked = list(mentioned), list[str](), asks_for
         if question:
             chain, order, asked = _from_words(question, start, mentioned, asks_for, relationships)
-        if asked == start.type and all(n == 1 for n in Counter(chain).values()):
+        if asked == start.type and (len(order) > 1 or all(n == 1 for n in Counter(chain).values())):
             # Measured: the model often names the start's own type ("what kind of film is X": Movie);
             # a path back to that type goes there and back, which it writes as a relationship named
-            # twice ("the films with the same director"), so once each it is not followed back.
+            # twice ("the films with the same director"), so once each it is not followed back; and
+            # the question's words say a way there and back themselves ("who wrote movies that
+            # share directors with X" was planned as asking for Movie).
             asked = None
         for option in best_paths(start.type, chain, asked, relationships, order):
             ranked.append((path_rank(option, chain, asked, order), start, option))
