@@ -19,6 +19,7 @@ from apps.graph_tools.documents import resolution
 from apps.graph_tools.documents.services import document_upload
 from apps.graph_tools.models import (
     ChangeSet,
+    ChangeSetItem,
     Document,
     ExtractionSettings,
     GraphChange,
@@ -95,6 +96,7 @@ def project():
     c = make_entity(project, "currency:z", type="Currency", name="Zed")
     make_relationship(project, b, "CAPITAL_OF", a)
     make_relationship(project, a, "USES_CURRENCY", c)
+    make_relationship(project, b, "USES_CURRENCY", c)  # a city may pay with a currency too
     make_relationship(project, b, "BORDERS", b)
     make_entity(project, "country:freedonia", type="Country", name="Freedonia", description="Already known.")
     return project
@@ -334,19 +336,101 @@ def test_the_schema_names_the_project_types_and_new_types_need_the_setting(proje
     ExtractionSettings.objects.create(project=project, allow_new_types=True)
     free = graph_extraction.extraction_spec(project_id=project.id)
 
-    entity_type = spec.schema["properties"]["entities"]["items"]["properties"]["type"]
-    assert entity_type["enum"] == ["City", "Country", "Currency"]
-    assert spec.schema["properties"]["relationships"]["items"]["properties"]["type"]["enum"] == [
-        "BORDERS",
-        "CAPITAL_OF",
-        "USES_CURRENCY",
-    ]
+    # The project's types are the keys of the grouped answer: names per entity type, [source,
+    # target] pairs per relationship type.
+    entities, relationships = (spec.schema["properties"][k] for k in ("entities", "relationships"))
+    assert spec.grouped
+    assert entities["required"] == ["City", "Country", "Currency"]
+    assert entities["additionalProperties"] is False
+    assert relationships["required"] == ["BORDERS", "CAPITAL_OF", "USES_CURRENCY"]
+    assert relationships["properties"]["CAPITAL_OF"]["items"]["maxItems"] == 2
     assert cleaned == {
         "entities": [{"name": "Oz", "type": "Country", "description": ""}],
         "relationships": [],
     }
+    assert not free.grouped
     assert "enum" not in free.schema["properties"]["entities"]["items"]["properties"]["type"]
     assert len(graph_extraction.extraction_output_clean(answer, free)["entities"]) == 2
+
+
+def test_a_grouped_answer_is_read_as_entities_and_relationships(project):
+    spec = graph_extraction.extraction_spec(project_id=project.id)
+    grouped = {
+        "entities": {"City": ["Fredville"], "Country": ["Freedonia"], "Currency": []},
+        "relationships": {"BORDERS": [], "CAPITAL_OF": [["Fredville", "Freedonia"]], "USES_CURRENCY": []},
+    }
+
+    cleaned = graph_extraction.extraction_output_clean(grouped, spec)
+
+    assert cleaned == {
+        "entities": [
+            {"name": "Fredville", "type": "City", "description": ""},
+            {"name": "Freedonia", "type": "Country", "description": ""},
+        ],
+        "relationships": [{"source": "Fredville", "type": "CAPITAL_OF", "target": "Freedonia"}],
+    }
+
+
+def test_the_answer_is_checked_against_the_passage_it_was_read_from(project):
+    spec = graph_extraction.extraction_spec(project_id=project.id)
+    text = "Freedonia is a country, and its capital is Fredville. The country pays with the Freedonian crown."
+    answer = {
+        "entities": [
+            {"name": "Freedonia", "type": "Country"},
+            {"name": "Fredvile", "type": "City"},  # misspelt
+            {"name": "Freedonian crown", "type": "Currency"},
+            {"name": "Sylvania", "type": "Country"},  # not in the passage
+            {"name": "its capital", "type": "City"},  # a reference, not a name
+        ],
+        "relationships": [
+            {"source": "Fredvile", "type": "CAPITAL_OF", "target": "Freedonia"},
+            {"source": "the country", "type": "USES_CURRENCY", "target": "Freedonian crown"},
+            {"source": "Sylvania", "type": "BORDERS", "target": "Freedonia"},
+            {"source": "Freedonia", "type": "BORDERS", "target": "Fredville"},  # no such pair of types
+        ],
+    }
+
+    cleaned = graph_extraction.extraction_output_clean(answer, spec, text=text)
+
+    assert [(e["name"], e["type"]) for e in cleaned["entities"]] == [
+        ("Freedonia", "Country"),
+        ("Fredville", "City"),
+        ("Freedonian crown", "Currency"),
+    ]
+    assert cleaned["relationships"] == [
+        {"source": "Fredville", "type": "CAPITAL_OF", "target": "Freedonia"},
+        {"source": "Freedonia", "type": "USES_CURRENCY", "target": "Freedonian crown"},
+    ]
+
+
+def test_a_relationship_joining_types_the_graph_never_joins_needs_new_types_allowed(project, owner_client):
+    truth = {
+        P1: {
+            "entities": [
+                {"name": "Freedonia", "type": "Country"},
+                {"name": "Freedonian crown", "type": "Currency"},
+            ],
+            # BORDERS joins two cities in the graph, never a country and a currency.
+            "relationships": [{"source": "Freedonia", "type": "BORDERS", "target": "Freedonian crown"}],
+        },
+        P2: {"entities": [], "relationships": []},
+        P3: {"entities": [], "relationships": []},
+    }
+    strict = document_upload(project=project, name="strict.md", data=TEXT.encode()).document
+    start(owner_client, project, strict)
+    extraction_run_until_idle(provider=perfect_extractor(truth))
+    ExtractionSettings.objects.create(project=project, allow_new_types=True)
+    free = document_upload(project=project, name="free.md", data=TEXT.encode()).document
+    start(owner_client, project, free)
+    extraction_run_until_idle(provider=perfect_extractor(truth))
+
+    def relationship_items(document: Document) -> list[dict[str, Any]]:
+        change_set = ChangeSet.objects.get(document=document)
+        items = ChangeSetItem.objects.filter(change_set=change_set, action="create_relationship")
+        return [i.values for i in items]
+
+    assert relationship_items(strict) == []
+    assert [v["type"] for v in relationship_items(free)] == ["BORDERS"]
 
 
 def test_a_near_name_is_proposed_as_a_merge_with_its_evidence(project):
@@ -403,7 +487,19 @@ def test_an_openai_compatible_server_is_asked_under_the_schema_as_response_forma
 
     def respond(request: dict[str, Any]) -> Any:
         text = last_user_text(request).split("Passage:\n", 1)[1]
-        return Stream(text_chunks(__import__("json").dumps(TRUTH[text])))
+        return Stream(text_chunks(__import__("json").dumps(grouped(TRUTH[text]))))
+
+    def grouped(truth: dict[str, Any]) -> dict[str, Any]:
+        """The answer in the schema's shape: names under their types, pairs under theirs."""
+        entities: dict[str, list[str]] = {t: [] for t in ("City", "Country", "Currency")}
+        relationships: dict[str, list[list[str]]] = {
+            t: [] for t in ("BORDERS", "CAPITAL_OF", "USES_CURRENCY")
+        }
+        for e in truth["entities"]:
+            entities[e["type"]].append(e["name"])
+        for r in truth["relationships"]:
+            relationships[r["type"]].append([r["source"], r["target"]])
+        return {"entities": entities, "relationships": relationships}
 
     document = document_upload(project=project, name="atlas.md", data=TEXT.encode()).document
     with LLMTestServer(responder=respond) as server:
@@ -414,9 +510,7 @@ def test_an_openai_compatible_server_is_asked_under_the_schema_as_response_forma
 
     formats = [r["response_format"] for r in server.requests]
     assert {f["json_schema"]["name"] for f in formats} == {"extraction"}
-    assert formats[0]["json_schema"]["schema"]["properties"]["entities"]["items"]["properties"]["type"][
-        "enum"
-    ] == [
+    assert formats[0]["json_schema"]["schema"]["properties"]["entities"]["required"] == [
         "City",
         "Country",
         "Currency",
