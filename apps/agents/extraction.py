@@ -58,31 +58,17 @@ def extraction_prompt(passage: ClaimedPassage, spec: ExtractionSpec) -> list[Cha
         "'the city' to the entity they mean); list only facts the passage states; every relationship's "
         "source and target must be names from your entities list; list each entity once.",
     ]
-    if spec.grouped:
-        lines += [
-            "Entity types: " + ", ".join(spec.entity_types) + ".",
-            "Relationship types, each with the types of its [source, target]: "
-            + "; ".join(
-                f"{t} " + " or ".join(f"[{s}, {d}]" for s, d in sorted(spec.ends(t)))
-                for t in spec.relationship_types
-            )
-            + ".",
-            'Answer with JSON only: {"entities": {"<entity type>": ["name", ...], ...}, '
-            '"relationships": {"<relationship type>": [["source name", "target name"], ...], ...}}, '
-            "every type listed, with [] when the passage has none of it.",
-        ]
-    else:
-        if spec.entity_types:
-            lines.append("Entity types: " + ", ".join(spec.entity_types) + ".")
-        if spec.relationships:
-            lines.append(
-                "Relationships (source type -TYPE-> target type): "
-                + "; ".join(f"{s} -{t}-> {d}" for t, s, d in spec.relationships)
-                + "."
-            )
-        if spec.free_types:
-            lines.append("You may use other types when none of these fits.")
-        lines.append('Answer with JSON only: {"entities": [...], "relationships": [...]}.')
+    if spec.entity_types:
+        lines.append("Entity types: " + ", ".join(spec.entity_types) + ".")
+    if spec.relationships:
+        lines.append(
+            "Relationships (source type -TYPE-> target type): "
+            + "; ".join(f"{s} -{t}-> {d}" for t, s, d in spec.relationships)
+            + "."
+        )
+    if spec.free_types:
+        lines.append("You may use other types when none of these fits.")
+    lines.append('Answer with JSON only: {"entities": [...], "relationships": [...]}.')
     return [
         ChatMessage(role="system", content="\n".join(lines)),
         ChatMessage(role="user", content=f"Document: {passage.document_name}\n\nPassage:\n{passage.text}"),

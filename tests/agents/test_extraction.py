@@ -336,39 +336,19 @@ def test_the_schema_names_the_project_types_and_new_types_need_the_setting(proje
     ExtractionSettings.objects.create(project=project, allow_new_types=True)
     free = graph_extraction.extraction_spec(project_id=project.id)
 
-    # The project's types are the keys of the grouped answer: names per entity type, [source,
-    # target] pairs per relationship type.
-    entities, relationships = (spec.schema["properties"][k] for k in ("entities", "relationships"))
-    assert spec.grouped
-    assert entities["required"] == ["City", "Country", "Currency"]
-    assert entities["additionalProperties"] is False
-    assert relationships["required"] == ["BORDERS", "CAPITAL_OF", "USES_CURRENCY"]
-    assert relationships["properties"]["CAPITAL_OF"]["items"]["maxItems"] == 2
+    entity_type = spec.schema["properties"]["entities"]["items"]["properties"]["type"]
+    assert entity_type["enum"] == ["City", "Country", "Currency"]
+    assert spec.schema["properties"]["relationships"]["items"]["properties"]["type"]["enum"] == [
+        "BORDERS",
+        "CAPITAL_OF",
+        "USES_CURRENCY",
+    ]
     assert cleaned == {
         "entities": [{"name": "Oz", "type": "Country", "description": ""}],
         "relationships": [],
     }
-    assert not free.grouped
     assert "enum" not in free.schema["properties"]["entities"]["items"]["properties"]["type"]
     assert len(graph_extraction.extraction_output_clean(answer, free)["entities"]) == 2
-
-
-def test_a_grouped_answer_is_read_as_entities_and_relationships(project):
-    spec = graph_extraction.extraction_spec(project_id=project.id)
-    grouped = {
-        "entities": {"City": ["Fredville"], "Country": ["Freedonia"], "Currency": []},
-        "relationships": {"BORDERS": [], "CAPITAL_OF": [["Fredville", "Freedonia"]], "USES_CURRENCY": []},
-    }
-
-    cleaned = graph_extraction.extraction_output_clean(grouped, spec)
-
-    assert cleaned == {
-        "entities": [
-            {"name": "Fredville", "type": "City", "description": ""},
-            {"name": "Freedonia", "type": "Country", "description": ""},
-        ],
-        "relationships": [{"source": "Fredville", "type": "CAPITAL_OF", "target": "Freedonia"}],
-    }
 
 
 def test_the_answer_is_checked_against_the_passage_it_was_read_from(project):
@@ -487,19 +467,7 @@ def test_an_openai_compatible_server_is_asked_under_the_schema_as_response_forma
 
     def respond(request: dict[str, Any]) -> Any:
         text = last_user_text(request).split("Passage:\n", 1)[1]
-        return Stream(text_chunks(__import__("json").dumps(grouped(TRUTH[text]))))
-
-    def grouped(truth: dict[str, Any]) -> dict[str, Any]:
-        """The answer in the schema's shape: names under their types, pairs under theirs."""
-        entities: dict[str, list[str]] = {t: [] for t in ("City", "Country", "Currency")}
-        relationships: dict[str, list[list[str]]] = {
-            t: [] for t in ("BORDERS", "CAPITAL_OF", "USES_CURRENCY")
-        }
-        for e in truth["entities"]:
-            entities[e["type"]].append(e["name"])
-        for r in truth["relationships"]:
-            relationships[r["type"]].append([r["source"], r["target"]])
-        return {"entities": entities, "relationships": relationships}
+        return Stream(text_chunks(__import__("json").dumps(TRUTH[text])))
 
     document = document_upload(project=project, name="atlas.md", data=TEXT.encode()).document
     with LLMTestServer(responder=respond) as server:
@@ -510,7 +478,9 @@ def test_an_openai_compatible_server_is_asked_under_the_schema_as_response_forma
 
     formats = [r["response_format"] for r in server.requests]
     assert {f["json_schema"]["name"] for f in formats} == {"extraction"}
-    assert formats[0]["json_schema"]["schema"]["properties"]["entities"]["required"] == [
+    assert formats[0]["json_schema"]["schema"]["properties"]["entities"]["items"]["properties"]["type"][
+        "enum"
+    ] == [
         "City",
         "Country",
         "Currency",

@@ -46,79 +46,31 @@ MAX_MENTIONS = 50  # entities and relationships read from one passage's answer
 
 @dataclass(frozen=True)
 class ExtractionSpec:
-    """What the model is asked for one passage: the schema, the types it may use, its instructions.
-
-    ``grouped``: the answer lists names under each entity type and [source, target] pairs under each
-    relationship type (the project's types are the schema's keys), which is about half the tokens
-    of one object per entity and relationship, and has the model go through every type in turn.
-    Otherwise (new types allowed, or no relationship type yet) one object per entity and
-    relationship, with the type as a field."""
+    """What the model is asked for one passage: the schema, the types it may use, its instructions."""
 
     schema: dict[str, Any]
     entity_types: tuple[str, ...]
     relationship_types: tuple[str, ...]
     relationships: tuple[tuple[str, str, str], ...]
     free_types: bool
-    grouped: bool = False
 
     def ends(self, relationship_type: str) -> set[tuple[str, str]]:
         """The (source type, target type) pairs this relationship type joins in the graph."""
         return {(s, d) for t, s, d in self.relationships if t == relationship_type}
 
 
-def _names_schema() -> dict[str, Any]:
-    return {"type": "array", "items": {"type": "string"}}
-
-
-def _pairs_schema() -> dict[str, Any]:
-    return {
-        "type": "array",
-        "items": {"type": "array", "items": {"type": "string"}, "minItems": 2, "maxItems": 2},
-    }
-
-
-def _grouped_schema(entity_types: tuple[str, ...], relationship_types: tuple[str, ...]) -> dict[str, Any]:
-    def keyed(keys: tuple[str, ...], value: dict[str, Any]) -> dict[str, Any]:
-        return {
-            "type": "object",
-            "properties": {k: value for k in keys},
-            "required": list(keys),
-            "additionalProperties": False,
-        }
-
-    return {
-        "type": "object",
-        "properties": {
-            "entities": keyed(entity_types, _names_schema()),
-            "relationships": keyed(relationship_types, _pairs_schema()),
-        },
-        "required": ["entities", "relationships"],
-        "additionalProperties": False,
-    }
-
-
 def extraction_spec(*, project_id: uuid.UUID) -> ExtractionSpec:
     """The JSON Schema of one passage's answer, built from the project's entity and relationship
-    types (the keys of a grouped answer); free strings when the project allows new types or has
-    none yet."""
+    types (enums); free strings when the project allows new types or has none yet."""
     vocabulary = graph_vocabulary(project_id=project_id)
     settings_row = ExtractionSettings.objects.filter(project_id=project_id).first()
     free = bool(settings_row and settings_row.allow_new_types) or not vocabulary.entity_types
-    spec = {
-        "entity_types": vocabulary.entity_types,
-        "relationship_types": vocabulary.relationship_types,
-        "relationships": vocabulary.relationships,
-        "free_types": free,
-    }
-    if not free and vocabulary.relationship_types:
-        return ExtractionSpec(
-            schema=_grouped_schema(vocabulary.entity_types, vocabulary.relationship_types),
-            grouped=True,
-            **spec,  # type: ignore[arg-type]
-        )
     entity_type: dict[str, Any] = {"type": "string"}
+    relationship_type: dict[str, Any] = {"type": "string"}
     if not free:
         entity_type = {"type": "string", "enum": list(vocabulary.entity_types)}
+        if vocabulary.relationship_types:
+            relationship_type = {"type": "string", "enum": list(vocabulary.relationship_types)}
     schema = {
         "type": "object",
         "properties": {
@@ -139,7 +91,7 @@ def extraction_spec(*, project_id: uuid.UUID) -> ExtractionSpec:
                     "type": "object",
                     "properties": {
                         "source": {"type": "string"},
-                        "type": {"type": "string"},
+                        "type": relationship_type,
                         "target": {"type": "string"},
                     },
                     "required": ["source", "type", "target"],
@@ -150,39 +102,17 @@ def extraction_spec(*, project_id: uuid.UUID) -> ExtractionSpec:
         "required": ["entities", "relationships"],
         "additionalProperties": False,
     }
-    return ExtractionSpec(schema=schema, **spec)  # type: ignore[arg-type]
+    return ExtractionSpec(
+        schema=schema,
+        entity_types=vocabulary.entity_types,
+        relationship_types=vocabulary.relationship_types,
+        relationships=vocabulary.relationships,
+        free_types=free,
+    )
 
 
 def _clean(value: Any, limit: int) -> str:
     return " ".join(str(value).split())[:limit] if isinstance(value, str) else ""
-
-
-def _answer_items(output: Any) -> tuple[list[Any], list[Any]]:
-    """The answer's entities and relationships as objects, from either shape (``ExtractionSpec``):
-    names grouped under their types become ``{"name", "type"}``, pairs grouped under their
-    relationship type ``{"source", "type", "target"}``."""
-    if not isinstance(output, dict):
-        return [], []
-    entities, relationships = output.get("entities") or [], output.get("relationships") or []
-    if isinstance(entities, dict):
-        entities = [
-            {"name": name, "type": type_}
-            for type_, names in entities.items()
-            if isinstance(names, list)
-            for name in names
-        ]
-    if isinstance(relationships, dict):
-        relationships = [
-            {"source": pair[0], "type": type_, "target": pair[1]}
-            for type_, pairs in relationships.items()
-            if isinstance(pairs, list)
-            for pair in pairs
-            if isinstance(pair, list) and len(pair) == 2
-        ]
-    return (
-        entities if isinstance(entities, list) else [],
-        relationships if isinstance(relationships, list) else [],
-    )
 
 
 def extraction_output_clean(
@@ -198,15 +128,16 @@ def extraction_output_clean(
     never join, either way round (unless new types are allowed)."""
     entities: list[dict[str, str]] = []
     relationships: list[dict[str, str]] = []
-    raw_entities, raw_relationships = _answer_items(output)
-    for item in raw_entities[:MAX_MENTIONS]:
+    if not isinstance(output, dict):
+        return {"entities": entities, "relationships": relationships}
+    for item in (output.get("entities") or [])[:MAX_MENTIONS]:
         if not isinstance(item, dict):
             continue
         name, type_ = _clean(item.get("name"), 512), _clean(item.get("type"), 128)
         if not name or not type_ or (not spec.free_types and type_ not in spec.entity_types):
             continue
         entities.append({"name": name, "type": type_, "description": _clean(item.get("description"), 2000)})
-    for item in raw_relationships[:MAX_MENTIONS]:
+    for item in (output.get("relationships") or [])[:MAX_MENTIONS]:
         if not isinstance(item, dict):
             continue
         source, type_, target = (_clean(item.get(k), 512) for k in ("source", "type", "target"))
