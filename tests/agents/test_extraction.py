@@ -16,6 +16,7 @@ from apps.agents.llm.base import ToolCall
 from apps.agents.llm.scripted import ScriptedProvider, error
 from apps.graph_tools.documents import extraction as graph_extraction
 from apps.graph_tools.documents import resolution
+from apps.graph_tools.documents.change_sets import change_set_apply
 from apps.graph_tools.documents.services import document_upload
 from apps.graph_tools.models import (
     ChangeSet,
@@ -366,7 +367,6 @@ def test_the_answer_is_checked_against_the_passage_it_was_read_from(project):
             {"source": "Fredvile", "type": "CAPITAL_OF", "target": "Freedonia"},
             {"source": "the country", "type": "USES_CURRENCY", "target": "Freedonian crown"},
             {"source": "Sylvania", "type": "BORDERS", "target": "Freedonia"},
-            {"source": "Freedonia", "type": "BORDERS", "target": "Fredville"},  # no such pair of types
         ],
     }
 
@@ -411,6 +411,35 @@ def test_a_relationship_joining_types_the_graph_never_joins_needs_new_types_allo
 
     assert relationship_items(strict) == []
     assert [v["type"] for v in relationship_items(free)] == ["BORDERS"]
+
+
+def test_a_name_typed_differently_in_two_passages_takes_the_type_its_passages_and_relationships_agree_on(
+    project, owner_client
+):
+    # The first passage types Fredville as a country; the second, and every relationship of it
+    # (the capital of a country, bordering a city), as a city.
+    mistyped = {
+        **TRUTH,
+        P1: {
+            **TRUTH[P1],
+            "entities": [
+                {"name": "Freedonia", "type": "Country"},
+                {"name": "Fredville", "type": "Country"},
+                {"name": "Freedonian crown", "type": "Currency"},
+            ],
+        },
+    }
+    document = document_upload(project=project, name="atlas.md", data=TEXT.encode()).document
+    start(owner_client, project, document)
+    extraction_run_until_idle(provider=perfect_extractor(mistyped))
+    before = graph_relationships(project)
+
+    change_set = ChangeSet.objects.get(document=document)
+    change_set_apply(change_set_id=change_set.id, approve=None, reject=[], edits={}, user_id=None)
+
+    fredville = ChangeSetItem.objects.get(change_set=change_set, values__name="Fredville")
+    assert fredville.values["type"] == "City"
+    assert graph_relationships(project) - before == TRUE_RELATIONSHIPS
 
 
 def test_a_near_name_is_proposed_as_a_merge_with_its_evidence(project):

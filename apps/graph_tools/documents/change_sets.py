@@ -52,7 +52,8 @@ def change_set_build(change_set: ChangeSet, *, embedder: Any = None) -> list[Cha
     becomes a mention of the one type that end has in the graph (beside the other end's type); a
     relationship written against the direction the graph's types give is turned round, and one
     joining types that the graph's relationships of its type never join is left out (unless the
-    project allows new types)."""
+    project allows new types). A name the passages give different types has the type that most
+    passages and most of its relationships (as written) agree on (``_agreed_types``)."""
     passages = {
         str(p.id): p
         for p in Passage.objects.filter(id__in=change_set.passage_ids, extraction_state="done").defer(
@@ -61,13 +62,44 @@ def change_set_build(change_set: ChangeSet, *, embedder: Any = None) -> list[Cha
     }
     builder = _Builder(change_set, embedder)
     ordered = [passages[pid] for pid in change_set.passage_ids if pid in passages]
+    agreed = _agreed_types([p.extracted or {} for p in ordered], builder.ends)
     for passage in ordered:
         for entity in (passage.extracted or {}).get("entities", []):
-            builder.mention(passage, entity["name"], entity["type"], entity.get("description", ""))
+            type_ = agreed.get(normalised_name(entity["name"]), entity["type"])
+            builder.mention(passage, entity["name"], type_, entity.get("description", ""))
     for passage in ordered:
         for rel in (passage.extracted or {}).get("relationships", []):
             builder.relationship(passage, rel)
     return builder.items
+
+
+def _agreed_types(answers: list[dict[str, Any]], ends: dict[str, set[tuple[str, str]]]) -> dict[str, str]:
+    """The type of each name (normalised) that the passages' answers typed differently: the one
+    with the most votes, a vote being a passage that gives it that type or a relationship of it,
+    as the model wrote it, whose types the graph's relationships of its type join with that type
+    (and any type given to the other end); on a tie, the first given."""
+    given: dict[str, list[str]] = {}
+    for answer in answers:
+        for entity in answer.get("entities", []):
+            given.setdefault(normalised_name(entity["name"]), []).append(entity["type"])
+    mixed = {name for name, types in given.items() if len(set(types)) > 1}
+    if not mixed:
+        return {}
+    votes: dict[tuple[str, str], int] = {}
+    for name in mixed:
+        for type_ in given[name]:
+            votes[(name, type_)] = votes.get((name, type_), 0) + 1
+    for answer in answers:
+        for rel in answer.get("relationships", []):
+            pairs = ends.get(rel["type"], set())
+            source, target = normalised_name(rel["source"]), normalised_name(rel["target"])
+            for name, side, other in ((source, 0, target), (target, 1, source)):
+                if name not in mixed:
+                    continue
+                for type_ in dict.fromkeys(given[name]):
+                    if any(pair[side] == type_ and pair[1 - side] in given.get(other, ()) for pair in pairs):
+                        votes[(name, type_)] += 1
+    return {name: max(dict.fromkeys(given[name]), key=lambda t, n=name: votes[(n, t)]) for name in mixed}
 
 
 class _Builder:

@@ -54,10 +54,6 @@ class ExtractionSpec:
     relationships: tuple[tuple[str, str, str], ...]
     free_types: bool
 
-    def ends(self, relationship_type: str) -> set[tuple[str, str]]:
-        """The (source type, target type) pairs this relationship type joins in the graph."""
-        return {(s, d) for t, s, d in self.relationships if t == relationship_type}
-
 
 def extraction_spec(*, project_id: uuid.UUID) -> ExtractionSpec:
     """The JSON Schema of one passage's answer, built from the project's entity and relationship
@@ -124,8 +120,8 @@ def extraction_output_clean(
     With the passage's ``text``, the answer is checked against it (``mentions.PassageNames``): a
     name is taken as the passage spells it (a misspelt copy mended, "it" or "the country" read as
     the entity the passage is about), and an entity or relationship naming what the passage does
-    not is left out; so is a relationship whose ends' types the graph's relationships of that type
-    never join, either way round (unless new types are allowed)."""
+    not is left out. (The ends' types are checked when the change set is built, once every
+    passage has typed its names: ``change_sets.change_set_build``.)"""
     entities: list[dict[str, str]] = []
     relationships: list[dict[str, str]] = []
     if not isinstance(output, dict):
@@ -147,12 +143,12 @@ def extraction_output_clean(
             continue
         relationships.append({"source": source, "type": type_[:128], "target": target})
     if text is not None:
-        entities, relationships = _as_the_passage_says(entities, relationships, spec, text)
+        entities, relationships = _as_the_passage_says(entities, relationships, text)
     return {"entities": entities, "relationships": relationships}
 
 
 def _as_the_passage_says(
-    entities: list[dict[str, str]], relationships: list[dict[str, str]], spec: ExtractionSpec, text: str
+    entities: list[dict[str, str]], relationships: list[dict[str, str]], text: str
 ) -> tuple[list[dict[str, str]], list[dict[str, str]]]:
     """``extraction_output_clean``'s check against the passage."""
     names = PassageNames(text)
@@ -167,12 +163,6 @@ def _as_the_passage_says(
         source, target = names.find(rel["source"]), names.find(rel["target"])
         if source is None or target is None or normalised_name(source) == normalised_name(target):
             continue
-        pairs = spec.ends(rel["type"])
-        ends = kept.get(normalised_name(source)), kept.get(normalised_name(target))
-        if pairs and not spec.free_types and ends[0] is not None and ends[1] is not None:
-            given = (ends[0]["type"], ends[1]["type"])
-            if given not in pairs and given[::-1] not in pairs:
-                continue
         stated.append({"source": source, "type": rel["type"], "target": target})
     return list(kept.values()), stated
 
