@@ -91,15 +91,29 @@ def _agreed_types(answers: list[dict[str, Any]], ends: dict[str, set[tuple[str, 
             votes[(name, type_)] = votes.get((name, type_), 0) + 1
     for answer in answers:
         for rel in answer.get("relationships", []):
-            pairs = ends.get(rel["type"], set())
-            source, target = normalised_name(rel["source"]), normalised_name(rel["target"])
-            for name, side, other in ((source, 0, target), (target, 1, source)):
-                if name not in mixed:
-                    continue
-                for type_ in dict.fromkeys(given[name]):
-                    if any(pair[side] == type_ and pair[1 - side] in given.get(other, ()) for pair in pairs):
-                        votes[(name, type_)] += 1
-    return {name: max(dict.fromkeys(given[name]), key=lambda t, n=name: votes[(n, t)]) for name in mixed}
+            _relationship_votes(rel, ends.get(rel["type"], set()), given, mixed, votes)
+    agreed: dict[str, str] = {}
+    for name in mixed:
+        # max keeps the first of equals: the type given first wins a tie.
+        agreed[name] = max(dict.fromkeys(given[name]), key=lambda type_: votes[(name, type_)])
+    return agreed
+
+
+def _relationship_votes(
+    rel: dict[str, str],
+    pairs: set[tuple[str, str]],
+    given: dict[str, list[str]],
+    mixed: set[str],
+    votes: dict[tuple[str, str], int],
+) -> None:
+    """Count the votes of one relationship for the types of its ends (``_agreed_types``)."""
+    source, target = normalised_name(rel["source"]), normalised_name(rel["target"])
+    for name, side, other in ((source, 0, target), (target, 1, source)):
+        if name not in mixed:
+            continue
+        for type_ in dict.fromkeys(given[name]):
+            if any(pair[side] == type_ and pair[1 - side] in given.get(other, ()) for pair in pairs):
+                votes[(name, type_)] += 1
 
 
 class _Builder:
