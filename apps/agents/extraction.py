@@ -151,7 +151,7 @@ def extraction_step(*, provider: Provider | None = None) -> int:
             exc,
         )
         return 1
-    extraction_store(passage_id=passage.id, output=extraction_output_clean(output, spec))
+    extraction_store(passage_id=passage.id, output=extraction_output_clean(output, spec, text=passage.text))
     return 1
 
 

@@ -16,9 +16,11 @@ from apps.agents.llm.base import ToolCall
 from apps.agents.llm.scripted import ScriptedProvider, error
 from apps.graph_tools.documents import extraction as graph_extraction
 from apps.graph_tools.documents import resolution
+from apps.graph_tools.documents.change_sets import change_set_apply
 from apps.graph_tools.documents.services import document_upload
 from apps.graph_tools.models import (
     ChangeSet,
+    ChangeSetItem,
     Document,
     ExtractionSettings,
     GraphChange,
@@ -95,6 +97,7 @@ def project():
     c = make_entity(project, "currency:z", type="Currency", name="Zed")
     make_relationship(project, b, "CAPITAL_OF", a)
     make_relationship(project, a, "USES_CURRENCY", c)
+    make_relationship(project, b, "USES_CURRENCY", c)  # a city may pay with a currency too
     make_relationship(project, b, "BORDERS", b)
     make_entity(project, "country:freedonia", type="Country", name="Freedonia", description="Already known.")
     return project
@@ -347,6 +350,96 @@ def test_the_schema_names_the_project_types_and_new_types_need_the_setting(proje
     }
     assert "enum" not in free.schema["properties"]["entities"]["items"]["properties"]["type"]
     assert len(graph_extraction.extraction_output_clean(answer, free)["entities"]) == 2
+
+
+def test_the_answer_is_checked_against_the_passage_it_was_read_from(project):
+    spec = graph_extraction.extraction_spec(project_id=project.id)
+    text = "Freedonia is a country, and its capital is Fredville. The country pays with the Freedonian crown."
+    answer = {
+        "entities": [
+            {"name": "Freedonia", "type": "Country"},
+            {"name": "Fredvile", "type": "City"},  # misspelt
+            {"name": "Freedonian crown", "type": "Currency"},
+            {"name": "Sylvania", "type": "Country"},  # not in the passage
+            {"name": "its capital", "type": "City"},  # a reference, not a name
+        ],
+        "relationships": [
+            {"source": "Fredvile", "type": "CAPITAL_OF", "target": "Freedonia"},
+            {"source": "the country", "type": "USES_CURRENCY", "target": "Freedonian crown"},
+            {"source": "Sylvania", "type": "BORDERS", "target": "Freedonia"},
+        ],
+    }
+
+    cleaned = graph_extraction.extraction_output_clean(answer, spec, text=text)
+
+    assert [(e["name"], e["type"]) for e in cleaned["entities"]] == [
+        ("Freedonia", "Country"),
+        ("Fredville", "City"),
+        ("Freedonian crown", "Currency"),
+    ]
+    assert cleaned["relationships"] == [
+        {"source": "Fredville", "type": "CAPITAL_OF", "target": "Freedonia"},
+        {"source": "Freedonia", "type": "USES_CURRENCY", "target": "Freedonian crown"},
+    ]
+
+
+def test_a_relationship_joining_types_the_graph_never_joins_needs_new_types_allowed(project, owner_client):
+    truth = {
+        P1: {
+            "entities": [
+                {"name": "Freedonia", "type": "Country"},
+                {"name": "Freedonian crown", "type": "Currency"},
+            ],
+            # BORDERS joins two cities in the graph, never a country and a currency.
+            "relationships": [{"source": "Freedonia", "type": "BORDERS", "target": "Freedonian crown"}],
+        },
+        P2: {"entities": [], "relationships": []},
+        P3: {"entities": [], "relationships": []},
+    }
+    strict = document_upload(project=project, name="strict.md", data=TEXT.encode()).document
+    start(owner_client, project, strict)
+    extraction_run_until_idle(provider=perfect_extractor(truth))
+    ExtractionSettings.objects.create(project=project, allow_new_types=True)
+    free = document_upload(project=project, name="free.md", data=TEXT.encode()).document
+    start(owner_client, project, free)
+    extraction_run_until_idle(provider=perfect_extractor(truth))
+
+    def relationship_items(document: Document) -> list[dict[str, Any]]:
+        change_set = ChangeSet.objects.get(document=document)
+        items = ChangeSetItem.objects.filter(change_set=change_set, action="create_relationship")
+        return [i.values for i in items]
+
+    assert relationship_items(strict) == []
+    assert [v["type"] for v in relationship_items(free)] == ["BORDERS"]
+
+
+def test_a_name_typed_differently_in_two_passages_takes_the_type_its_passages_and_relationships_agree_on(
+    project, owner_client
+):
+    # The first passage types Fredville as a country; the second, and every relationship of it
+    # (the capital of a country, bordering a city), as a city.
+    mistyped = {
+        **TRUTH,
+        P1: {
+            **TRUTH[P1],
+            "entities": [
+                {"name": "Freedonia", "type": "Country"},
+                {"name": "Fredville", "type": "Country"},
+                {"name": "Freedonian crown", "type": "Currency"},
+            ],
+        },
+    }
+    document = document_upload(project=project, name="atlas.md", data=TEXT.encode()).document
+    start(owner_client, project, document)
+    extraction_run_until_idle(provider=perfect_extractor(mistyped))
+    before = graph_relationships(project)
+
+    change_set = ChangeSet.objects.get(document=document)
+    change_set_apply(change_set_id=change_set.id, approve=None, reject=[], edits={}, user_id=None)
+
+    fredville = ChangeSetItem.objects.get(change_set=change_set, values__name="Fredville")
+    assert fredville.values["type"] == "City"
+    assert graph_relationships(project) - before == TRUE_RELATIONSHIPS
 
 
 def test_a_near_name_is_proposed_as_a_merge_with_its_evidence(project):

@@ -68,6 +68,16 @@ def test_the_eval_command_can_leave_the_answers_out(tmp_path):
     assert json.loads((tmp_path / "extraction.json").read_text())[0]["answers_correct"] is None
 
 
+def test_the_eval_command_reads_only_the_first_countries_it_is_told(tmp_path):
+    out = io.StringIO()
+
+    call_command("eval", sets=["extraction"], no_answers=True, countries=2, out=str(tmp_path), stdout=out)
+
+    saved = json.loads((tmp_path / "extraction.json").read_text())[0]
+    assert saved["passages"] == 3  # the heading and two countries
+    assert (saved["precision"], saved["recall"]) == (1.0, 1.0)
+
+
 @pytest.mark.django_db(transaction=True)
 def test_the_perfect_planner_answers_every_question_the_prose_states_over_the_extracted_graph():
     score = extraction_eval(model=PLANNER_MODEL, owner=eval_user_ensure())

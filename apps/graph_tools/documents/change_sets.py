@@ -19,6 +19,7 @@ from apps.graph_tools.models import (
     ChangeAuthority,
     ChangeSet,
     ChangeSetItem,
+    ExtractionSettings,
     ExtractionStatus,
     GraphObject,
     Passage,
@@ -48,8 +49,11 @@ def change_set_build(change_set: ChangeSet, *, embedder: Any = None) -> list[Cha
     """The proposed changes of a finished extraction: one entity item per distinct mention (link,
     merge or create, with its evidence), then one item per distinct relationship between them;
     each names the passage it was first found in. A relationship's end the model named only there
-    becomes a mention of the one type that end has in the graph; a relationship written against
-    the direction the graph's types give is turned round."""
+    becomes a mention of the one type that end has in the graph (beside the other end's type); a
+    relationship written against the direction the graph's types give is turned round, and one
+    joining types that the graph's relationships of its type never join is left out (unless the
+    project allows new types). A name the passages give different types has the type that most
+    passages and most of its relationships (as written) agree on (``_agreed_types``)."""
     passages = {
         str(p.id): p
         for p in Passage.objects.filter(id__in=change_set.passage_ids, extraction_state="done").defer(
@@ -58,13 +62,58 @@ def change_set_build(change_set: ChangeSet, *, embedder: Any = None) -> list[Cha
     }
     builder = _Builder(change_set, embedder)
     ordered = [passages[pid] for pid in change_set.passage_ids if pid in passages]
+    agreed = _agreed_types([p.extracted or {} for p in ordered], builder.ends)
     for passage in ordered:
         for entity in (passage.extracted or {}).get("entities", []):
-            builder.mention(passage, entity["name"], entity["type"], entity.get("description", ""))
+            type_ = agreed.get(normalised_name(entity["name"]), entity["type"])
+            builder.mention(passage, entity["name"], type_, entity.get("description", ""))
     for passage in ordered:
         for rel in (passage.extracted or {}).get("relationships", []):
             builder.relationship(passage, rel)
     return builder.items
+
+
+def _agreed_types(answers: list[dict[str, Any]], ends: dict[str, set[tuple[str, str]]]) -> dict[str, str]:
+    """The type of each name (normalised) that the passages' answers typed differently: the one
+    with the most votes, a vote being a passage that gives it that type or a relationship of it,
+    as the model wrote it, whose types the graph's relationships of its type join with that type
+    (and any type given to the other end); on a tie, the first given."""
+    given: dict[str, list[str]] = {}
+    for answer in answers:
+        for entity in answer.get("entities", []):
+            given.setdefault(normalised_name(entity["name"]), []).append(entity["type"])
+    mixed = {name for name, types in given.items() if len(set(types)) > 1}
+    if not mixed:
+        return {}
+    votes: dict[tuple[str, str], int] = {}
+    for name in mixed:
+        for type_ in given[name]:
+            votes[(name, type_)] = votes.get((name, type_), 0) + 1
+    for answer in answers:
+        for rel in answer.get("relationships", []):
+            _relationship_votes(rel, ends.get(rel["type"], set()), given, mixed, votes)
+    agreed: dict[str, str] = {}
+    for name in mixed:
+        # max keeps the first of equals: the type given first wins a tie.
+        agreed[name] = max(dict.fromkeys(given[name]), key=lambda type_: votes[(name, type_)])
+    return agreed
+
+
+def _relationship_votes(
+    rel: dict[str, str],
+    pairs: set[tuple[str, str]],
+    given: dict[str, list[str]],
+    mixed: set[str],
+    votes: dict[tuple[str, str], int],
+) -> None:
+    """Count the votes of one relationship for the types of its ends (``_agreed_types``)."""
+    source, target = normalised_name(rel["source"]), normalised_name(rel["target"])
+    for name, side, other in ((source, 0, target), (target, 1, source)):
+        if name not in mixed:
+            continue
+        for type_ in dict.fromkeys(given[name]):
+            if any(pair[side] == type_ and pair[1 - side] in given.get(other, ()) for pair in pairs):
+                votes[(name, type_)] += 1
 
 
 class _Builder:
@@ -80,8 +129,14 @@ class _Builder:
         # The ends each relationship type joins in the graph: what a relationship's end is when the
         # model named it only there, and which way round the relationship goes.
         self.ends: dict[str, set[tuple[str, str]]] = {}
-        for type_, src_type, dst_type in graph_vocabulary(project_id=self.project_id).relationships:
+        vocabulary = graph_vocabulary(project_id=self.project_id)
+        for type_, src_type, dst_type in vocabulary.relationships:
             self.ends.setdefault(type_, set()).add((src_type, dst_type))
+        # Whether the extraction may bring new types (then a new pair of types is no mistake).
+        self.new_types = (
+            not vocabulary.entity_types
+            or ExtractionSettings.objects.filter(project_id=self.project_id, allow_new_types=True).exists()
+        )
 
     def mention(self, passage: Passage, name: str, type_: str, description: str) -> ChangeSetItem | None:
         norm = normalised_name(name)
@@ -112,22 +167,33 @@ class _Builder:
         self.by_name[norm] = item
         return item
 
-    def end_of(self, passage: Passage, name: str, rel_type: str, side: int) -> ChangeSetItem | None:
+    def end_of(
+        self, passage: Passage, name: str, rel_type: str, side: int, other: ChangeSetItem | None = None
+    ) -> ChangeSetItem | None:
+        """The mention a relationship's end names; one the model named only there becomes a mention
+        of the one type the graph's relationships of this type give that end (next to ``other``'s
+        type, when the other end is known), or None when that is not one type."""
         found = self.by_name.get(normalised_name(name))
         if found is not None:
             return found
-        types = {pair[side] for pair in self.ends.get(rel_type, ())}
+        pairs = self.ends.get(rel_type, set())
+        if other is not None:
+            pairs = {pair for pair in pairs if pair[1 - side] == other.values["type"]} or pairs
+        types = {pair[side] for pair in pairs}
         return self.mention(passage, name, types.pop(), "") if len(types) == 1 else None
 
     def relationship(self, passage: Passage, rel: dict[str, str]) -> None:
-        src = self.end_of(passage, rel["source"], rel["type"], 0)
-        dst = self.end_of(passage, rel["target"], rel["type"], 1)
+        src = self.by_name.get(normalised_name(rel["source"]))
+        dst = self.end_of(passage, rel["target"], rel["type"], 1, src)
+        src = src or self.end_of(passage, rel["source"], rel["type"], 0, dst)
         if src is None or dst is None or src is dst:
             return
         pairs = self.ends.get(rel["type"], set())
         given = (src.values["type"], dst.values["type"])
         if pairs and given not in pairs and given[::-1] in pairs:  # written the other way round
             src, dst = dst, src
+        elif pairs and given not in pairs and not self.new_types:
+            return  # the graph's relationships of this type never join these types
         triple = (src.ordinal, rel["type"], dst.ordinal)
         if triple in self.seen:
             return

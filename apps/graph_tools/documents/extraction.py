@@ -21,6 +21,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from apps.graph_tools.documents.change_sets import ChangeSetNotFound, change_set_maybe_finish
+from apps.graph_tools.documents.mentions import PassageNames
 from apps.graph_tools.models import (
     ChangeSet,
     Document,
@@ -28,6 +29,7 @@ from apps.graph_tools.models import (
     ExtractionStatus,
     Passage,
 )
+from apps.graph_tools.names import normalised_name
 from apps.graph_tools.selectors import graph_vocabulary
 from apps.projects.models import Role
 from apps.projects.selectors import Principal, project_get
@@ -109,9 +111,17 @@ def _clean(value: Any, limit: int) -> str:
     return " ".join(str(value).split())[:limit] if isinstance(value, str) else ""
 
 
-def extraction_output_clean(output: Any, spec: ExtractionSpec) -> dict[str, list[dict[str, str]]]:
+def extraction_output_clean(
+    output: Any, spec: ExtractionSpec, *, text: str | None = None
+) -> dict[str, list[dict[str, str]]]:
     """The model's answer as the schema allows it: unknown types (when new ones are not allowed),
-    blank names and anything malformed are left out."""
+    blank names and anything malformed are left out.
+
+    With the passage's ``text``, the answer is checked against it (``mentions.PassageNames``): a
+    name is taken as the passage spells it (a misspelt copy mended, "it" or "the country" read as
+    the entity the passage is about), and an entity or relationship naming what the passage does
+    not is left out. (The ends' types are checked when the change set is built, once every
+    passage has typed its names: ``change_sets.change_set_build``.)"""
     entities: list[dict[str, str]] = []
     relationships: list[dict[str, str]] = []
     if not isinstance(output, dict):
@@ -132,7 +142,29 @@ def extraction_output_clean(output: Any, spec: ExtractionSpec) -> dict[str, list
         if not spec.free_types and spec.relationship_types and type_ not in spec.relationship_types:
             continue
         relationships.append({"source": source, "type": type_[:128], "target": target})
+    if text is not None:
+        entities, relationships = _as_the_passage_says(entities, relationships, text)
     return {"entities": entities, "relationships": relationships}
+
+
+def _as_the_passage_says(
+    entities: list[dict[str, str]], relationships: list[dict[str, str]], text: str
+) -> tuple[list[dict[str, str]], list[dict[str, str]]]:
+    """``extraction_output_clean``'s check against the passage."""
+    names = PassageNames(text)
+    kept: dict[str, dict[str, str]] = {}
+    for entity in entities:
+        found = names.find(entity["name"])
+        if found is not None and normalised_name(found) not in kept:
+            kept[normalised_name(found)] = {**entity, "name": found}
+    names.typed((e["name"], e["type"]) for e in kept.values())
+    stated: list[dict[str, str]] = []
+    for rel in relationships:
+        source, target = names.find(rel["source"]), names.find(rel["target"])
+        if source is None or target is None or normalised_name(source) == normalised_name(target):
+            continue
+        stated.append({"source": source, "type": rel["type"], "target": target})
+    return list(kept.values()), stated
 
 
 # --- starting, claiming, storing ----------------------------------------------------------------

@@ -76,6 +76,11 @@ class Command(BaseCommand):
             help="extraction: do not ask the fictional questions over the extracted graph",
         )
         parser.add_argument(
+            "--countries",
+            type=int,
+            help="extraction: only the first this many countries' paragraphs (default all of them)",
+        )
+        parser.add_argument(
             "--rescore", help="score the answers of a written results file again (nothing is asked)"
         )
         parser.add_argument(
@@ -90,7 +95,9 @@ class Command(BaseCommand):
         scores = []
         for model in o["models"] or [PLANNER_MODEL]:
             self.stdout.write(f"extraction: {model} reads the fictional world's prose…")
-            score = extraction_eval(model=model, owner=eval_user_ensure(), seed=o["seed"])
+            score = extraction_eval(
+                model=model, owner=eval_user_ensure(), seed=o["seed"], countries=o["countries"]
+            )
             scores.append(score)
             if not o["no_answers"]:
                 self.stdout.write(
