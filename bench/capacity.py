@@ -325,8 +325,11 @@ async def _warm(target: Target) -> None:
                 raise RuntimeError(f"the warm-up turn on {target.name} failed: {turn.result.errors}")
 
 
-def _search(target: Target, rates: list[float], duration: float, pace: Pace, refine: bool) -> list[Point]:
-    """Rates in ascending order up to the first not sustained, then halfway back once."""
+def _search(
+    target: Target, rates: list[float], duration: float, pace: Pace, refine: bool, every: bool = False
+) -> list[Point]:
+    """Rates in ascending order up to the first not sustained, then halfway back once (``every``:
+    all of them, for the curve, when even the lowest is not sustained on a busy machine)."""
     points: list[Point] = []
 
     def measure(rate: float) -> Point:
@@ -350,6 +353,8 @@ def _search(target: Target, rates: list[float], duration: float, pace: Pace, ref
     last_ok: float | None = None
     for rate in rates:
         if not measure(rate).sustained:
+            if every:
+                continue
             if refine and last_ok is not None and rate - last_ok > 0.5:
                 middle = round((last_ok + rate) / 2, 1)
                 if measure(middle).sustained:
@@ -504,6 +509,9 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="a halfway rate after the first failure (default: when --duration >= 30)",
     )
+    parser.add_argument(
+        "--every-rate", action="store_true", help="measure every rate, not only up to the first failure"
+    )
     parser.add_argument("--plot", type=Path, default=OUT / "capacity.png", help="where the PNG goes")
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     pace = Pace(first_token=args.first_token, rate=args.rate, tokens=args.tokens)
@@ -523,7 +531,7 @@ def main(argv: list[str] | None = None) -> int:
                 _target(name, pace, world, Path(logs)) as target,
             ):
                 refine = args.refine if args.refine is not None else args.duration >= 30
-                points += _search(target, rates, args.duration, pace, refine=refine)
+                points += _search(target, rates, args.duration, pace, refine=refine, every=args.every_rate)
     finally:
         _cleanup(world[0], world[2], world[3])
     report(points, servers, admission, pace)
