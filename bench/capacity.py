@@ -29,7 +29,8 @@ sustained rate and that one. Also printed: the CPU of admitting one message (in 
 The points (rate -> percentiles) go to ``.data/bench/capacity-<time>.json``, and a plot of added
 first-token p99 against arrival rate to ``--plot`` (default ``.data/bench/capacity.png``).
 
-``make bench`` runs a short version (``BENCH_CAPACITY_DURATION`` 4 s, rates 2 and 4). The full
+``make bench`` runs a short version (``BENCH_CAPACITY_DURATION`` 4 s at 3 turns/s: ~110 s for the
+three servers, most of it starting them and their warm-up turns). The full
 run: ``BENCH_CAPACITY_DURATION=120 BENCH_CAPACITY_RATES=1,2,3,4,6,8,10,12,16 python -m bench capacity``,
 or ``.venv/bin/python -m bench.capacity --duration 120 --rates 1,2,4,8 [--servers kgchat1,kgchat2,adk]``.
 """
@@ -490,8 +491,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--rates",
-        default=os.environ.get("BENCH_CAPACITY_RATES") or "2,4",
-        help="arrival rates to try, ascending (BENCH_CAPACITY_RATES, 2,4)",
+        default=os.environ.get("BENCH_CAPACITY_RATES") or "3",
+        help="arrival rates to try, ascending (BENCH_CAPACITY_RATES, 3)",
     )
     parser.add_argument(
         "--servers",
