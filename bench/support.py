@@ -28,10 +28,23 @@ DAPHNE = Path(sys.executable).parent / "daphne"
 
 
 def free_port() -> int:
-    """A TCP port on the loopback interface that nothing listens on right now."""
+    """A TCP port on the loopback interface that nothing listens on right now: any, or the first
+    free one of ``BENCH_PORTS`` (``first-last``, e.g. ``8031-8039``) when a shared machine gives
+    each user their own ports."""
+    given = os.environ.get("BENCH_PORTS", "").strip()
+    if given:
+        first, _, last = given.partition("-")
+        for port in range(int(first), int(last or first) + 1):
+            if port not in _TAKEN and not _listens(port):
+                _TAKEN.add(port)  # not handed out twice while its server starts
+                return port
+        raise RuntimeError(f"no free port left in BENCH_PORTS={given}")
     with socket.socket() as s:
         s.bind((LOOPBACK, 0))
         return int(s.getsockname()[1])
+
+
+_TAKEN: set[int] = set()
 
 
 @dataclass
@@ -72,6 +85,7 @@ class ServerProcess:
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait(10)
+        _TAKEN.discard(self.port)
 
 
 def start_process(

@@ -30,6 +30,13 @@ INTERNALS = [
         "InsertQuery.insert_values and the SQL compilers' as_sql() give the statements Django would send",
     ),
     (
+        "django",
+        "5.2.19",
+        "apps/core/prepared.py QueryTemplate, _instances",
+        "a compiler's as_sql() fills select, klass_info, annotation_col_map and col_count; "
+        "get_converters/apply_converters and query.get_related_populators make instances as ModelIterable does",
+    ),
+    (
         "google-adk",
         "2.13.0",
         "apps/agents/adk/runner.py (a None in sys.modules)",
@@ -66,6 +73,11 @@ def test_the_internals_are_still_where_the_code_expects_them():
     from psycopg_pool import ConnectionPool
 
     assert hasattr(InsertQuery, "insert_values") and hasattr(UpdateQuery, "add_update_values")
+    from django.db.models import query
+    from django.db.models.sql.compiler import SQLCompiler
+
+    assert hasattr(query, "get_related_populators")
+    assert hasattr(SQLCompiler, "get_converters") and hasattr(SQLCompiler, "apply_converters")
     assert hasattr(ConnectionPool, "check_connection")
     assert hasattr(MCPSessionManager, "_get_mtls_transport")
     # A module file, not find_spec: the runner's None in sys.modules hides it from the import system.

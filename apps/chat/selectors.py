@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable
+from datetime import datetime
 from typing import Any
 
 from django.db.models import Exists, OuterRef, QuerySet
@@ -12,10 +13,11 @@ from apps.agents.models import AgentRun
 from apps.agents.selectors import agent_definitions_visible
 from apps.chat.models import Conversation, Message, MessageRole
 from apps.core.errors import NotFound
+from apps.core.prepared import QueryTemplate
 from apps.graph_tools.models import GraphChange, GraphObject
 from apps.graph_tools.selectors import graph_changes_since
 from apps.graph_tools.versions import graph_version_current
-from apps.projects.selectors import Principal, parse_uuid, project_list
+from apps.projects.selectors import Principal, parse_uuid, principal_of, project_list
 
 
 class ConversationNotFound(NotFound):
@@ -50,17 +52,30 @@ def conversation_get(
     return conversation
 
 
+def _turn_conversation_query(
+    *, user_id: int, token_project_id: uuid.UUID | None, conversation_id: uuid.UUID
+) -> QuerySet[Conversation]:
+    principal = principal_of(user_id=user_id, token_project_id=token_project_id)
+    visible = agent_definitions_visible(principal=principal).filter(id=OuterRef("agent_definition_id"))
+    return (
+        conversation_list(principal=principal)
+        .select_related("agent_definition", "project")
+        .annotate(definition_visible=Exists(visible))
+        .filter(id=conversation_id)
+    )
+
+
+_TURN_CONVERSATION = QueryTemplate(_turn_conversation_query, first=True)
+
+
 def conversation_get_for_turn(*, principal: Principal, conversation_id: object) -> Conversation:
     """``conversation_get`` with its project and agent definition, and whether the principal may
     still see that definition (``definition_visible``), all in one query (the turn service's)."""
     cid = parse_uuid(conversation_id)
-    visible = agent_definitions_visible(principal=principal).filter(id=OuterRef("agent_definition_id"))
     conversation = (
-        conversation_list(principal=principal)
-        .select_related("agent_definition", "project")
-        .annotate(definition_visible=Exists(visible))
-        .filter(id=cid)
-        .first()
+        _TURN_CONVERSATION.first(
+            user_id=principal.user_id, token_project_id=principal.token_project_id, conversation_id=cid
+        )
         if cid
         else None
     )
@@ -88,12 +103,23 @@ def message_list(*, conversation: Conversation) -> QuerySet[Message]:
     return Message.objects.filter(conversation=conversation).order_by("created_at", "id")
 
 
-def message_window(*, conversation_id: uuid.UUID, limit: int, before: Message | None = None) -> list[Message]:
-    """The newest ``limit`` messages of a conversation (older than ``before``), oldest first."""
+def _message_window_query(
+    *, conversation_id: uuid.UUID, before: datetime | None, limit: int
+) -> QuerySet[Message]:
     qs = Message.objects.filter(conversation_id=conversation_id)
     if before is not None:
-        qs = qs.filter(created_at__lt=before.created_at)
-    rows = list(qs.order_by("-created_at", "-id")[:limit])
+        qs = qs.filter(created_at__lt=before)
+    return qs.order_by("-created_at", "-id")[:limit]
+
+
+_MESSAGE_WINDOW = QueryTemplate(_message_window_query, fixed=["limit"])
+
+
+def message_window(*, conversation_id: uuid.UUID, limit: int, before: Message | None = None) -> list[Message]:
+    """The newest ``limit`` messages of a conversation (older than ``before``), oldest first."""
+    rows = _MESSAGE_WINDOW.rows(
+        conversation_id=conversation_id, before=before.created_at if before is not None else None, limit=limit
+    )
     rows.reverse()
     return rows
 

@@ -98,13 +98,50 @@ class ConnectionReleasingExecutor(ThreadPoolExecutor):
         return super().submit(call)
 
 
-def _insert_sql(row: Model) -> tuple[str, list[Any]]:
-    """The ``INSERT`` Django would send to save ``row`` (every concrete field, defaults applied)."""
-    fields = [f for f in row._meta.local_concrete_fields if not getattr(f, "generated", False)]
+# The ``INSERT INTO table (columns)`` of each model, from Django's own compiled statement.
+_INSERT_HEADS: dict[type[Model], tuple[list[Any], str]] = {}
+
+
+def _insert_sql_django(row: Model, fields: list[Any]) -> tuple[str, list[Any]]:
     query = InsertQuery(type(row))
     query.insert_values(fields, [row])
     [(sql, params)] = query.get_compiler(DEFAULT_DB_ALIAS).as_sql()
     return sql, list(params)
+
+
+def _insert_sql(row: Model) -> tuple[str, list[Any]]:
+    """The ``INSERT`` Django would send to save ``row`` (every concrete field, defaults applied).
+
+    Its head (table and columns) is Django's, compiled once per model; the values are prepared as
+    Django's insert compiler prepares them (``pre_save``, ``get_db_prep_save``; an expression
+    compiled in place), without building a query per row."""
+    model = type(row)
+    head = _INSERT_HEADS.get(model)
+    if head is None:
+        fields = [f for f in model._meta.local_concrete_fields if not getattr(f, "generated", False)]
+        sql, params = _insert_sql_django(row, fields)
+        if any(hasattr(f, "get_placeholder") for f in fields) or " VALUES (" not in sql:
+            return sql, params  # a field with a placeholder of its own: Django's statement each time
+        _INSERT_HEADS[model] = (fields, sql[: sql.index(" VALUES (")])
+        return sql, params
+    fields, text = head
+    connection = connections[DEFAULT_DB_ALIAS]
+    compiler: Any = None
+    placeholders: list[str] = []
+    params = []
+    for field in fields:
+        value = field.pre_save(row, True)
+        if hasattr(value, "resolve_expression"):
+            if compiler is None:
+                compiler = InsertQuery(model).get_compiler(DEFAULT_DB_ALIAS)
+            value = value.resolve_expression(compiler.query, allow_joins=False, for_save=True)
+            sql, value_params = compiler.compile(value)
+            placeholders.append(sql)
+            params += value_params
+        else:
+            placeholders.append("%s")
+            params.append(field.get_db_prep_save(value, connection=connection))
+    return f"{text} VALUES ({', '.join(placeholders)})", params
 
 
 def _update_sql(rows: QuerySet[Any], values: Mapping[str, Any]) -> tuple[str, list[Any]]:
@@ -120,11 +157,11 @@ def rows_write(
     *,
     inserts: Sequence[Model] = (),
     updates: Sequence[tuple[QuerySet[Any], Mapping[str, Any]]] = (),
-    reads: Sequence[QuerySet[Any] | None] = (),
+    reads: Sequence[QuerySet[Any] | tuple[str, Sequence[Any]] | None] = (),
 ) -> list[Any]:
     """Insert ``inserts``, apply ``updates`` (``queryset.update(**values)``) and read ``reads``
-    (one-value queries; None reads None), all in one statement: one round trip, atomic without a
-    transaction of its own.
+    (one-value queries, or their SQL and parameters; None reads None), all in one statement: one
+    round trip, atomic without a transaction of its own.
 
     The reads and the updates' conditions see the database as it was before the statement (not
     the rows it inserts); a parent row may come with its children (foreign keys are checked at the
@@ -143,7 +180,7 @@ def rows_write(
         if read is None:
             columns.append("NULL")
             continue
-        sql, read_params = read.query.sql_with_params()
+        sql, read_params = read if isinstance(read, tuple) else read.query.sql_with_params()
         columns.append(f"({sql})")
         params += read_params
     select = f"SELECT {', '.join(columns) or 'NULL'}"

@@ -58,6 +58,11 @@ class RoleTooLow(PermissionDenied):
         return {"requiredRole": self.required}
 
 
+def principal_of(*, user_id: int, token_project_id: uuid.UUID | None) -> Principal:
+    """A principal by its ids (its user not read): what a query template builds its query for."""
+    return Principal(user=User(pk=user_id), token_project_id=token_project_id)
+
+
 def parse_uuid(value: object) -> uuid.UUID | None:
     try:
         return uuid.UUID(str(value))

@@ -14,7 +14,7 @@ import contextlib
 import os
 import uuid
 from concurrent.futures import ThreadPoolExecutor
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
@@ -60,11 +60,12 @@ from apps.core.db import (
     rows_write,
 )
 from apps.core.errors import ServiceError
+from apps.core.prepared import QueryTemplate
 from apps.graph_tools.models import GraphVersion, WriteApproval
 from apps.graph_tools.selectors import approval_result
 from apps.graph_tools.versions import graph_version_current
 from apps.projects.models import Project
-from apps.projects.selectors import Principal, parse_uuid, project_get
+from apps.projects.selectors import Principal, parse_uuid, principal_of, project_get
 
 
 class InvalidMessage(ServiceError):
@@ -90,19 +91,29 @@ def message_validate(message: object) -> str:
     return message
 
 
-def rate_count(principal: Principal) -> QuerySet[Message, Any] | None:
-    """How many messages the user sent in the last minute, as a one-value query for
-    ``rows_write`` (None: no limit configured, nothing to count)."""
-    if settings.KGCHAT_TURNS_PER_MINUTE <= 0:
-        return None
-    since = timezone.now() - timedelta(minutes=1)
+def _rate_query(*, user_id: int, since: datetime) -> QuerySet[Message, Any]:
     return (
-        Message.objects.filter(
-            role=MessageRole.USER, conversation__user_id=principal.user_id, created_at__gte=since
-        )
+        Message.objects.filter(role=MessageRole.USER, conversation__user_id=user_id, created_at__gte=since)
         .order_by()
         .values(n=Func(F("id"), function="COUNT", output_field=IntegerField()))
     )
+
+
+_RATE = QueryTemplate(_rate_query)
+
+
+def _rate_since() -> datetime | None:
+    """Where the rate's minute starts; None when no limit is configured (nothing to count)."""
+    if settings.KGCHAT_TURNS_PER_MINUTE <= 0:
+        return None
+    return timezone.now() - timedelta(minutes=1)
+
+
+def rate_count(principal: Principal) -> tuple[str, list[Any]] | None:
+    """How many messages the user sent in the last minute, as a one-value read for ``rows_write``
+    (None: no limit configured, nothing to count)."""
+    since = _rate_since()
+    return None if since is None else _RATE.sql_with_params(user_id=principal.user_id, since=since)
 
 
 def rate_enforce(recent: int | None) -> None:
@@ -113,9 +124,14 @@ def rate_enforce(recent: int | None) -> None:
         raise RateLimited(f"at most {limit} messages a minute; try again shortly")
 
 
-def graph_version_query(project_id: uuid.UUID) -> QuerySet[GraphVersion, Any]:
-    """The project's graph version as a one-value query (no row: version 0)."""
-    return GraphVersion.objects.filter(project_id=project_id).values("version")
+_GRAPH_VERSION = QueryTemplate(
+    lambda *, project_id: GraphVersion.objects.filter(project_id=project_id).values("version")
+)
+
+
+def graph_version_query(project_id: uuid.UUID) -> tuple[str, list[Any]]:
+    """The project's graph version as a one-value read for ``rows_write`` (no row: version 0)."""
+    return _GRAPH_VERSION.sql_with_params(project_id=project_id)
 
 
 def graph_version_value(project_id: uuid.UUID) -> RawSQL:
@@ -177,6 +193,30 @@ def conversation_for_turn(
     return conversation, project, definition, True
 
 
+def _new_conversation_query(
+    *,
+    user_id: int,
+    token_project_id: uuid.UUID | None,
+    project_id: uuid.UUID,
+    definition_id: uuid.UUID,
+    since: datetime | None,
+) -> QuerySet[AgentDefinition, Any]:
+    """A new conversation's definition with its project, if the sender may use it, and the
+    sender's rate (``recent_messages``; no rate limit: not read)."""
+    principal = principal_of(user_id=user_id, token_project_id=token_project_id)
+    found = (
+        agent_definitions_visible(principal=principal)
+        .select_related("project")
+        .filter(id=definition_id, project_id=project_id)
+    )
+    if since is not None:
+        found = found.annotate(recent_messages=Subquery(_rate_query(user_id=user_id, since=since)))
+    return found
+
+
+_NEW_CONVERSATION = QueryTemplate(_new_conversation_query, first=True)
+
+
 def _project_and_definition(
     *, principal: Principal, project_id: object, agent_definition_id: object
 ) -> tuple[Project, AgentDefinition | None]:
@@ -185,24 +225,23 @@ def _project_and_definition(
 
     With both ids (what clients send) one query reads both and the rate; when it finds nothing,
     the rate and the project are read alone, to tell a 404 project from a 400 definition."""
-    recent = rate_count(principal)
+    since = _rate_since()
     pid, did = parse_uuid(project_id), parse_uuid(agent_definition_id) if agent_definition_id else None
     if pid and did:
-        found = (
-            agent_definitions_visible(principal=principal)
-            .select_related("project")
-            .filter(id=did, project_id=pid)
+        definition = _NEW_CONVERSATION.first(
+            user_id=principal.user_id,
+            token_project_id=principal.token_project_id,
+            project_id=pid,
+            definition_id=did,
+            since=since,
         )
-        if recent is not None:
-            found = found.annotate(recent_messages=Subquery(recent))
-        definition = found.first()
         if definition is not None:
             rate_enforce(getattr(definition, "recent_messages", None))
             agent_definition_check_enabled(definition)
             return definition.project, definition
-    if recent is not None:
+    if since is not None:
         # get(), not first(): first() orders by id, which a COUNT without GROUP BY cannot have.
-        rate_enforce(recent.get()["n"])
+        rate_enforce(_rate_query(user_id=principal.user_id, since=since).get()["n"])
     project = project_get(principal=principal, project_ref=project_id)
     if not agent_definition_id:
         return project, None
