@@ -42,6 +42,8 @@ class Command(BaseCommand):
         "Embed entities that wait for a vector (imports, write tools), batch after batch, at low CPU "
         "priority, until SIGINT/SIGTERM. Several workers share the queue; a restarted one resumes."
     )
+    # Started by make run after `migrate` has run the system checks (see bootstrap).
+    requires_system_checks: list[str] = []
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--batch-size", type=int, default=None, help="Entities per batch.")

@@ -13,6 +13,9 @@ from apps.projects.selectors import ProjectNotFound
 
 class Command(BaseCommand):
     help = "Serve the graph tools of one project as an MCP server over stdin/stdout."
+    # An MCP client starts it for each session: the system checks (which import the URLconf and the
+    # agent stack, ~4 s of CPU) would delay every client's start; `migrate` runs them.
+    requires_system_checks: list[str] = []
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--project", required=True, help="The project's slug or id.")
