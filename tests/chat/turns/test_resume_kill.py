@@ -16,7 +16,6 @@ import asyncio
 import json
 import os
 import signal
-import sys
 import tempfile
 import threading
 import time
@@ -79,19 +78,44 @@ class Script:
         return Stream(text_chunks(*ANSWER_WORDS))
 
 
-@pytest.fixture
-def script():
-    return Script()
+class _CurrentScript:
+    """The module's model server answers with the running test's ``Script``."""
+
+    script: Script | None = None
+
+    def __call__(self, request: dict[str, Any]) -> Stream:
+        assert self.script is not None, "no test is running"
+        return self.script(request)
+
+
+@pytest.fixture(scope="module")
+def _model_server():
+    current = _CurrentScript()
+    with LLMTestServer(responder=current) as server:
+        yield server, current
 
 
 @pytest.fixture
-def model(script):
-    with LLMTestServer(responder=script) as server:
-        yield server
+def script(_model_server):
+    _server, current = _model_server
+    current.script = Script()
+    yield current.script
+    current.script.release.set()  # nothing the test held stays held
+    current.script = None
 
 
 @pytest.fixture
-def servers(django_db_blocker, model):
+def model(_model_server, script):
+    server, _current = _model_server
+    with server._lock:
+        server.requests.clear()
+    return server
+
+
+@pytest.fixture(scope="module")
+def _pair(django_db_setup, django_db_blocker, _model_server):
+    """A and B for the whole module (each test kills A, which the next test starts again): starting
+    and stopping two daphnes for every test was most of this module's time."""
     with django_db_blocker.unblock():
         database_url = _database_url()
     with redis_server() as redis_url, tempfile.TemporaryDirectory() as logdir:
@@ -101,22 +125,33 @@ def servers(django_db_blocker, model):
             "DATABASE_URL": database_url,
             "REDIS_URL": redis_url,
             "KGCHAT_MODEL": "openai/test",
-            "OPENAI_BASE_URL": model.base_url,
+            "OPENAI_BASE_URL": _model_server[0].base_url,
             "OPENAI_API_KEY": "test-key",
             "KGCHAT_TURN_LEASE_SECONDS": str(LEASE_SECONDS),
             "PYTHONUNBUFFERED": "1",
         }
-        started = [_start(name, env, logdir) for name in ("A", "B")]
+        pair = {name: _start(name, env, logdir) for name in ("A", "B")}
         try:
-            for server in started:
-                _wait_ready(server)
-            yield tuple(started)
+            yield pair, env, logdir
         finally:
-            for server in started:
+            for server in pair.values():
                 server.stop(15)
-            for server in started:
-                print(f"--- daphne {server.name} ---", file=sys.__stderr__)
-                print(server.log.read_text(errors="replace")[-4000:], file=sys.__stderr__)
+
+
+@pytest.fixture
+def servers(_pair):
+    """Processes A and B on the test database, sharing one redis-server, both alive: one the
+    previous test killed is started again first."""
+    pair, env, logdir = _pair
+    for name, server in pair.items():
+        if server.process.poll() is not None:
+            pair[name] = _start(name, env, logdir)
+    for server in pair.values():
+        _wait_ready(server)
+    yield pair["A"], pair["B"]
+    for server in pair.values():  # pytest shows it when the test failed
+        print(f"--- daphne {server.name} (pid {server.process.pid}) ---")
+        print(server.log.read_text(errors="replace")[-4000:])
 
 
 @pytest.fixture
