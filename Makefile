@@ -70,8 +70,11 @@ stop:
 	@bash scripts/local_llm.sh stop
 	@if [ -x $(PY) ]; then $(PY) manage.py embedded_db stop; fi
 
+# The suite on TEST_WORKERS pytest-xdist workers (each with its own test database); most of its time is
+# spent waiting on daphne, chromium and the scripted model, so two workers use 2 cores well.
+TEST_WORKERS ?= 2
 test: migrate system-deps
-	DJANGO_SETTINGS_MODULE=config.settings.test $(VENV)/bin/pytest $(PYTEST_ARGS)
+	DJANGO_SETTINGS_MODULE=config.settings.test $(VENV)/bin/pytest -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
 lint: install system-deps
 	$(VENV)/bin/ruff check .

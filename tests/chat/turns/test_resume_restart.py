@@ -36,6 +36,7 @@ from tests.chat.turns.test_resume_kill import (
     _check_the_turn_finished_on_b,
     _follow_on,
     _kill,
+    _model_server,  # noqa: F401 - the module's model server, answering with each test's script
     _other_connection,
     _start_turn,
     _until,
@@ -275,7 +276,7 @@ async def test_killed_between_the_approve_and_its_continuation_the_restarted_pro
 def _waits_on_the_conversation() -> bool:
     with _other_connection() as other:
         row = other.execute(
-            "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'"
             " AND query LIKE 'UPDATE %%chat_conversations%%'"
         ).fetchone()
     return bool(row and row[0])
