@@ -64,7 +64,13 @@ GRAMMAR_STRING_CHARS = 120
 
 
 def _gbnf_literal(text: str) -> str:
-    return json.dumps(text)
+    """A GBNF string literal of ``text``: JSON's escapes are GBNF's, and other characters are UTF-8."""
+    return json.dumps(text, ensure_ascii=False)
+
+
+def _json_text(value: str) -> str:
+    """``value`` as the model writes it in the answer: a JSON string, its letters as they are."""
+    return json.dumps(value, ensure_ascii=False)
 
 
 def compact_json_grammar(schema: dict[str, Any]) -> str:
@@ -80,7 +86,7 @@ def compact_json_grammar(schema: dict[str, Any]) -> str:
 
     def rule(node: dict[str, Any]) -> str:
         if "enum" in node:
-            body = " | ".join(_gbnf_literal(json.dumps(v)) for v in node["enum"])
+            body = " | ".join(_gbnf_literal(_json_text(v)) for v in node["enum"])
         elif node.get("type") == "string":
             return "str"
         elif node.get("type") == "array":
@@ -88,7 +94,7 @@ def compact_json_grammar(schema: dict[str, Any]) -> str:
             body = f'"[" ({item} ("," {item}){{0,{MAX_MENTIONS - 1}}})? "]"'
         elif node.get("type") == "object":
             fields = [
-                _gbnf_literal(("{" if i == 0 else ",") + json.dumps(key) + ":") + " " + rule(value)
+                _gbnf_literal(("{" if i == 0 else ",") + _json_text(key) + ":") + " " + rule(value)
                 for i, (key, value) in enumerate(node["properties"].items())
             ]
             body = " ".join(fields) + ' "}"' if fields else '"{}"'

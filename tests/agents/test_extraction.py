@@ -651,3 +651,15 @@ def test_an_answer_cut_at_the_token_cap_keeps_its_finished_items_and_is_not_aske
     assert first.extracted["relationships"] == [
         {"source": "Fredville", "type": "CAPITAL_OF", "target": "Freedonia"}
     ]
+
+
+def test_the_compact_grammar_spells_a_type_as_the_project_does_and_free_types_are_strings(project):
+    from apps.agents.extraction import compact_json_grammar
+
+    make_entity(project, key="s1", type="Città", name="Roma")
+    typed = compact_json_grammar(graph_extraction.extraction_spec(project_id=project.id).schema)
+    assert '"\\"Città\\""' in typed  # the model writes the letter, not an escape of it
+
+    ExtractionSettings.objects.create(project=project, allow_new_types=True)
+    free = compact_json_grammar(graph_extraction.extraction_spec(project_id=project.id).schema)
+    assert '",\\"type\\":" str' in free and "Città" not in free
