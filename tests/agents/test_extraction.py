@@ -594,3 +594,72 @@ def test_a_merged_mention_s_name_is_kept_as_an_alias_and_the_next_mention_of_it_
 
     action, evidence = resolution.entity_match(project_id=project.id, name="Fredonia", type_="Country")
     assert (action, evidence["method"], evidence["entity"]["name"]) == ("link", "alias", "Freedonia")
+
+
+def test_the_offline_default_is_asked_for_compact_json_under_a_grammar_of_the_schema(project, settings):
+    import json
+
+    from tests.llm_server import LLMTestServer, Stream, last_user_text, text_chunks
+
+    def respond(request: dict[str, Any]) -> Any:
+        text = last_user_text(request).split("Passage:\n", 1)[1]
+        return Stream(text_chunks(json.dumps(TRUTH[text], separators=(",", ":"))))
+
+    document = document_upload(project=project, name="atlas.md", data=TEXT.encode()).document
+    with LLMTestServer(responder=respond) as server:
+        settings.KGCHAT_LOCAL_LLM_URL = server.base_url
+        graph_extraction.extraction_start(document=document, model="local/qwen2.5-1.5b", user_id=None)
+        extraction_run_until_idle()
+
+    assert server.requests and all("response_format" not in r for r in server.requests)
+    grammar = server.requests[0]["grammar"]
+    # No rule lets the model write whitespace between the answer's tokens: every literal is compact.
+    assert '"{\\"entities\\":"' in grammar and '",\\"relationships\\":"' in grammar
+    assert '"\\"City\\"" | "\\"Country\\"" | "\\"Currency\\""' in grammar
+    assert " space" not in grammar and '" "' not in grammar
+    change_set = ChangeSet.objects.get(document=document)
+    assert change_set.status == "review"
+    assert change_set.items.filter(action="create_relationship").count() == 4
+
+
+def test_an_answer_cut_at_the_token_cap_keeps_its_finished_items_and_is_not_asked_again(project, settings):
+    import json
+
+    from apps.agents.extraction import ANSWER_TOKENS_BASE
+    from tests.llm_server import LLMTestServer, Stream, last_user_text, text_chunks
+
+    def respond(request: dict[str, Any]) -> Any:
+        text = last_user_text(request).split("Passage:\n", 1)[1]
+        answer = json.dumps(TRUTH[text], separators=(",", ":"))
+        if text == P1:  # cut in the middle of its second relationship
+            cut = answer.index('{"source":"Freedonia"') + 12
+            return Stream(text_chunks(answer[:cut]), finish_reason="length")
+        return Stream(text_chunks(answer))
+
+    document = document_upload(project=project, name="atlas.md", data=TEXT.encode()).document
+    with LLMTestServer(responder=respond) as server:
+        settings.KGCHAT_LOCAL_LLM_URL = server.base_url
+        graph_extraction.extraction_start(document=document, model="local/qwen2.5-1.5b", user_id=None)
+        extraction_run_until_idle()
+
+    assert len(server.requests) == 3  # one a passage: none asked again
+    caps = {last_user_text(r).split("Passage:\n", 1)[1]: r["max_tokens"] for r in server.requests}
+    assert caps == {p: ANSWER_TOKENS_BASE + len(p) for p in (P1, P2, P3)}
+    first = Passage.objects.get(document=document, ordinal=0)
+    assert first.extraction_state == "done"
+    assert [e["name"] for e in first.extracted["entities"]] == ["Freedonia", "Fredville", "Freedonian crown"]
+    assert first.extracted["relationships"] == [
+        {"source": "Fredville", "type": "CAPITAL_OF", "target": "Freedonia"}
+    ]
+
+
+def test_the_compact_grammar_spells_a_type_as_the_project_does_and_free_types_are_strings(project):
+    from apps.agents.extraction import compact_json_grammar
+
+    make_entity(project, key="s1", type="Città", name="Roma")
+    typed = compact_json_grammar(graph_extraction.extraction_spec(project_id=project.id).schema)
+    assert '"\\"Città\\""' in typed  # the model writes the letter, not an escape of it
+
+    ExtractionSettings.objects.create(project=project, allow_new_types=True)
+    free = compact_json_grammar(graph_extraction.extraction_spec(project_id=project.id).schema)
+    assert '",\\"type\\":" str' in free and "Città" not in free
