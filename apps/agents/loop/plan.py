@@ -435,12 +435,19 @@ def _hits(
     ]
     hits: list[_Hit] = []
     role: str | None = None
+    named = {
+        _relationship_named(w, parts) for i, w in enumerate(words) if not at <= i < end and w not in _GLUE
+    }
     for i, word in enumerate(words):
         if at <= i < end or word in _GLUE:
             continue
         rel = _relationship_named(word, parts)
         if rel is None and _content_word(word, types):
             rel = relationship_by_meaning(word, relationships)
+            # By meaning only what no word names by its letters, once: "what money do they use in
+            # X" names USES_CURRENCY by "use", and "money" must not make it a second hop.
+            rel = None if rel in named else rel
+            named.add(rel)
         if rel is None or (hits and (hits[-1].at, hits[-1].rel) == (i - 1, rel)):
             continue
         if i == at - 1 and i > 0 and words[i - 1] in _ARTICLES:
