@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from apps.agents.loop.meaning import relationship_by_meaning, similarities
 from apps.agents.loop.plan_graph import (
     MAX_CANDIDATES,
     PLAN_MAX_HOPS,
@@ -392,6 +393,33 @@ def word_path(question: str, start: str, relationships: Sequence[Relationship]) 
     return path
 
 
+def word_leanings(question: str, start: str, relationships: Sequence[Relationship]) -> dict[str, float]:
+    """How near by meaning each relationship type is to the question's words that name none by
+    their letters (``meaning.similarities``; outside the start's name, no function words): the
+    nearest word's similarity, where it is above zero. Used only to order paths that fit the plan
+    equally well (``best_paths``), so a weak leaning never outweighs a word that names a
+    relationship, the plan, or the type asked for."""
+    words = _words(question)
+    at = _name_at(words, _words(start))
+    span = range(at, at + len(_words(start))) if at is not None else range(0)
+    parts = {
+        t: [_lemma(w) for w in _words(t) if w not in _GLUE] for t in sorted({r.type for r in relationships})
+    }
+    types = [
+        _lemma(w)
+        for t in {r.source for r in relationships} | {r.target for r in relationships}
+        for w in _words(t)
+    ]
+    lean: dict[str, float] = {}
+    for i, word in enumerate(words):
+        if i in span or not _content_word(word, types) or _relationship_named(word, parts):
+            continue
+        for rel, score in similarities(word, relationships).items():
+            if score > max(lean.get(rel, 0.0), 0.0):
+                lean[rel] = score
+    return lean
+
+
 def _hits(
     words: Sequence[str], at: int, end: int, relationships: Sequence[Relationship]
 ) -> tuple[list[_Hit], str | None]:
@@ -407,10 +435,19 @@ def _hits(
     ]
     hits: list[_Hit] = []
     role: str | None = None
+    named = {
+        _relationship_named(w, parts) for i, w in enumerate(words) if not at <= i < end and w not in _GLUE
+    }
     for i, word in enumerate(words):
         if at <= i < end or word in _GLUE:
             continue
         rel = _relationship_named(word, parts)
+        if rel is None and _content_word(word, types):
+            rel = relationship_by_meaning(word, relationships)
+            # By meaning only what no word names by its letters, once: "what money do they use in
+            # X" names USES_CURRENCY by "use", and "money" must not make it a second hop.
+            rel = None if rel in named else rel
+            named.add(rel)
         if rel is None or (hits and (hits[-1].at, hits[-1].rel) == (i - 1, rel)):
             continue
         if i == at - 1 and i > 0 and words[i - 1] in _ARTICLES:
@@ -423,6 +460,23 @@ def _hits(
         )
         hits.append(_Hit(i, rel, agent, answer, outer))
     return [h for h in hits if not h.answer or not any(o.rel == h.rel and not o.answer for o in hits)], role
+
+
+# Words that name no relationship whatever their meaning: they are not looked up by meaning.
+_FUNCTION_WORDS = _AUXILIARIES | _QUESTION_WORDS | _ARTICLES | _POSSESSIVES | _MAIN_CLAUSE | _GLUE
+
+
+def _content_word(word: str, types: Sequence[str]) -> bool:
+    """Whether a word the relationship names do not hold is looked up by meaning
+    (``meaning.relationship_by_meaning``): not a function word, a number, or a word for one of the
+    graph's entity types ("films", "countries": they name the answers, not a hop)."""
+    return (
+        len(word) >= 3
+        and not word.isdigit()
+        and word not in _FUNCTION_WORDS
+        and word not in _SHARED_NEXT | _SHARED_BEFORE
+        and not any(_alike(_lemma(word), t) for t in types)
+    )
 
 
 def _mark_shared(words: Sequence[str], hits: Sequence[_Hit]) -> None:
@@ -495,14 +549,23 @@ def best_paths(
     asks_for: str | None,
     relationships: Sequence[Relationship],
     order: Sequence[str] = (),
+    lean: dict[str, float] | None = None,
 ) -> list[PathOption]:
-    """The typed paths from ``start_type`` that fit the plan best (all of them when several tie)."""
+    """The typed paths from ``start_type`` that fit the plan best (all of them when several tie),
+    those whose relationships the question's words lean to by meaning first (``lean``: see
+    ``word_leanings``). The loop runs the tied paths in this order and answers from the first that
+    finds something: measured on MetaQA's dev split, "who is the author of X" named no
+    relationship by its letters, and DIRECTED_BY, WRITTEN_BY and STARRED_ACTORS tied, DIRECTED_BY
+    first."""
     options = typed_paths(start_type, relationships)
     if not options:
         return []
     ranks = {o: path_rank(o, mentioned, asks_for, order) for o in options}
     best = min(ranks.values())
-    return [o for o in options if ranks[o] == best]
+    tied = [o for o in options if ranks[o] == best]
+    if lean:
+        tied.sort(key=lambda o: -sum(lean.get(h[0], 0.0) for h in o.hops))
+    return tied
 
 
 def _rels(value: Any) -> list[str]:
@@ -714,7 +777,8 @@ def _ranked_paths(
             # the question's words say a way there and back themselves ("who wrote movies that
             # share directors with X" was planned as asking for Movie).
             asked = None
-        for option in best_paths(start.type, chain, asked, relationships, order):
+        lean = word_leanings(question, start.name, relationships) if question else None
+        for option in best_paths(start.type, chain, asked, relationships, order, lean):
             ranked.append((path_rank(option, chain, asked, order), start, option))
     ranked.sort(key=lambda item: item[0])
     return ranked

