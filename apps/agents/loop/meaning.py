@@ -42,14 +42,15 @@ MIN_RELATIONSHIPS = 3
 _SCHEMAS_KEPT = 64
 
 _SPLIT = re.compile(r"[^0-9a-z]+")
-# Words of a relationship type's name that name nothing ("HAS_GENRE", "DIRECTED_BY").
-_GLUE = frozenset(
+# Words of a relationship type's name that name nothing ("HAS_GENRE", "DIRECTED_BY", "IN_LANGUAGE").
+GLUE = frozenset(
     {"has", "have", "is", "of", "in", "by", "to", "at", "on", "for", "the", "a", "an", "and", "with"}
 )
 
 
-def _name_words(name: str) -> list[str]:
-    spaced = re.sub(r"(?<=[a-z])(?=[A-Z])", " ", name)
+def words_of(text: str) -> list[str]:
+    """A question's or a type name's words, lower case ("HAS_GENRE", "hasGenre": has, genre)."""
+    spaced = re.sub(r"(?<=[a-z])(?=[A-Z])", " ", text)
     return [w for w in _SPLIT.split(spaced.casefold()) if w]
 
 
@@ -67,7 +68,7 @@ def _prototypes(relationships: Sequence[Relationship]) -> list[tuple[str, str]]:
     """(relationship type, text) for each type: its words without glue, each alone and together."""
     found: list[tuple[str, str]] = []
     for rel in sorted({r.type for r in relationships}):
-        words = [w for w in _name_words(rel) if w not in _GLUE]
+        words = [w for w in words_of(rel) if w not in GLUE]
         texts = list(dict.fromkeys([*words, " ".join(words)]))
         found.extend((rel, t) for t in texts if t)
     return found

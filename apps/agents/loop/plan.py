@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import itertools
 import json
-import re
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from apps.agents.loop.meaning import relationship_by_meaning, similarities
+from apps.agents.loop.meaning import GLUE, relationship_by_meaning, similarities, words_of
 from apps.agents.loop.plan_graph import (
     MAX_CANDIDATES,
     PLAN_MAX_HOPS,
@@ -195,16 +194,8 @@ def plan_system_part(relationships: Sequence[Relationship]) -> str:
     return f"This graph's relationships (source type -TYPE-> target type):\n{graph_lines(relationships)}\n{PLAN_RULES}"
 
 
-_SPLIT = re.compile(r"[^0-9a-z]+")
-# Words of a relationship type's name that name nothing ("HAS_GENRE", "DIRECTED_BY", "IN_LANGUAGE").
-_GLUE = frozenset(
-    {"has", "have", "is", "of", "in", "by", "to", "at", "on", "for", "the", "a", "an", "and", "with"}
-)
-
-
-def _words(text: str) -> list[str]:
-    spaced = re.sub(r"(?<=[a-z])(?=[A-Z])", " ", text)
-    return [w for w in _SPLIT.split(spaced.casefold()) if w]
+_GLUE = GLUE
+_words = words_of
 
 
 _SUFFIXES = ("ions", "ion", "ors", "ers", "ing", "ed", "es", "or", "er", "s")
@@ -393,6 +384,19 @@ def word_path(question: str, start: str, relationships: Sequence[Relationship]) 
     return path
 
 
+def _schema_words(relationships: Sequence[Relationship]) -> tuple[dict[str, list[str]], list[str]]:
+    """Each relationship type's naming words (lemmas, no glue), and the entity types' words."""
+    parts = {
+        t: [_lemma(w) for w in _words(t) if w not in _GLUE] for t in sorted({r.type for r in relationships})
+    }
+    types = [
+        _lemma(w)
+        for t in {r.source for r in relationships} | {r.target for r in relationships}
+        for w in _words(t)
+    ]
+    return parts, types
+
+
 def word_leanings(question: str, start: str, relationships: Sequence[Relationship]) -> dict[str, float]:
     """How near by meaning each relationship type is to the question's words that name none by
     their letters (``meaning.similarities``; outside the start's name, no function words): the
@@ -402,14 +406,7 @@ def word_leanings(question: str, start: str, relationships: Sequence[Relationshi
     words = _words(question)
     at = _name_at(words, _words(start))
     span = range(at, at + len(_words(start))) if at is not None else range(0)
-    parts = {
-        t: [_lemma(w) for w in _words(t) if w not in _GLUE] for t in sorted({r.type for r in relationships})
-    }
-    types = [
-        _lemma(w)
-        for t in {r.source for r in relationships} | {r.target for r in relationships}
-        for w in _words(t)
-    ]
+    parts, types = _schema_words(relationships)
     lean: dict[str, float] = {}
     for i, word in enumerate(words):
         if i in span or not _content_word(word, types) or _relationship_named(word, parts):
@@ -425,14 +422,7 @@ def _hits(
 ) -> tuple[list[_Hit], str | None]:
     """The words outside the name ``words[at:end]`` that name a relationship (see ``word_path``),
     and the start's own relationship ("the director X"), if a word says it."""
-    parts = {
-        t: [_lemma(w) for w in _words(t) if w not in _GLUE] for t in sorted({r.type for r in relationships})
-    }
-    types = [
-        _lemma(w)
-        for t in {r.source for r in relationships} | {r.target for r in relationships}
-        for w in _words(t)
-    ]
+    parts, types = _schema_words(relationships)
     hits: list[_Hit] = []
     role: str | None = None
     named = {
