@@ -135,9 +135,17 @@ def pairs_score(answer: str, pairs: Iterable[tuple[str, tuple[str, ...]]]) -> fl
     if not items:
         return 0.0
     text = f" {normalise(answer)} "
-    starts = sorted(
-        (text.find(f" {normalise(item)} "), item) for item, _ in items if f" {normalise(item)} " in text
-    )
+    # Longest names first, each occurrence blanked once found: "Republic of the Congo" is not found
+    # inside "Democratic Republic of the Congo".
+    blanked = text
+    found: list[tuple[int, str]] = []
+    for item, _ in sorted(items, key=lambda pair: -len(normalise(pair[0]))):
+        needle = f" {normalise(item)} "
+        at = blanked.find(needle)
+        if at >= 0:
+            found.append((at, item))
+            blanked = blanked[: at + 1] + "\0" * (len(needle) - 2) + blanked[at + len(needle) - 1 :]
+    starts = sorted(found)
     right = 0
     for i, (start, item) in enumerate(starts):
         end = starts[i + 1][0] if i + 1 < len(starts) else len(text)

@@ -154,6 +154,24 @@ def test_a_per_item_answer_must_give_each_item_its_own_value():
     assert one == 0.5
 
 
+def test_a_per_item_name_inside_another_items_name_is_its_own_item():
+    question = q(
+        "per_item",
+        ["Democratic Republic of the Congo", "Republic of the Congo"],
+        pairs=(
+            ("Democratic Republic of the Congo", ("Congolese Franc",)),
+            ("Republic of the Congo", ("CFA Franc BEAC",)),
+        ),
+    )
+    answer = (
+        "- [Democratic Republic of the Congo](entity:1): [Congolese Franc](entity:2)\n"
+        "- [Republic of the Congo](entity:3): [CFA Franc BEAC](entity:4)"
+    )
+
+    assert answer_score(question, answer) == 1.0
+    assert answer_score(question, "Republic of the Congo: Congolese Franc.") == 0.0
+
+
 def test_counts_over_an_inverse_relationship_score_as_counts_and_recall_is_the_share_named():
     assert answer_score(q("inverse_count", count=4), "4 countries use the CFA franc.") == 1.0
     assert answer_recall(q("list", ["Togo", "Ghana"]), "Togo.") == 0.5
