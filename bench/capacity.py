@@ -54,7 +54,7 @@ from typing import Any
 from bench.load import ORIGIN, _arrange, _check_database, _cleanup, _setup_django
 from bench.load import _percentile as pct
 from bench.stream_load import DELTA, Pace, Sampler, Turn, _latencies, _postmaster_pid, _servers
-from bench.support import ROOT, ServerProcess, wait_ready
+from bench.support import ROOT, ServerProcess, wait_ready, ws_turn
 
 TARGET_TTFT_P99_MS = 100.0
 TARGET_GAP_P99_MS = 50.0
@@ -130,26 +130,16 @@ async def _kgchat_turn(
                 "projectId": project_id,
                 "agentDefinitionId": agent_id,
             }
-            parts: list[str] = []
             turn.sent = time.perf_counter()
-            await ws.send(json.dumps(request))
-            while True:
-                frame = json.loads(await asyncio.wait_for(ws.recv(), FRAME_TIMEOUT))
-                arrived = time.perf_counter()
-                kind = frame["type"]
-                if kind == "token":
-                    parts.append(frame["token"])
-                    turn.frames.append((arrived, [int(n) for n in DELTA.findall(frame["token"])]))
-                elif kind == "meta":
-                    result.conversation_id = frame["conversationId"]
-                elif kind == "error":
-                    result.errors.append(f"{frame.get('code')}: {frame.get('error')}")
-                    if "seq" not in frame:
-                        break
-                elif kind == "done":
-                    break
+            answer = await ws_turn(
+                ws,
+                request,
+                result,
+                frame_timeout=FRAME_TIMEOUT,
+                on_token=lambda at, token: turn.frames.append((at, [int(n) for n in DELTA.findall(token)])),
+            )
             result.questions.append(question)
-            result.answers.append("".join(parts))
+            result.answers.append(answer)
     except Exception as exc:  # a refused or broken connection is an error of the run, not a crash
         result.errors.append(f"{type(exc).__name__}: {exc}")
 

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import sys
 import tempfile
@@ -29,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.support import start_daphne, wait_ready
+from bench.support import start_daphne, wait_ready, ws_turn
 
 ORIGIN = "http://127.0.0.1"
 # Websocket handshakes in flight at once while the clients connect (before any turn starts): daphne
@@ -161,29 +160,15 @@ async def _client(
                 else:
                     request["conversationId"] = result.conversation_id
                 started = time.perf_counter()
-                await ws.send(json.dumps(request))
-                first: float | None = None
-                parts: list[str] = []
-                while True:
-                    frame = json.loads(await ws.recv())
-                    kind = frame["type"]
-                    if kind == "meta":
-                        result.conversation_id = frame["conversationId"]
-                    elif kind == "token":
-                        if first is None:
-                            first = time.perf_counter() - started
-                        parts.append(frame["token"])
-                    elif kind == "error":
-                        result.errors.append(f"{frame.get('code')}: {frame.get('error')}")
-                        if "seq" not in frame:
-                            break
-                    elif kind == "done":
-                        break
-                if first is not None:
-                    result.ttft.append(first)
+                tokens_at: list[float] = []
+                answer = await ws_turn(
+                    ws, request, result, on_token=lambda at, _token, seen=tokens_at: seen.append(at)
+                )
+                if tokens_at:
+                    result.ttft.append(tokens_at[0] - started)
                 result.done.append(time.perf_counter() - started)
                 result.questions.append(question)
-                result.answers.append("".join(parts))
+                result.answers.append(answer)
     except Exception as exc:  # a refused or broken connection is an error of the run, not a crash
         result.errors.append(f"{type(exc).__name__}: {exc}")
 

@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import re
 import shutil
@@ -62,7 +61,7 @@ from bench.load import (
     gated_connect,
 )
 from bench.load import _percentile as pct
-from bench.support import ROOT, ServerProcess, redis_server, start_daphne, wait_ready
+from bench.support import ROOT, ServerProcess, redis_server, start_daphne, wait_ready, ws_turn
 
 TARGET_TTFT_P99_MS = 100.0
 PLOT = ROOT / "docs" / "benchmarks" / "stream_load.png"
@@ -140,28 +139,17 @@ async def _turn(
                 "projectId": project_id,
                 "agentDefinitionId": agent_id,
             }
-            parts: list[str] = []
             turn.sent = time.perf_counter()
-            await ws.send(json.dumps(request))
-            while True:
-                raw = await asyncio.wait_for(ws.recv(), FRAME_TIMEOUT)
-                arrived = time.perf_counter()
-                frame = json.loads(raw)
-                kind = frame["type"]
-                if kind == "token":
-                    parts.append(frame["token"])
-                    turn.frames.append((arrived, [int(n) for n in DELTA.findall(frame["token"])]))
-                elif kind == "meta":
-                    result.conversation_id = frame["conversationId"]
-                elif kind == "error":
-                    result.errors.append(f"{frame.get('code')}: {frame.get('error')}")
-                    if "seq" not in frame:
-                        break
-                elif kind == "done":
-                    break
+            answer = await ws_turn(
+                ws,
+                request,
+                result,
+                frame_timeout=FRAME_TIMEOUT,
+                on_token=lambda at, token: turn.frames.append((at, [int(n) for n in DELTA.findall(token)])),
+            )
             result.done.append(time.perf_counter() - turn.sent)
             result.questions.append(question)
-            result.answers.append("".join(parts))
+            result.answers.append(answer)
     except Exception as exc:  # a refused or broken connection is an error of the run, not a crash
         result.errors.append(f"{type(exc).__name__}: {exc}")
 

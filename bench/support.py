@@ -9,7 +9,9 @@ benchmarks (``bench.load``, ``bench.vs_adk_server``) and the tests that run real
 
 from __future__ import annotations
 
+import asyncio
 import http.client
+import json
 import os
 import shutil
 import socket
@@ -17,10 +19,11 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 LOOPBACK = "127.0.0.1"
@@ -170,3 +173,39 @@ def redis_server() -> Iterator[tuple[str, int]]:
             yield f"redis://{LOOPBACK}:{port}/0", server.process.pid
         finally:
             server.stop(10)
+
+
+async def ws_turn(
+    ws: Any,
+    request: Mapping[str, Any],
+    result: Any,
+    *,
+    frame_timeout: float | None = None,
+    on_token: Callable[[float, str], None] | None = None,
+) -> str:
+    """Send one ``chat.message`` on a kgchat websocket and read its frames to the turn's end.
+
+    The conversation's id (``meta``) and each ``error`` go into ``result.conversation_id`` and
+    ``result.errors``; ``on_token(arrived, token)`` sees each token as it arrives (perf_counter
+    seconds); ``frame_timeout`` bounds the wait for each frame. Returns the answer's text.
+    """
+    parts: list[str] = []
+    await ws.send(json.dumps(request))
+    while True:
+        raw = await asyncio.wait_for(ws.recv(), frame_timeout)
+        arrived = time.perf_counter()
+        frame = json.loads(raw)
+        kind = frame["type"]
+        if kind == "token":
+            parts.append(frame["token"])
+            if on_token is not None:
+                on_token(arrived, frame["token"])
+        elif kind == "meta":
+            result.conversation_id = frame["conversationId"]
+        elif kind == "error":
+            result.errors.append(f"{frame.get('code')}: {frame.get('error')}")
+            if "seq" not in frame:  # a refusal ends the turn; an error inside it comes before done
+                break
+        elif kind == "done":
+            break
+    return "".join(parts)
