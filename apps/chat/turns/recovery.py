@@ -20,6 +20,7 @@ import json
 import logging
 import socket
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -55,12 +56,16 @@ class Takeover:
     shown: dict[str, Any] = field(default_factory=dict)
 
 
-def turns_expired_take(*, limit: int = TAKE_AT_ONCE) -> list[Takeover]:
+def turns_expired_take(*, limit: int = TAKE_AT_ONCE, running: Sequence[uuid.UUID] = ()) -> list[Takeover]:
     """Claim the turns whose lease lapsed for this process and decide what becomes of each.
 
     One transaction: the claims move to this process with a fresh lease, and each one's running
     run counts one more attempt. What ends here is closed here (run, answer, claim); the caller
-    publishes the last frames, and runs the resumed turns."""
+    publishes the last frames, and runs the resumed turns.
+
+    ``running``: the turns this process is running now. Their lease can lapse while they are
+    alive (a heartbeat starved of CPU longer than the lease); taking one would run it a second
+    time beside itself, so they are left to their heartbeat."""
     conversations = connection.ops.quote_name(Conversation._meta.db_table)
     taken: list[Takeover] = []
     dead = dead_workers_here()
@@ -72,9 +77,10 @@ def turns_expired_take(*, limit: int = TAKE_AT_ONCE) -> list[Takeover]:
                     SELECT id FROM {conversations}
                     WHERE active_turn_id IS NOT NULL
                         AND (active_turn_lease_until < now() OR active_turn_worker = ANY(%s))
+                        AND NOT active_turn_id = ANY(%s::uuid[])
                     ORDER BY active_turn_lease_until LIMIT %s FOR UPDATE SKIP LOCKED)
                 RETURNING id, active_turn_id, active_turn_cancelled, active_turn_text, active_turn_shown""",
-            [worker_name()[:200], lease_seconds(), dead, limit],
+            [worker_name()[:200], lease_seconds(), dead, list(running), limit],
         )
         rows = cursor.fetchall()
         for conversation_id, turn_id, cancelled, text, shown in rows:

@@ -13,6 +13,7 @@ import contextlib
 import json
 import logging
 import threading
+import uuid
 from datetime import timedelta
 from functools import partial
 from typing import Any, cast
@@ -69,6 +70,8 @@ log = logging.getLogger("kgchat.chat")
 
 
 _tasks: set[asyncio.Task[None]] = set()
+# The turns this process runs now, by id: never taken over by this same process (``turns_take_over``).
+_running: set[uuid.UUID] = set()
 
 
 async def turn_start(
@@ -124,7 +127,9 @@ async def _launch(turn: Turn, provider: Provider | None) -> TurnHandle:
     turn.progress = TurnProgress(turn, partial(turn_progress_save, turn))
     task = asyncio.create_task(_run_turn(turn, provider), name=f"turn {turn.turn_id}")
     _tasks.add(task)
+    _running.add(turn.turn_id)
     task.add_done_callback(_tasks.discard)
+    task.add_done_callback(lambda _: _running.discard(turn.turn_id))
     return TurnHandle(
         conversation_id=conversation_key, turn_id=str(turn.turn_id), user_message_id=str(turn.user_message.id)
     )
@@ -320,8 +325,11 @@ class LeaseLost(Exception):
 
 async def turns_take_over(provider: Provider | None = None) -> int:
     """Take over the turns whose lease lapsed (``recovery.turns_expired_take``): resume each agent
-    turn in this process; end the others with their last frames. How many were taken."""
-    expired, uncontinued = await sync_to_async(takeover.expired_take, thread_sensitive=False)()
+    turn in this process; end the others with their last frames. How many were taken.
+
+    A turn this process still runs is never taken here, even with its lease lapsed (its heartbeat
+    starved of CPU): it is alive, and a second run of it would stream and store its answer twice."""
+    expired, uncontinued = await sync_to_async(takeover.expired_take, thread_sensitive=False)(list(_running))
     for approval in uncontinued:
         await _continue_decided(approval, provider)
     for taken in expired:

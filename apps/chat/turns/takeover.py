@@ -8,6 +8,9 @@ service runs the resumed ones (``service.turns_take_over``).
 
 from __future__ import annotations
 
+import uuid
+from collections.abc import Sequence
+
 from asgiref.sync import sync_to_async
 
 from apps.agents.events import ToolResume
@@ -29,12 +32,12 @@ from apps.graph_tools.selectors import approval_result
 from apps.projects.selectors import parse_uuid
 
 
-def expired_take() -> tuple[list[Takeover], list[WriteApproval]]:
-    """The turns whose lease lapsed, now this process's; the decided approvals whose continuing
-    turn never started (to start here)."""
+def expired_take(running: Sequence[uuid.UUID] = ()) -> tuple[list[Takeover], list[WriteApproval]]:
+    """The turns whose lease lapsed, now this process's (but those in ``running``, this process's
+    live turns); the decided approvals whose continuing turn never started (to start here)."""
     try:
         runs_of_deleted_conversations_close()
-        return turns_expired_take(), decided_approvals_never_continued()
+        return turns_expired_take(running=running), decided_approvals_never_continued()
     finally:
         release_connections()
 

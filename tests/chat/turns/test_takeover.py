@@ -23,7 +23,7 @@ from apps.agents.models import AgentRun, AgentRunToolCall
 from apps.chat.models import Conversation, Message
 from apps.chat.streams.bus import get_bus
 from apps.chat.streams.frames import TokenFrame
-from apps.chat.turns.service import turn_cancel, turn_wait_all, turns_take_over
+from apps.chat.turns.service import turn_cancel, turn_start, turn_wait_all, turns_take_over
 from apps.projects.selectors import Principal
 from tests.chat.conftest import adb
 
@@ -232,3 +232,48 @@ async def test_a_continuation_after_an_approval_that_died_before_its_first_event
     assert call.messages[-1].role == "tool" and "Create entity Lyon" in call.messages[-1].content
     assert "".join(f.token for f in frames if isinstance(f, TokenFrame)) == "Lyon is added."
     assert (await AgentRun.objects.aget(id=run.id)).status == "success"
+
+
+async def test_a_turn_this_process_still_runs_is_not_taken_over_here_when_its_lease_lapsed(world, agent):
+    """A heartbeat starved of CPU longer than the lease lets a live turn's lease lapse; this same
+    process's takeover loop must not start a second run of it beside the first (the answer would
+    stream and be stored twice)."""
+    held, release = asyncio.Event(), asyncio.Event()
+
+    async def hold(_seconds: float) -> None:
+        held.set()
+        await release.wait()
+
+    provider = ScriptedProvider(
+        turns=[[TextDelta(text="There is "), Delay(1), TextDelta(text="1 type."), Done(usage=Usage())]],
+        sleep=hold,
+    )
+    principal = Principal(user=world["user"])
+    handle = await turn_start(
+        principal=principal,
+        message="Which types exist?",
+        project_id=world["project"].id,
+        agent_definition_id=agent.id,
+        provider=provider,
+    )
+    await asyncio.wait_for(held.wait(), 30)
+    lapsed = await Conversation.objects.filter(id=handle.conversation_id).aupdate(
+        active_turn_lease_until=timezone.now() - timedelta(seconds=1)
+    )
+    assert lapsed == 1
+
+    assert await turns_take_over(ScriptedProvider(turns=[_answer()])) == 0
+    assert await Conversation.objects.filter(
+        id=handle.conversation_id, active_turn_id__isnull=False
+    ).aexists()
+
+    release.set()
+    frames = await _frames(await Conversation.objects.aget(id=handle.conversation_id))
+    assert "".join(f.token for f in frames if isinstance(f, TokenFrame)) == "There is 1 type."
+    run = await AgentRun.objects.aget(conversation_id=handle.conversation_id)
+    assert (run.status, run.attempts) == ("success", 1)
+    answers = [
+        m.content
+        async for m in Message.objects.filter(conversation_id=handle.conversation_id, role="assistant")
+    ]
+    assert answers == ["There is 1 type."]
