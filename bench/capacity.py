@@ -53,8 +53,8 @@ from typing import Any
 
 from bench.load import ORIGIN, _arrange, _check_database, _cleanup, _setup_django
 from bench.load import _percentile as pct
-from bench.stream_load import DELTA, Pace, Sampler, Turn, _latencies, _postmaster_pid, _servers
-from bench.support import ROOT, ServerProcess, wait_ready, ws_turn
+from bench.stream_load import Pace, Sampler, Turn, _latencies, _postmaster_pid, _servers, paced_turn
+from bench.support import ROOT, ServerProcess, wait_ready
 
 TARGET_TTFT_P99_MS = 100.0
 TARGET_GAP_P99_MS = 50.0
@@ -124,22 +124,7 @@ async def _kgchat_turn(
             open_timeout=FRAME_TIMEOUT,
             max_size=None,
         ) as ws:
-            request = {
-                "type": "chat.message",
-                "message": question,
-                "projectId": project_id,
-                "agentDefinitionId": agent_id,
-            }
-            turn.sent = time.perf_counter()
-            answer = await ws_turn(
-                ws,
-                request,
-                result,
-                frame_timeout=FRAME_TIMEOUT,
-                on_token=lambda at, token: turn.frames.append((at, [int(n) for n in DELTA.findall(token)])),
-            )
-            result.questions.append(question)
-            result.answers.append(answer)
+            await paced_turn(ws, question, project_id, agent_id, turn, frame_timeout=FRAME_TIMEOUT)
     except Exception as exc:  # a refused or broken connection is an error of the run, not a crash
         result.errors.append(f"{type(exc).__name__}: {exc}")
 
@@ -177,7 +162,7 @@ async def _adk_turn(http: Any, base: str, question: str, turn: Turn) -> None:
                 text = "".join(p.get("text", "") for p in content.get("parts") or [] if not p.get("thought"))
                 if text:
                     parts.append(text)
-                    turn.frames.append((arrived, [int(n) for n in DELTA.findall(text)]))
+                    turn.record(arrived, text)
         result.questions.append(question)
         result.answers.append("".join(parts))
     except Exception as exc:

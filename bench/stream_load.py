@@ -100,6 +100,10 @@ class Turn:
     frames: list[tuple[float, list[int]]] = field(default_factory=list)
     result: ClientResult = field(default_factory=ClientResult)
 
+    def record(self, arrived: float, text: str) -> None:
+        """A token frame's arrival and the model's delta numbers it carries."""
+        self.frames.append((arrived, [int(n) for n in DELTA.findall(text)]))
+
 
 @dataclass
 class Level:
@@ -126,6 +130,29 @@ class Level:
         return not self.errors and self.complete == self.turns
 
 
+async def paced_turn(
+    ws: Any, question: str, project_id: str, agent_id: str, turn: Turn, *, frame_timeout: float
+) -> None:
+    """Ask ``question`` on an open kgchat websocket: the time it left and each token frame's deltas
+    go into ``turn``, the question and the streamed answer into ``turn.result``."""
+    request = {
+        "type": "chat.message",
+        "message": question,
+        "projectId": project_id,
+        "agentDefinitionId": agent_id,
+    }
+    turn.sent = time.perf_counter()
+    answer = await ws_turn(
+        ws,
+        request,
+        turn.result,
+        frame_timeout=frame_timeout,
+        on_token=turn.record,
+    )
+    turn.result.questions.append(question)
+    turn.result.answers.append(answer)
+
+
 async def _turn(
     url: str, session: str, project_id: str, agent_id: str, question: str, turn: Turn, gate: Gate | None
 ) -> None:
@@ -133,23 +160,8 @@ async def _turn(
     try:
         ws = await gated_connect(url, session, gate)
         async with ws:
-            request = {
-                "type": "chat.message",
-                "message": question,
-                "projectId": project_id,
-                "agentDefinitionId": agent_id,
-            }
-            turn.sent = time.perf_counter()
-            answer = await ws_turn(
-                ws,
-                request,
-                result,
-                frame_timeout=FRAME_TIMEOUT,
-                on_token=lambda at, token: turn.frames.append((at, [int(n) for n in DELTA.findall(token)])),
-            )
+            await paced_turn(ws, question, project_id, agent_id, turn, frame_timeout=FRAME_TIMEOUT)
             result.done.append(time.perf_counter() - turn.sent)
-            result.questions.append(question)
-            result.answers.append(answer)
     except Exception as exc:  # a refused or broken connection is an error of the run, not a crash
         result.errors.append(f"{type(exc).__name__}: {exc}")
 
