@@ -441,6 +441,29 @@ def test_paths_that_fit_equally_well_are_all_queried_and_the_first_that_finds_so
     assert state.chosen() == state.queries[1]
 
 
+def test_a_start_named_like_an_entity_of_another_type_is_ranked_with_it_and_the_better_fit_starts():
+    tagged = [*FILMS, plan_graph.Relationship("HAS_TAGS", "Movie", "Tag")]
+    person = plan_graph.Mention("Jack Arnold", "Person", ("person:jack-arnold",))
+    tag = plan_graph.Mention("jack arnold", "Tag", ("tag:jack-arnold",))
+    question = "what movies can be described by jack arnold"
+    # The model chose the Person; the relationship it named leaves from the Tag.
+    chose_person = plan(start="Jack Arnold", asks_for="Movie", relationships=["HAS_TAGS"], answer="list")
+    # It named none: the paths tie, and the one the question writes as its name goes first.
+    named_none = plan(start="Jack Arnold", asks_for="Movie", relationships=[], answer="list")
+
+    (best, *_) = plan_step.plan_candidates(chose_person, [person, tag], tagged, question=question)
+    (tied, *_) = plan_step.plan_candidates(named_none, [person, tag], tagged, question=question)
+    (capital, *_) = plan_step.plan_candidates(
+        named_none, [person, tag], tagged, question="what movies did Jack Arnold direct"
+    )
+
+    assert best["start"] == [{"key": "tag:jack-arnold"}]
+    assert [(h["relationship"], h["direction"]) for h in best["hops"]] == [("HAS_TAGS", "in")]
+    assert tied["start"] == [{"key": "tag:jack-arnold"}]
+    assert capital["start"] == [{"key": "person:jack-arnold"}]
+    assert capital["hops"][0]["relationship"] == "DIRECTED_BY"
+
+
 def test_common_words_the_graph_also_has_are_not_offered_beside_a_real_name():
     found = {
         "results": [
