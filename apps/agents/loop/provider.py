@@ -365,6 +365,7 @@ class PromptedToolsProvider:
                 move.relationships,
                 hinted=move.hinted,
                 question=move.question,
+                values=move.values,
             )
             if candidates:
                 yield candidates

@@ -85,3 +85,49 @@ def test_paths_that_tie_are_tried_first_along_the_relationship_the_words_lean_to
     # Without the question the tie keeps the order of the typed paths (DIRECTED_BY first).
     plain = plan_step.plan_candidates(plan, [dune], FILMS)
     assert plain[0]["hops"][0]["relationship"] == "DIRECTED_BY"
+
+
+def test_a_word_that_means_an_entity_type_names_that_type_by_meaning():
+    types = ["Movie", "Person", "Year", "Language", "Genre", "Tag", "Rating", "Votes"]
+
+    assert meaning.type_by_meaning("film", types) == "Movie"
+    assert meaning.type_by_meaning("famous", types) is None
+
+
+def test_a_common_word_that_is_a_value_of_the_graph_says_the_relationship_asked_along():
+    film = Mention("Massacre at Central High", "Movie", ("movie:massacre",))
+    famous = Mention("famous", "Votes", ("votes:famous",))
+    # Tags of MetaQA's graph that are words for a type ("film") or a relationship ("director").
+    tag_film = Mention("film", "Tag", ("tag:film",))
+    tag_director = Mention("director", "Tag", ("tag:director",))
+    question = "how famous of a film was Massacre at Central High"
+    # The model's guess: the rating.
+    guessed = {
+        "start": film.name,
+        "asks_for": "Rating",
+        "relationships": ["HAS_IMDB_RATING"],
+        "and": None,
+        "answer": "list",
+    }
+
+    (best, *_) = plan_step.plan_candidates(
+        guessed, [film], FILMS, question=question, values=[famous, tag_film]
+    )
+    (without, *_) = plan_step.plan_candidates(guessed, [film], FILMS, question=question)
+
+    assert [(h["relationship"], h["type"]) for h in best["hops"]] == [("HAS_IMDB_VOTES", "Votes")]
+    assert [h["relationship"] for h in without["hops"]] == ["HAS_IMDB_RATING"]
+    # Words for a type or a relationship are no values; nor is anything when the words name a relationship.
+    assert plan_step.valued_relationship(question, film, [tag_film], FILMS) is None
+    assert (
+        plan_step.valued_relationship(
+            "who is the director of Massacre at Central High", film, [tag_director], FILMS
+        )
+        is None
+    )
+    assert (
+        plan_step.valued_relationship(
+            "who directed the famous Massacre at Central High", film, [famous], FILMS
+        )
+        is None
+    )
