@@ -131,6 +131,8 @@ class Answer:
     appended: list[dict[str, Any]]
     # A result the loop writes out itself, with no model step (``group_answer``).
     written: str = ""
+    # The result entities the answer must name (``unnamed_results``): a short list's, else none.
+    found: list[dict[str, Any]] = field(default_factory=list)
 
 
 Move = LookUp | MakePlan | Answer
@@ -186,6 +188,7 @@ def next_move(
         entities=[e for e in entities if isinstance(e, dict)],
         appended=full_list(result),
         written=group_answer(arguments, result) or ranked_answer(arguments, result),
+        found=answer_must_name(arguments, result),
     )
 
 
@@ -329,6 +332,26 @@ def full_list(result: dict[str, Any]) -> list[dict[str, Any]]:
     if "groups" in result or "exists" in result or "max" in result or "min" in result:
         return []
     return found if int(result.get("count") or 0) > CARD_SHOWN else []
+
+
+def answer_must_name(arguments: dict[str, Any], result: dict[str, Any]) -> list[dict[str, Any]]:
+    """The entities a list's answer must name one of: a short list's results (a long one is added
+    whole after the answer anyway); none for the other shapes."""
+    if arguments.get("result", "entities") != "entities" or full_list(result):
+        return []
+    return [e for e in result.get("results") or [] if isinstance(e, dict) and "key" in e and "name" in e]
+
+
+def unnamed_results(answer: str, found: Sequence[dict[str, Any]]) -> str:
+    """What the loop adds after an answer that names none of the results it was given: the results,
+    as links; "" when it names one (or there are none).
+
+    Measured: the model sometimes answered with its own plan ("To answer this question, I'll follow
+    these steps") or with the start's other facts, and the result the query found was lost."""
+    text = answer.casefold()
+    if not found or any(str(e["name"]).casefold() in text for e in found):
+        return ""
+    return "\n\nFound in the graph: " + ", ".join(_link(e) for e in found) + "."
 
 
 def card_entities(result: dict[str, Any]) -> list[dict[str, Any]]:

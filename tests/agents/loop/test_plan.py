@@ -848,3 +848,23 @@ async def test_after_a_plan_that_found_nothing_the_answer_reads_the_cards_and_no
     assert "Looked up in the graph:" in prompt and "[Togo](entity:country:TG)" in prompt
     assert "query_paths" not in prompt
     assert any(isinstance(e, TextDelta) for e in events)
+
+
+def test_an_answer_that_names_none_of_a_short_lists_results_gets_them_added():
+    arguments = {"start": [{"key": "country:BJ"}], "hops": [], "result": "entities"}
+    found = [entity("country:TG", "Country", "Togo"), entity("country:NG", "Country", "Nigeria")]
+    result = {"results": found, "count": 2}
+    must = plan_turn.answer_must_name(arguments, result)
+
+    lost = plan_turn.unnamed_results(
+        "To answer this question, I'll follow these steps: 1. look up Benin.", must
+    )
+    named = plan_turn.unnamed_results("Benin borders Togo and more.", must)
+
+    assert lost == "\n\nFound in the graph: [Togo](entity:country:TG), [Nigeria](entity:country:NG)."
+    assert named == ""
+    # A count, a yes/no and a long list (added whole anyway) need no such line.
+    assert plan_turn.answer_must_name({**arguments, "result": "count"}, result) == []
+    assert plan_turn.answer_must_name({**arguments, "result": "exists"}, {**result, "exists": True}) == []
+    many = [entity(f"c:{i}", "Country", f"C{i}") for i in range(plan_graph.CARD_SHOWN + 1)]
+    assert plan_turn.answer_must_name(arguments, {"results": many, "count": len(many)}) == []
