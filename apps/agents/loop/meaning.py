@@ -64,11 +64,10 @@ class _Schema:
     center: np.ndarray
 
 
-def _prototypes(names: Sequence[str]) -> list[tuple[str, str]]:
-    """(type name, text) for each relationship or entity type name: its words without glue, each
-    alone and together."""
+def _prototypes(relationships: Sequence[Relationship]) -> list[tuple[str, str]]:
+    """(relationship type, text) for each type: its words without glue, each alone and together."""
     found: list[tuple[str, str]] = []
-    for rel in sorted(set(names)):
+    for rel in sorted({r.type for r in relationships}):
         words = [w for w in words_of(rel) if w not in GLUE]
         texts = list(dict.fromkeys([*words, " ".join(words)]))
         found.extend((rel, t) for t in texts if t)
@@ -109,23 +108,20 @@ class _Meanings:
             return None
 
     def schema(self, relationships: Sequence[Relationship]) -> _Schema | None:
-        return self.named(tuple(sorted({r.type for r in relationships})))
-
-    def named(self, names: tuple[str, ...]) -> _Schema | None:
-        """The centred vectors of type names (relationship types or entity types), cached."""
-        key = names
+        key = tuple(sorted({r.type for r in relationships}))
         with self._lock:
             if key in self._schemas:
                 self._schemas.move_to_end(key)
                 return self._schemas[key]
-        built = self._build(_prototypes(names)) if len(key) >= MIN_RELATIONSHIPS else None
+        built = self._build(relationships) if len(key) >= MIN_RELATIONSHIPS else None
         with self._lock:
             self._schemas[key] = built
             while len(self._schemas) > _SCHEMAS_KEPT:
                 self._schemas.popitem(last=False)
         return built
 
-    def _build(self, prototypes: Sequence[tuple[str, str]]) -> _Schema | None:
+    def _build(self, relationships: Sequence[Relationship]) -> _Schema | None:
+        prototypes = _prototypes(relationships)
         rows = []
         for _, text in prototypes:
             vector = self.vector(text)
@@ -148,27 +144,7 @@ _MEANINGS = _Meanings()
 def similarities(text: str, relationships: Sequence[Relationship]) -> dict[str, float]:
     """Each relationship type's centred similarity to ``text`` (its nearest name text); empty
     without the embedded model or for a schema too small to centre."""
-    return _similar(text, _MEANINGS.schema(relationships))
-
-
-def _nearest(scores: dict[str, float]) -> str | None:
-    """The nearest name, when its similarity is at least ``MEANING_MIN`` and ``MEANING_MARGIN``
-    above the next one's; else None."""
-    if not scores:
-        return None
-    ranked = sorted(scores.items(), key=lambda item: (-item[1], item[0]))
-    first, score = ranked[0]
-    runner_up = ranked[1][1] if len(ranked) > 1 else -1.0
-    return first if score >= MEANING_MIN and score - runner_up >= MEANING_MARGIN else None
-
-
-def type_by_meaning(text: str, types: Sequence[str]) -> str | None:
-    """The entity type ``text`` names by meaning ("film": Movie), centred over the graph's entity
-    type names as relationship names are; None when none is near enough and clearly first."""
-    return _nearest(_similar(text, _MEANINGS.named(tuple(sorted(set(types))))))
-
-
-def _similar(text: str, schema: _Schema | None) -> dict[str, float]:
+    schema = _MEANINGS.schema(relationships)
     if schema is None:
         return {}
     vector = _MEANINGS.vector(text)
@@ -184,4 +160,10 @@ def _similar(text: str, schema: _Schema | None) -> dict[str, float]:
 def relationship_by_meaning(text: str, relationships: Sequence[Relationship]) -> str | None:
     """The relationship type ``text`` names by meaning: the nearest, when its similarity is at
     least ``MEANING_MIN`` and ``MEANING_MARGIN`` above the next type's; else None."""
-    return _nearest(similarities(text, relationships))
+    scores = similarities(text, relationships)
+    if not scores:
+        return None
+    ranked = sorted(scores.items(), key=lambda item: (-item[1], item[0]))
+    first, score = ranked[0]
+    runner_up = ranked[1][1] if len(ranked) > 1 else -1.0
+    return first if score >= MEANING_MIN and score - runner_up >= MEANING_MARGIN else None

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from apps.agents.loop.meaning import GLUE, relationship_by_meaning, similarities, type_by_meaning, words_of
+from apps.agents.loop.meaning import GLUE, relationship_by_meaning, similarities, words_of
 from apps.agents.loop.plan_graph import (
     MAX_CANDIDATES,
     PLAN_MAX_HOPS,
@@ -698,53 +698,14 @@ def _from_words(
     mentioned: Sequence[str],
     asks_for: str | None,
     relationships: Sequence[Relationship],
-    values: Sequence[Mention] = (),
 ) -> tuple[list[str], list[str], str | None]:
     """A chain from one named entity as the question's words say it: the relationships they name
     from the start (``word_path``), then those the plan names more often than they do (words the
     loop cannot match: "what type of film", "how famous", "appears in"); the words' order; and the
     type asked for, a time when the question asks "when"."""
     order = word_path(question, start.name, relationships)
-    valued = valued_relationship(question, start, values, relationships) if not order else None
-    if valued is not None:
-        # The value says the one hop asked along; the plan's relationships were the model's guess.
-        return [valued[0]], [valued[0]], valued[1]
     chain = [*order, *(Counter(mentioned) - Counter(order)).elements()]
     return chain, order, _time_type(question, start.name, relationships) or asks_for
-
-
-def valued_relationship(
-    question: str, start: Mention, values: Sequence[Mention], relationships: Sequence[Relationship]
-) -> tuple[str, str] | None:
-    """The relationship a question asks along when its words name none but one of them is itself a
-    value of the graph: a common lower-case word that is the whole name of an entity (``values``:
-    the look-up's names ``mentions`` leaves out beside a real name) of a type exactly one
-    relationship reaches from the start's type; that relationship and type, else None.
-
-    Words that name a relationship ("director", also a Tag) or an entity type ("film", a Tag, means
-    Movie), by their letters or by meaning, say nothing of a value. Measured on MetaQA: "how famous
-    of a film was Massacre at Central High" named no relationship, the model planned
-    HAS_IMDB_RATING, and "famous" is one of the three Votes (HAS_IMDB_VOTES)."""
-    if word_path(question, start.name, relationships):
-        return None
-    parts, types = _schema_words(relationships)
-    type_names = sorted({r.source for r in relationships} | {r.target for r in relationships})
-    folded = start.name.casefold()
-    found = set()
-    for value in values:
-        words = _words(value.name)
-        if (
-            not words
-            or value.name.casefold() in folded
-            or any(_relationship_named(w, parts) or any(_alike(_lemma(w), t) for t in types) for w in words)
-            or relationship_by_meaning(value.name, relationships)
-            or type_by_meaning(value.name, type_names)
-        ):
-            continue
-        reached = {r.type for r in relationships if r.source == start.type and r.target == value.type}
-        if len(reached) == 1:
-            found.add((reached.pop(), value.type))
-    return found.pop() if len(found) == 1 else None
 
 
 _TIME_WORDS = frozenset({"year", "date", "time", "day", "decade"})
@@ -770,7 +731,6 @@ def plan_candidates(
     limit: int = 500,
     hinted: Sequence[str] = (),
     question: str = "",
-    values: Sequence[Mention] = (),
 ) -> list[dict[str, Any]]:
     """The ``query_paths`` arguments of a plan, best first (see ``_candidates``). A plan that leaves
     out another entity the question names (``implied_and``) is tried with it first, as a
@@ -778,11 +738,11 @@ def plan_candidates(
     something); a yes/no only with it (without, any match would say yes)."""
     implied = implied_and(plan, named, hinted)
     if implied is None:
-        return _candidates(plan, named, relationships, limit, hinted, question, values)
-    constrained = _candidates({**plan, "and": implied}, named, relationships, limit, hinted, question, values)
+        return _candidates(plan, named, relationships, limit, hinted, question)
+    constrained = _candidates({**plan, "and": implied}, named, relationships, limit, hinted, question)
     if str(plan.get("answer")) == "yes/no" and constrained:
         return constrained
-    plain = _candidates(plan, named, relationships, limit, hinted, question, values)
+    plain = _candidates(plan, named, relationships, limit, hinted, question)
     return [*constrained, *[c for c in plain if c not in constrained]][: MAX_CANDIDATES + 1]
 
 
@@ -792,7 +752,6 @@ def _ranked_paths(
     asks_for: str | None,
     relationships: Sequence[Relationship],
     question: str,
-    values: Sequence[Mention] = (),
 ) -> list[tuple[tuple[int, ...], Mention, PathOption]]:
     """The typed paths from each start that fit the plan best, best first; with ``question``, as
     its words name the chain from the start (``_from_words``)."""
@@ -800,7 +759,7 @@ def _ranked_paths(
     for start in starts:
         chain, order, asked = list(mentioned), list[str](), asks_for
         if question:
-            chain, order, asked = _from_words(question, start, mentioned, asks_for, relationships, values)
+            chain, order, asked = _from_words(question, start, mentioned, asks_for, relationships)
         if asked == start.type and (len(order) > 1 or all(n == 1 for n in Counter(chain).values())):
             # Measured: the model often names the start's own type ("what kind of film is X": Movie);
             # a path back to that type goes there and back, which it writes as a relationship named
@@ -836,7 +795,6 @@ def _candidates(
     limit: int = 500,
     hinted: Sequence[str] = (),
     question: str = "",
-    values: Sequence[Mention] = (),
 ) -> list[dict[str, Any]]:
     """The ``query_paths`` arguments of a plan, best first: one per typed path that fits it best
     (several when they tie: the loop answers from the first that finds something); none when the
@@ -852,7 +810,7 @@ def _candidates(
     if others and other is not None:
         mentioned = _main_relationships(mentioned, _rels(other.get("relationships")))
     by_words = question if not others and shape in ("entities", "count") else ""
-    ranked = _ranked_paths(starts, mentioned, asks_for, relationships, by_words, values)
+    ranked = _ranked_paths(starts, mentioned, asks_for, relationships, by_words)
     candidates = []
     for _, start, option in ranked[:MAX_CANDIDATES]:
         arguments: dict[str, Any] = {

@@ -187,8 +187,12 @@ def _strong(name: str, question: str) -> bool:
     return any(ch.isupper() for ch in written)
 
 
-def _all_mentions(result: Any) -> list[Mention]:
-    """Every named entity of a look-up's result, one per (name, type), the longest names first."""
+def mentions(result: Any, question: str | None = None) -> list[Mention]:
+    """The named entities of a look-up's result, one per (name, type), the longest names first.
+
+    With ``question``, a lower-case single word ("actors", "fall") is left out when the question
+    names something else that is clearly a name (measured on MetaQA: offered, the model made such
+    words a second entity to intersect with, and the answer was empty)."""
     if not isinstance(result, dict):
         return []
     grouped: dict[tuple[str, str], list[dict[str, Any]]] = {}
@@ -207,25 +211,6 @@ def _all_mentions(result: Any) -> list[Mention]:
         )
         found.append(Mention(name, type_, tuple(str(e["key"]) for e in entities), tuple(numbers)))
     found.sort(key=lambda m: -len(m.name))
-    return found
-
-
-def mentions(result: Any, question: str | None = None) -> list[Mention]:
-    """The named entities of a look-up's result, one per (name, type), the longest names first.
-
-    With ``question``, a lower-case single word ("actors", "fall") is left out when the question
-    names something else that is clearly a name (measured on MetaQA: offered, the model made such
-    words a second entity to intersect with, and the answer was empty)."""
-    found = _all_mentions(result)
     if question is not None and any(_strong(m.name, question) for m in found):
         found = [m for m in found if _strong(m.name, question)]
     return found[:PLAN_MAX_STARTS]
-
-
-def common_words(result: Any, question: str) -> list[Mention]:
-    """The names of a look-up's result ``mentions`` leaves out beside a real name: lower-case single
-    words of the question that are also whole names in the graph ("famous", a Votes; "actors", a Tag)."""
-    found = _all_mentions(result)
-    if not any(_strong(m.name, question) for m in found):
-        return []
-    return [m for m in found if not _strong(m.name, question)]

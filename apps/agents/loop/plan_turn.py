@@ -17,7 +17,6 @@ from apps.agents.loop.plan_graph import (
     CARD_SHOWN,
     Mention,
     Relationship,
-    common_words,
     graph_relationships,
     mention_lookup,
     mentions,
@@ -45,8 +44,6 @@ class PlanState:
 
     lookups: int = 0
     named: list[Mention] = field(default_factory=list)
-    # Common words the look-up found as whole names beside a real name (``plan.valued_relationship``).
-    values: list[Mention] = field(default_factory=list)
     # The plan's queries (the typed paths that fit it best, in rank order) and their results.
     queries: list[tuple[dict[str, Any], dict[str, Any]]] = field(default_factory=list)
     other_calls: int = 0  # calls of other tools the model made (the loop's earlier recipe is running)
@@ -79,9 +76,7 @@ def plan_state(
             data = None
         if call.name == tool_name and is_mention_lookup(call.arguments):
             state.lookups += 1
-            if not state.named:
-                text = call.arguments["start"][0]["mentioned_in"]
-                state.named, state.values = mentions(data, text), common_words(data, text)
+            state.named = state.named or mentions(data, call.arguments["start"][0]["mentioned_in"])
         elif call.name == tool_name:
             state.queries.append(
                 (call.arguments, data if isinstance(data, dict) else {"error": message.content})
@@ -119,7 +114,6 @@ class MakePlan:
     relationships: list[Relationship]
     hinted: list[str] = field(default_factory=list)  # relationships the question's words name
     question: str = ""  # its grammar decides the shapes allowed (``plan.grammar_shapes``)
-    values: list[Mention] = field(default_factory=list)  # common words that are names (``PlanState``)
 
 
 @dataclass(frozen=True)
@@ -173,7 +167,6 @@ def next_move(
             relationships,
             word_hints(question, relationships)[1],
             question,
-            state.values,
         )
     arguments, result = chosen
     if found_nothing(result):

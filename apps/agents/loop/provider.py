@@ -370,7 +370,6 @@ class PromptedToolsProvider:
                 move.relationships,
                 hinted=move.hinted,
                 question=move.question,
-                values=move.values,
             )
             if candidates:
                 yield candidates
