@@ -328,7 +328,7 @@ def full_list(result: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def answer_must_name(arguments: dict[str, Any], result: dict[str, Any]) -> list[dict[str, Any]]:
-    """The entities a list's answer must name one of: a short list's results (a long one is added
+    """The entities a list's answer must name: a short list's results (a long one is added
     whole after the answer anyway); none for the other shapes."""
     if arguments.get("result", "entities") != "entities" or full_list(result):
         return []
@@ -336,15 +336,19 @@ def answer_must_name(arguments: dict[str, Any], result: dict[str, Any]) -> list[
 
 
 def unnamed_results(answer: str, found: Sequence[dict[str, Any]]) -> str:
-    """What the loop adds after an answer that names none of the results it was given: the results,
-    as links; "" when it names one (or there are none).
+    """What the loop adds after an answer that leaves out results it was given: all of them when it
+    names none, the rest when it names some; "" when it names them all (or there are none).
 
-    Measured: the model sometimes answered with its own plan ("To answer this question, I'll follow
-    these steps") or with the start's other facts, and the result the query found was lost."""
+    Measured on MetaQA (session 13): the model answered "what topics is Tanner Hall about" with
+    "Tanner Hall is about a movie" from a card that showed the tag "bd-r", answered with its own
+    plan ("To answer this question, I'll follow these steps"), and named one genre of two or one
+    actor of four (recall 0.79 at 1-hop with Hits@1 0.90)."""
     text = answer.casefold()
-    if not found or any(str(e["name"]).casefold() in text for e in found):
+    left = [e for e in found if str(e["name"]).casefold() not in text]
+    if not left:
         return ""
-    return "\n\nFound in the graph: " + ", ".join(_link(e) for e in found) + "."
+    lead = "Found in the graph" if len(left) == len(found) else "Also found"
+    return f"\n\n{lead}: " + ", ".join(_link(e) for e in left) + "."
 
 
 def card_entities(result: dict[str, Any]) -> list[dict[str, Any]]:

@@ -842,7 +842,7 @@ async def test_after_a_plan_that_found_nothing_the_answer_reads_the_cards_and_no
     assert any(isinstance(e, TextDelta) for e in events)
 
 
-def test_an_answer_that_names_none_of_a_short_lists_results_gets_them_added():
+def test_results_a_short_lists_answer_leaves_out_are_added_after_it():
     arguments = {"start": [{"key": "country:BJ"}], "hops": [], "result": "entities"}
     found = [entity("country:TG", "Country", "Togo"), entity("country:NG", "Country", "Nigeria")]
     result = {"results": found, "count": 2}
@@ -851,10 +851,12 @@ def test_an_answer_that_names_none_of_a_short_lists_results_gets_them_added():
     lost = plan_turn.unnamed_results(
         "To answer this question, I'll follow these steps: 1. look up Benin.", must
     )
-    named = plan_turn.unnamed_results("Benin borders Togo and more.", must)
+    some = plan_turn.unnamed_results("Benin borders Togo.", must)
+    every = plan_turn.unnamed_results("Benin borders Togo and Nigeria.", must)
 
     assert lost == "\n\nFound in the graph: [Togo](entity:country:TG), [Nigeria](entity:country:NG)."
-    assert named == ""
+    assert some == "\n\nAlso found: [Nigeria](entity:country:NG)."
+    assert every == ""
     # A count, a yes/no and a long list (added whole anyway) need no such line.
     assert plan_turn.answer_must_name({**arguments, "result": "count"}, result) == []
     assert plan_turn.answer_must_name({**arguments, "result": "exists"}, {**result, "exists": True}) == []
