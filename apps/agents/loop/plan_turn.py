@@ -125,6 +125,8 @@ class Answer:
     appended: list[dict[str, Any]]
     # A result the loop writes out itself, with no model step (``group_answer``).
     written: str = ""
+    # The result entities the answer must name (``unnamed_results``): a short list's, else none.
+    found: list[dict[str, Any]] = field(default_factory=list)
 
 
 Move = LookUp | MakePlan | Answer
@@ -179,6 +181,7 @@ def next_move(
         entities=[e for e in entities if isinstance(e, dict)],
         appended=full_list(result),
         written=group_answer(arguments, result) or ranked_answer(arguments, result),
+        found=answer_must_name(arguments, result),
     )
 
 
@@ -322,6 +325,30 @@ def full_list(result: dict[str, Any]) -> list[dict[str, Any]]:
     if "groups" in result or "exists" in result or "max" in result or "min" in result:
         return []
     return found if int(result.get("count") or 0) > CARD_SHOWN else []
+
+
+def answer_must_name(arguments: dict[str, Any], result: dict[str, Any]) -> list[dict[str, Any]]:
+    """The entities a list's answer must name: a short list's results (a long one is added
+    whole after the answer anyway); none for the other shapes."""
+    if arguments.get("result", "entities") != "entities" or full_list(result):
+        return []
+    return [e for e in result.get("results") or [] if isinstance(e, dict) and "key" in e and "name" in e]
+
+
+def unnamed_results(answer: str, found: Sequence[dict[str, Any]]) -> str:
+    """What the loop adds after an answer that leaves out results it was given: all of them when it
+    names none, the rest when it names some; "" when it names them all (or there are none).
+
+    Measured on MetaQA (session 13): the model answered "what topics is Tanner Hall about" with
+    "Tanner Hall is about a movie" from a card that showed the tag "bd-r", answered with its own
+    plan ("To answer this question, I'll follow these steps"), and named one genre of two or one
+    actor of four (recall 0.79 at 1-hop with Hits@1 0.90)."""
+    text = answer.casefold()
+    left = [e for e in found if str(e["name"]).casefold() not in text]
+    if not left:
+        return ""
+    lead = "Found in the graph" if len(left) == len(found) else "Also found"
+    return f"\n\n{lead}: " + ", ".join(_link(e) for e in left) + "."
 
 
 def card_entities(result: dict[str, Any]) -> list[dict[str, Any]]:

@@ -277,12 +277,17 @@ class PromptedToolsProvider:
             return
         prompt = answer_messages(messages, tools, move)
         linker = AnswerLinker({e["name"]: e for e in move.entities if len(str(e["name"]).strip()) >= 3})
+        said: list[str] = []
         async for piece in self._free(prompt, [], config, usage, linker=linker):
             if isinstance(piece, FoundCall):
                 continue
+            if isinstance(piece, TextDelta):
+                said.append(piece.text)
             yield piece
             if isinstance(piece, ErrorEvent):
                 return
+        if missing := plan_turn.unnamed_results("".join(said), move.found):
+            yield TextDelta(text=missing)
         if move.appended:
             listed = ", ".join(link(e) for e in move.appended)
             yield TextDelta(text=f"\n\nAll {len(move.appended)} found: {listed}.")

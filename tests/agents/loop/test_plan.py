@@ -441,6 +441,29 @@ def test_paths_that_fit_equally_well_are_all_queried_and_the_first_that_finds_so
     assert state.chosen() == state.queries[1]
 
 
+def test_a_start_named_like_an_entity_of_another_type_is_ranked_with_it_and_the_better_fit_starts():
+    tagged = [*FILMS, plan_graph.Relationship("HAS_TAGS", "Movie", "Tag")]
+    person = plan_graph.Mention("Jack Arnold", "Person", ("person:jack-arnold",))
+    tag = plan_graph.Mention("jack arnold", "Tag", ("tag:jack-arnold",))
+    question = "what movies can be described by jack arnold"
+    # The model chose the Person; the relationship it named leaves from the Tag.
+    chose_person = plan(start="Jack Arnold", asks_for="Movie", relationships=["HAS_TAGS"], answer="list")
+    # It named none: the paths tie, and the one the question writes as its name goes first.
+    named_none = plan(start="Jack Arnold", asks_for="Movie", relationships=[], answer="list")
+
+    (best, *_) = plan_step.plan_candidates(chose_person, [person, tag], tagged, question=question)
+    (tied, *_) = plan_step.plan_candidates(named_none, [person, tag], tagged, question=question)
+    (capital, *_) = plan_step.plan_candidates(
+        named_none, [person, tag], tagged, question="what movies did Jack Arnold direct"
+    )
+
+    assert best["start"] == [{"key": "tag:jack-arnold"}]
+    assert [(h["relationship"], h["direction"]) for h in best["hops"]] == [("HAS_TAGS", "in")]
+    assert tied["start"] == [{"key": "tag:jack-arnold"}]
+    assert capital["start"] == [{"key": "person:jack-arnold"}]
+    assert capital["hops"][0]["relationship"] == "DIRECTED_BY"
+
+
 def test_common_words_the_graph_also_has_are_not_offered_beside_a_real_name():
     found = {
         "results": [
@@ -817,3 +840,25 @@ async def test_after_a_plan_that_found_nothing_the_answer_reads_the_cards_and_no
     assert "Looked up in the graph:" in prompt and "[Togo](entity:country:TG)" in prompt
     assert "query_paths" not in prompt
     assert any(isinstance(e, TextDelta) for e in events)
+
+
+def test_results_a_short_lists_answer_leaves_out_are_added_after_it():
+    arguments = {"start": [{"key": "country:BJ"}], "hops": [], "result": "entities"}
+    found = [entity("country:TG", "Country", "Togo"), entity("country:NG", "Country", "Nigeria")]
+    result = {"results": found, "count": 2}
+    must = plan_turn.answer_must_name(arguments, result)
+
+    lost = plan_turn.unnamed_results(
+        "To answer this question, I'll follow these steps: 1. look up Benin.", must
+    )
+    some = plan_turn.unnamed_results("Benin borders Togo.", must)
+    every = plan_turn.unnamed_results("Benin borders Togo and Nigeria.", must)
+
+    assert lost == "\n\nFound in the graph: [Togo](entity:country:TG), [Nigeria](entity:country:NG)."
+    assert some == "\n\nAlso found: [Nigeria](entity:country:NG)."
+    assert every == ""
+    # A count, a yes/no and a long list (added whole anyway) need no such line.
+    assert plan_turn.answer_must_name({**arguments, "result": "count"}, result) == []
+    assert plan_turn.answer_must_name({**arguments, "result": "exists"}, {**result, "exists": True}) == []
+    many = [entity(f"c:{i}", "Country", f"C{i}") for i in range(plan_graph.CARD_SHOWN + 1)]
+    assert plan_turn.answer_must_name(arguments, {"results": many, "count": len(many)}) == []
