@@ -74,7 +74,7 @@ stop:
 # spent waiting on daphne, chromium and the scripted model, so two workers use 2 cores well.
 TEST_WORKERS ?= 2
 test: migrate system-deps
-	DJANGO_SETTINGS_MODULE=config.settings.test $(VENV)/bin/pytest -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
+	DJANGO_SETTINGS_MODULE=config.settings.test $(VENV)/bin/pytest -n $(TEST_WORKERS) --dist loadscope $(PYTEST_ARGS)
 
 lint: install system-deps
 	$(VENV)/bin/ruff check .
