@@ -19,6 +19,7 @@ def pytest_configure(config: pytest.Config) -> None:
         embedded_db.start()
 
 
+@pytest.hookimpl(optionalhook=True)  # xdist may be switched off (-p no:xdist)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     """With pytest-xdist (``make test`` runs one worker per core), each test module runs whole on one
     worker, so its module-scoped servers and checks start once, and the packages above run whole on
@@ -28,10 +29,15 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
 
     class ModuleScheduling(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            path = nodeid.split("::", 1)[0]
-            return next((g for prefix, g in _ONE_WORKER_PACKAGES.items() if path.startswith(prefix)), path)
+            return work_unit(nodeid)
 
     return ModuleScheduling(config, log)
+
+
+def work_unit(nodeid: str) -> str:
+    """The unit of work a test goes to a worker with: its module, or one of the packages above."""
+    path = nodeid.split("::", 1)[0]
+    return next((unit for prefix, unit in _ONE_WORKER_PACKAGES.items() if path.startswith(prefix)), path)
 
 
 @pytest.fixture(autouse=True)
