@@ -240,6 +240,8 @@ class LLMTestServer:
             chunks.append(
                 {"id": "chatcmpl-test", "object": "chat.completion.chunk", "choices": [], "usage": plan.usage}
             )
+        if plan.gate is not None and plan.gate_after == 0:  # held before its first chunk
+            plan.gate.wait(plan.gate_timeout)
         for sent, chunk in enumerate(chunks, start=1):
             text = chunk if isinstance(chunk, str) else json.dumps(chunk)
             handler.wfile.write(f"data: {text}\n\n".encode())

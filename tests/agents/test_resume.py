@@ -189,3 +189,42 @@ async def _first_attempt_cut_off_at_call(
     last = await AgentRunEvent.objects.filter(run=run).order_by("-position").afirst()
     assert last is not None and "functionResponse" in str(last.event)
     await last.adelete()
+
+
+async def test_a_run_cut_off_after_its_answer_was_stored_ends_with_that_answer_and_no_model_call(
+    definition: AgentDefinition,
+) -> None:
+    """The process died between storing the model's final answer and ADK's end of the agent (seen
+    in tests/chat/turns/test_resume_restart.py under load): ADK would call the model again, and the
+    answer would stream a second time after the stored one."""
+    run = await agent_run_start(
+        project_id=definition.project_id, agent_definition_id=definition.pk, conversation_id=None
+    )
+    first = ScriptedProvider(turns=[[tool_call("list_entity_types", {}, id="call-1")], _answer()])
+    await adk_run(
+        RunState(callback=None, max_steps=5),
+        definition=definition,
+        provider=first,
+        message="Which types exist?",
+        history=HISTORY,
+        project_id=definition.project_id,
+        sub_definitions=[],
+        run_id=run.id,
+        user_id="u",
+        stop=None,
+        share_provider=True,
+    )
+    last = await AgentRunEvent.objects.filter(run=run).order_by("-position").afirst()
+    assert last is not None and last.event["actions"].get("endOfAgent")
+    await last.adelete()  # the process died before ADK stored the agent's end
+
+    second = ScriptedProvider(turns=[[TextDelta(text="Something else."), Done(usage=Usage())]])
+    result, events = await _second_attempt(definition, run, second)
+
+    assert second.calls == []  # the answer is stored: the model is not asked again
+    assert (result.status, result.text) == (RunStatus.SUCCESS, "There is 1 type.")
+    assert [(r.attempt, r.text) for r in events if isinstance(r, RunResumed)] == [(2, "There is 1 type.")]
+    assert not [e for e in events if isinstance(e, ToolCallStart | ToolCallEnd)]
+    assert [c.call_id for c in result.tool_calls] == ["call-1"]
+    assert result.steps == 2
+    assert [m.role for m in result.messages] == ["assistant", "tool", "assistant"]

@@ -22,6 +22,7 @@ from google.adk.agents import BaseAgent, LlmAgent
 from google.adk.agents.readonly_context import ReadonlyContext
 from google.adk.agents.run_config import RunConfig, StreamingMode
 from google.adk.apps.app import App, ResumabilityConfig
+from google.adk.events.event import Event
 from google.adk.runners import Runner
 from google.adk.telemetry import TelemetryConfig
 from google.genai import types
@@ -191,17 +192,23 @@ async def adk_run(
     )
     session_id = str(run_id)
     service = _session(definition, agent, history, run_id=run_id, attempt=attempt, store=event_store)
-    app = App(name=APP_NAME, root_agent=agent, resumability_config=RESUMABLE)
-    runner = Runner(app=app, session_service=service)
-    run_config = RunConfig(
-        streaming_mode=StreamingMode.SSE, max_llm_calls=state.max_steps * 4 + 10, telemetry=telemetry_config()
-    )
     content: types.Content | None = _first_message(message, resume)
     invocation_id: str | None = None
     if attempt > 1:
         content, invocation_id = await _resume_point(
             service, state, user_id, attempt, _first_message(message, resume)
         )
+        if _answered(service.own_events):
+            # It died after storing its answer: that answer (restored) is the run's; ADK would ask
+            # the model again and the answer would stream twice.
+            state.messages = list(service.appended.get(session_id, []))
+            state.events_stored = service.stored
+            return
+    app = App(name=APP_NAME, root_agent=agent, resumability_config=RESUMABLE)
+    runner = Runner(app=app, session_service=service)
+    run_config = RunConfig(
+        streaming_mode=StreamingMode.SSE, max_llm_calls=state.max_steps * 4 + 10, telemetry=telemetry_config()
+    )
     try:
         async with aclosing(
             runner.run_async(
@@ -254,6 +261,19 @@ async def _resume_point(
     invocation_id = next((e.invocation_id for e in reversed(service.own_events) if e.invocation_id), None)
     await state.restore(service.own_events, attempt=attempt)
     return (None, invocation_id) if invocation_id is not None else (first, None)
+
+
+def _answered(events: Sequence[Event]) -> bool:
+    """Whether a run's stored events end with its answer: the agent's end, or a model response
+    with text and no tool call (the final response, before ADK stored the agent's end)."""
+    last = next((e for e in reversed(events) if e.author != "user"), None)
+    if last is None or last.partial or last.error_code:
+        return False
+    if last.actions is not None and last.actions.end_of_agent:
+        return True
+    parts = (last.content.parts if last.content else None) or []
+    has_text = any(p.text and not p.thought for p in parts)
+    return has_text and not last.get_function_calls() and not last.get_function_responses()
 
 
 def _first_message(message: str, resume: ToolResume | None) -> types.Content:
