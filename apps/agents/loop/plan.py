@@ -736,11 +736,13 @@ def value_path(
     Measured (docs/evals.md, session 14): on MetaQA's dev questions from a film whose words name
     no relationship, the model's plan took the hop asked for 8 times of 24 ("how popular": the
     rating, not the votes; "what words describe": the genre, not the tags); by the values' names,
-    of 614 such questions (half the dev split) 179 were chosen, all right."""
+    of 614 such questions (half the dev split) 154 were chosen, all right."""
     words = _words(question)
     name = _words(start.name)
     at = _name_at(words, name)
-    outside = words if at is None else [*words[:at], *words[at + len(name) :]]
+    if at is None:  # the start's name is not among the words: which words are the rest is unknown
+        return None
+    outside = [*words[:at], *words[at + len(name) :]]
     text = " ".join(w for w in outside if w not in _FUNCTION_WORDS)
     leaving = {r.type: r for r in relationships if r.source == start.type}
     if not text or not leaving:

@@ -275,3 +275,9 @@ def test_the_values_never_change_a_path_the_words_name_or_a_plan_of_several_rela
         values=FILM_VALUES,
     )
     assert [h["relationship"] for h in second["hops"]] == ["DIRECTED_BY", "DIRECTED_BY"]
+
+
+def test_a_question_that_does_not_write_the_starts_name_gets_no_relationship_by_values():
+    dollar = Mention("$", "Movie", ("movie:dollar",))
+    # MetaQA has a film called "$": "who acted in $" has no word for it, so no words around it.
+    assert plan_step.value_path("who acted in $", dollar, FILM_VALUES, FILMS) is None
