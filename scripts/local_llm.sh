@@ -33,6 +33,9 @@ GGUF_BYTES=1117320768
 PARTS=22
 PORT=${KGCHAT_LOCAL_LLM_PORT:-8012}
 BASE="http://127.0.0.1:$PORT"
+# One pid file and log per port (the default port's keep their names), so that a second server on
+# another port (an eval's) neither finds nor stops the first.
+if [ "$PORT" = 8012 ]; then SERVER=server; else SERVER="server-$PORT"; fi
 KEY_FILE=${KGCHAT_LOCAL_LLM_KEY_FILE:-$RUN/api_key}
 
 runtime_installed() {
@@ -117,7 +120,7 @@ EOF
 }
 
 running() {
-    [ -f "$RUN/server.pid" ] && kill -0 "$(cat "$RUN/server.pid")" 2>/dev/null
+    [ -f "$RUN/$SERVER.pid" ] && kill -0 "$(cat "$RUN/$SERVER.pid")" 2>/dev/null
 }
 
 healthy() { "$PY" -c "import sys, urllib.request; sys.exit(0 if urllib.request.urlopen('$BASE/health', timeout=2).status == 200 else 1)" 2>/dev/null; }
@@ -160,35 +163,35 @@ serve() {
     mkdir -p "$RUN"
     key
     if running && healthy && guarded; then
-        echo "local-llm: $ALIAS already served on $BASE/v1 (pid $(cat "$RUN/server.pid"))"
+        echo "local-llm: $ALIAS already served on $BASE/v1 (pid $(cat "$RUN/$SERVER.pid"))"
         return 0
     fi
     if running; then stop; fi
     nohup "$PY" -m apps.agents.llm.local_server --model "$MODELS/$GGUF" --alias "$ALIAS" --port "$PORT" \
-        --api-key-file "$KEY_FILE" >"$RUN/server.log" 2>&1 &
-    echo $! >"$RUN/server.pid"
+        --api-key-file "$KEY_FILE" >"$RUN/$SERVER.log" 2>&1 &
+    echo $! >"$RUN/$SERVER.pid"
     for _ in $(seq 1 120); do
         if healthy; then
-            echo "local-llm: serving $ALIAS on $BASE/v1 (pid $(cat "$RUN/server.pid"), log $RUN/server.log)"
+            echo "local-llm: serving $ALIAS on $BASE/v1 (pid $(cat "$RUN/$SERVER.pid"), log $RUN/$SERVER.log)"
             return 0
         fi
         if ! running; then break; fi
         sleep 0.5
     done
-    echo "local-llm: the model server did not come up; last lines of $RUN/server.log:" >&2
-    tail -n 20 "$RUN/server.log" >&2
+    echo "local-llm: the model server did not come up; last lines of $RUN/$SERVER.log:" >&2
+    tail -n 20 "$RUN/$SERVER.log" >&2
     stop
     return 1
 }
 
 stop() {
     if running; then
-        local pid; pid=$(cat "$RUN/server.pid")
+        local pid; pid=$(cat "$RUN/$SERVER.pid")
         kill "$pid"
         for _ in $(seq 1 40); do kill -0 "$pid" 2>/dev/null || break; sleep 0.25; done
         echo "local-llm: stopped the model server (pid $pid)"
     fi
-    rm -f "$RUN/server.pid"
+    rm -f "$RUN/$SERVER.pid"
 }
 
 case "${1:-install}" in

@@ -34,6 +34,8 @@ from django.db.models import Model, QuerySet
 from django.db.models.query import get_related_populators  # type: ignore[attr-defined]
 from django.db.models.sql.compiler import SQLCompiler
 
+from apps.core.db import bound_cursor
+
 M = TypeVar("M", bound=Model)
 
 # The types a value may have to be a parameter: a stand-in of each is made by its maker.
@@ -149,11 +151,10 @@ class QueryTemplate(Generic[M]):
         if compiled is None:
             return list(self._queryset(values))
         sql, params = self.sql_with_params(shape=shape, **values)
-        connection = connections[DEFAULT_DB_ALIAS]
-        with connection.cursor() as cursor:
+        with bound_cursor() as cursor:
             cursor.execute(sql, params)
             fetched = cursor.fetchall()
-        return _instances(compiled, connection, fetched)
+        return _instances(compiled, connections[DEFAULT_DB_ALIAS], fetched)
 
     def first(self, *, shape: Hashable = (), **values: Any) -> M | None:
         rows = self.rows(shape=shape, **values)

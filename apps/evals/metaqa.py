@@ -18,6 +18,7 @@ import hashlib
 import itertools
 import json
 import random
+import re
 from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -179,16 +180,24 @@ def first_answer_entity(question: Question, answer: str) -> str | None:
     size = len(topic.split())
     i = 0
     while i < len(words):
-        if size and " ".join(words[i : i + size]) == topic:
-            # The topic's words are not read again as shorter names ("Divine" in "Divine Trash").
-            i += size
-            continue
-        for j in range(min(len(words), i + names.longest), i, -1):
+        at_topic = bool(size) and " ".join(words[i : i + size]) == topic
+        # A longer name the topic starts ("Rocky II" for "Rocky") is an answer; the topic itself
+        # and the shorter names inside it ("Divine" in "Divine Trash") are not.
+        for j in range(min(len(words), i + names.longest), i + (size if at_topic else 0), -1):
             candidate = " ".join(words[i:j])
             if names.types.get(candidate, frozenset()) & types:
                 return candidate
-        i += 1
+        i += size if at_topic else 1
     return None
+
+
+def without_topic(question: Question, answer: str) -> str:
+    """``answer`` with the question's topic cut out wherever it is named, case aside: a gold name
+    inside the topic's own ("famous" in "Almost Famous") is not one the answer gives."""
+    topic = question.slots.get("topic", "").strip()
+    if not topic:
+        return answer
+    return re.sub(rf"(?<!\w){re.escape(topic)}(?!\w)", " ", answer, flags=re.IGNORECASE)
 
 
 def hits_at_1(question: Question, answer: str) -> float:

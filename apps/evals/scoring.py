@@ -193,6 +193,10 @@ def answer_recall(question: Question, answer: str) -> float | None:
     if not question.expected:
         return None
     answer = LINK.sub(lambda m: m.group(1), answer)
+    if question.kind in METAQA_KINDS:
+        from apps.evals.metaqa import without_topic
+
+        answer = without_topic(question, answer)
     return sum(1 for name in question.expected if names(answer, name)) / len(question.expected)
 
 

@@ -49,27 +49,29 @@ async def _until(condition: Any) -> None:
     raise AssertionError("the run never got there")
 
 
+def _first_attempt(definition: AgentDefinition, provider: ScriptedProvider, run: AgentRun) -> Any:
+    """The run's first attempt (``adk_run`` alone, as a turn's process runs it), to await or cut off."""
+    return adk_run(
+        RunState(callback=None, max_steps=5),
+        definition=definition,
+        provider=provider,
+        message="Which types exist?",
+        history=HISTORY,
+        project_id=definition.project_id,
+        sub_definitions=[],
+        run_id=run.id,
+        user_id="u",
+        stop=None,
+        share_provider=True,
+    )
+
+
 async def _first_attempt_cut_off(definition: AgentDefinition, provider: ScriptedProvider) -> AgentRun:
     """Run until the provider's last scripted call blocks, then cut the run off there."""
     run = await agent_run_start(
         project_id=definition.project_id, agent_definition_id=definition.pk, conversation_id=None
     )
-    state = RunState(callback=None, max_steps=5)
-    task = asyncio.create_task(
-        adk_run(
-            state,
-            definition=definition,
-            provider=provider,
-            message="Which types exist?",
-            history=HISTORY,
-            project_id=definition.project_id,
-            sub_definitions=[],
-            run_id=run.id,
-            user_id="u",
-            stop=None,
-            share_provider=True,
-        )
-    )
+    task = asyncio.create_task(_first_attempt(definition, provider, run))
     await _until(lambda: len(provider.calls) == len(provider.turns))
     await asyncio.sleep(0.05)
     task.cancel()
@@ -166,22 +168,7 @@ async def _first_attempt_cut_off_at_call(
     definition: AgentDefinition, provider: ScriptedProvider, run: AgentRun
 ) -> None:
     """Run until the model's call is stored, then drop its result (the process died in the tool)."""
-    state = RunState(callback=None, max_steps=5)
-    task = asyncio.create_task(
-        adk_run(
-            state,
-            definition=definition,
-            provider=provider,
-            message="Which types exist?",
-            history=HISTORY,
-            project_id=definition.project_id,
-            sub_definitions=[],
-            run_id=run.id,
-            user_id="u",
-            stop=None,
-            share_provider=True,
-        )
-    )
+    task = asyncio.create_task(_first_attempt(definition, provider, run))
     await _until(lambda: len(provider.calls) == 2)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
@@ -201,19 +188,7 @@ async def test_a_run_cut_off_after_its_answer_was_stored_ends_with_that_answer_a
         project_id=definition.project_id, agent_definition_id=definition.pk, conversation_id=None
     )
     first = ScriptedProvider(turns=[[tool_call("list_entity_types", {}, id="call-1")], _answer()])
-    await adk_run(
-        RunState(callback=None, max_steps=5),
-        definition=definition,
-        provider=first,
-        message="Which types exist?",
-        history=HISTORY,
-        project_id=definition.project_id,
-        sub_definitions=[],
-        run_id=run.id,
-        user_id="u",
-        stop=None,
-        share_provider=True,
-    )
+    await _first_attempt(definition, first, run)
     last = await AgentRunEvent.objects.filter(run=run).order_by("-position").afirst()
     assert last is not None and last.event["actions"].get("endOfAgent")
     await last.adelete()  # the process died before ADK stored the agent's end

@@ -16,7 +16,7 @@ from django.utils import timezone
 from apps.agents.models import AgentRun
 from apps.chat.models import Conversation, Message, MessageRole
 from apps.chat.turns.admission import graph_version_value
-from apps.core.db import _insert_sql, _insert_sql_django, rows_write
+from apps.core.db import _insert_sql, _insert_sql_django, bound_cursor, rows_write
 from apps.core.prepared import QueryTemplate
 from apps.projects.models import Project
 from tests.factories import make_agent_definition, make_conversation, make_project, make_user
@@ -74,7 +74,9 @@ def test_a_kept_template_sends_one_statement_without_building_the_queryset_again
 
     assert found == second
     assert len(builds) == built
-    assert [second.id.hex in q["sql"] for q in sent.captured_queries] == [True]
+    # One statement, its value sent apart from it (server-side binding: ``core.db.bound_cursor``).
+    [statement] = [q["sql"] for q in sent.captured_queries]
+    assert Project._meta.db_table in statement and second.id.hex not in statement
 
 
 def test_a_value_the_query_transforms_is_no_parameter_and_the_queryset_is_built_each_time():
@@ -147,3 +149,17 @@ def test_the_insert_of_a_row_is_the_statement_django_sends():
 
     assert Message.objects.get(id=message.id).conversation_id == conversation.id
     assert AgentRun.objects.get(id=run.id).graph_version == 0
+
+
+def test_the_bound_cursor_leaves_no_named_prepared_statement_and_gives_the_connection_its_cursor_back():
+    """Server-side binding without ``PREPARE`` (the settings a user gets): a PgBouncer in transaction
+    mode may hand the next statement to another backend, which would not have it."""
+    for n in range(10):  # psycopg would prepare a statement after 5 runs with a prepare_threshold
+        with bound_cursor() as cursor:
+            cursor.execute("SELECT %s::int + 1", [n])
+            assert cursor.fetchone() == (n + 1,)
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM pg_prepared_statements")
+        assert cursor.fetchone() == (0,)
+        assert type(cursor.cursor).__name__ == "Cursor"  # Django's client-side cursor, as before

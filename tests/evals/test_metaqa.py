@@ -1,11 +1,13 @@
 """MetaQA in the eval: the shipped copy, its sampled questions, Hits@1, and its eval project."""
 
+import dataclasses
 import json
 
 import pytest
 
 from apps.evals import metaqa
 from apps.evals.questions import Question
+from apps.evals.scoring import answer_recall
 from apps.graph_tools.models import GraphObject, GraphRelationship
 
 
@@ -61,6 +63,23 @@ def test_hits_at_1_is_the_first_entity_of_the_asked_type_the_answer_names():
     # A person's name inside the topic's own name ("Divine" in "Divine Trash") is not an answer.
     about_a_film = _question("movie_to_director", "Divine Trash", ("Steve Yeager",))
     assert metaqa.hits_at_1(about_a_film, "The director of Divine Trash was Steve Yeager.") == 1.0
+
+
+def test_a_longer_name_the_topic_starts_is_an_answer_and_the_topic_is_not():
+    sequel = _question("movie_to_director_to_movie", "Rocky", ("Rocky II", "Rocky III"))
+
+    assert metaqa.first_answer_entity(sequel, "Rocky shares its director with Rocky II.") == "rocky ii"
+    assert metaqa.hits_at_1(sequel, "Rocky shares its director with Rocky II.") == 1.0
+    assert metaqa.first_answer_entity(sequel, "Rocky, and Rocky again.") is None
+
+
+def test_a_gold_name_inside_the_topic_is_not_counted_as_named_by_the_answer():
+    votes = _question("movie_to_imdb_votes", "Almost Famous", ("famous",))
+    votes = dataclasses.replace(votes, kind="1-hop")
+
+    assert answer_recall(votes, "I could not find how popular Almost Famous was.") == 0.0
+    assert answer_recall(votes, "almost famous is famous.") == 1.0
+    assert answer_recall(votes, "[Almost Famous](kg://movie:1) is famous.") == 1.0
 
 
 def test_the_perfect_plan_of_a_question_follows_its_question_type():
