@@ -117,6 +117,39 @@ def graph_vocabulary(*, project_id: uuid.UUID) -> GraphVocabulary:
     )
 
 
+# Bounds of ``relationship_value_names``: relationship types read, relationships scanned of each.
+VALUE_TYPES_MAX = 64
+VALUE_SCAN_MAX = 5000
+
+
+def relationship_value_names(*, project_id: uuid.UUID, per_type: int = 30) -> dict[str, tuple[str, ...]]:
+    """For each of the project's relationship types, the names of the entities it reaches most
+    often (its targets), most reached first: a few of its values ("HAS_GENRE": Drama, Comedy…).
+
+    Bounded: at most ``VALUE_TYPES_MAX`` relationship types, ``VALUE_SCAN_MAX`` relationships of
+    each counted (not the whole graph), ``per_type`` names each. One round trip, parameterised."""
+    per_type = max(1, min(int(per_type), 100))
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """SELECT t.type, o.name
+                 FROM (SELECT DISTINCT type FROM kb.graph_relationship_type_counts
+                        WHERE project_id = %(p)s ORDER BY type LIMIT %(types)s) t
+                 CROSS JOIN LATERAL (
+                     SELECT s.dst_id, count(*) AS n
+                       FROM (SELECT r.dst_id FROM kb.graph_relationships r
+                              WHERE r.project_id = %(p)s AND r.type = t.type LIMIT %(scan)s) s
+                      GROUP BY s.dst_id ORDER BY n DESC, s.dst_id LIMIT %(per)s) top
+                 JOIN kb.graph_objects o ON o.id = top.dst_id
+                ORDER BY t.type, top.n DESC, o.name""",
+            {"p": project_id, "types": VALUE_TYPES_MAX, "scan": VALUE_SCAN_MAX, "per": per_type},
+        )
+        rows = cursor.fetchall()
+    found: dict[str, list[str]] = {}
+    for rel_type, name in rows:
+        found.setdefault(rel_type, []).append(name)
+    return {t: tuple(names) for t, names in found.items()}
+
+
 @dataclass(frozen=True)
 class ProjectTool:
     """A graph tool as one project's clients see it: its schema narrowed to the project's types."""

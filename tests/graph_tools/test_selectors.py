@@ -3,7 +3,7 @@
 import pytest
 
 from apps.graph_tools.errors import EntityNotFound
-from apps.graph_tools.selectors import entity_detail, entity_resolve
+from apps.graph_tools.selectors import entity_detail, entity_resolve, relationship_value_names
 from apps.projects.selectors import Principal, ProjectNotFound
 from tests.factories import make_entity, make_project, make_relationship, make_user
 
@@ -55,3 +55,22 @@ def test_entity_detail_lists_edges_both_ways_for_a_member_and_is_project_not_fou
         entity_detail(principal=Principal(user=stranger), project_ref=project.slug, ref="france")
 
     assert [(e.type, e.direction, e.other.key) for e in detail.edges] == [("CAPITAL_OF", "in", "paris")]
+
+
+def test_relationship_value_names_lists_each_relationships_most_reached_targets_first():
+    project, other = make_project(), make_project()
+    drama, comedy = make_entity(project, "drama", name="Drama"), make_entity(project, "comedy", name="Comedy")
+    films = [make_entity(project, f"film-{i}", type="Movie") for i in range(3)]
+    for film in films:
+        make_relationship(project, film, "HAS_GENRE", drama)
+    make_relationship(project, films[0], "HAS_GENRE", comedy)
+    ann = make_entity(project, "ann", type="Person", name="Ann Lee")
+    make_relationship(project, films[1], "DIRECTED_BY", ann)
+    theirs = make_entity(other, "theirs", name="Not Mine")
+    make_relationship(other, make_entity(other, "their-film"), "HAS_GENRE", theirs)
+
+    names = relationship_value_names(project_id=project.id)
+    fewer = relationship_value_names(project_id=project.id, per_type=1)
+
+    assert names == {"DIRECTED_BY": ("Ann Lee",), "HAS_GENRE": ("Drama", "Comedy")}
+    assert fewer["HAS_GENRE"] == ("Drama",)

@@ -40,6 +40,7 @@ from apps.agents.events import (
 from apps.agents.history import HistoryMessage
 from apps.agents.llm.base import LLMError, Provider
 from apps.agents.llm.resolve import effective_model_name, resolve_model
+from apps.agents.loop.values import reading_graph
 from apps.agents.models import AgentDefinition
 
 logger = logging.getLogger(__name__)
@@ -220,8 +221,9 @@ async def adk_run(
                 abort_signal=stop.event if stop is not None else None,
             )
         ) as events:
-            async for event in events:
-                await state.on_event(event)
+            with reading_graph(project_id, graph_version):
+                async for event in events:
+                    await state.on_event(event)
     finally:
         state.messages = list(service.appended.get(session_id, []))
         state.events_stored = service.stored

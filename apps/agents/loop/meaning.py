@@ -23,8 +23,8 @@ from __future__ import annotations
 import logging
 import re
 import threading
-from collections import OrderedDict
-from collections.abc import Sequence
+from collections import Counter, OrderedDict
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -167,3 +167,125 @@ def relationship_by_meaning(text: str, relationships: Sequence[Relationship]) ->
     first, score = ranked[0]
     runner_up = ranked[1][1] if len(ranked) > 1 else -1.0
     return first if score >= MEANING_MIN and score - runner_up >= MEANING_MARGIN else None
+
+
+# --- a relationship named by its values ------------------------------------------------------------
+
+# Chosen on one half of MetaQA's dev questions from a film whose words name no relationship (seed 1,
+# 60 values a relationship as ``relationship_value_names`` reads them: 158 chosen of 591, all
+# right), checked on the other half (154 of 614, all right) and on the demo and fictional kinds
+# (docs/evals.md, session 14). The words compared are the question's content words ("words
+# describe film"). At 0.30, "what sort of film is" chose HAS_TAGS (24 of 614); at a margin of
+# 0.08, "words describe" chose IN_LANGUAGE.
+VALUES_MIN = 0.35
+VALUES_MARGIN = 0.10
+_VALUE_SETS_KEPT = 16
+
+
+@dataclass(frozen=True)
+class _Values:
+    """A graph's relationships as the centred mean of their values' names (``owner[i]``: row ``i``)."""
+
+    owner: tuple[str, ...]
+    vectors: np.ndarray
+    center: np.ndarray
+
+
+def _distinct(values: Mapping[str, Sequence[str]]) -> dict[str, list[str]]:
+    """Each relationship's value names that no other relationship's share (case aside): "comedy" is
+    a genre and a tag, and tells neither; a relationship left with none keeps its own."""
+    seen = Counter(n for names in values.values() for n in {v.casefold() for v in names})
+    return {
+        rel: [v for v in names if seen[v.casefold()] == 1] or list(names)
+        for rel, names in values.items()
+        if names
+    }
+
+
+class _ValueSets:
+    """The value sets seen (one per graph version), their names embedded once."""
+
+    def __init__(self) -> None:
+        self._sets: OrderedDict[tuple[tuple[str, tuple[str, ...]], ...], _Values | None] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, values: Mapping[str, Sequence[str]]) -> _Values | None:
+        key = tuple(sorted((rel, tuple(names)) for rel, names in values.items()))
+        with self._lock:
+            if key in self._sets:
+                self._sets.move_to_end(key)
+                return self._sets[key]
+        built = self._build(values) if len(key) >= MIN_RELATIONSHIPS else None
+        with self._lock:
+            self._sets[key] = built
+            while len(self._sets) > _VALUE_SETS_KEPT:
+                self._sets.popitem(last=False)
+        return built
+
+    def _build(self, values: Mapping[str, Sequence[str]]) -> _Values | None:
+        owners: list[str] = []
+        rows: list[np.ndarray] = []
+        for rel, names in sorted(_distinct(values).items()):
+            for name in names:
+                vector = _MEANINGS.vector(name)
+                if vector is None:
+                    return None
+                owners.append(rel)
+                rows.append(vector)
+        if not rows:
+            return None
+        matrix = np.stack(rows)
+        center = matrix.mean(axis=0)
+        centred = _unit(matrix - center)
+        rels = tuple(dict.fromkeys(owners))
+        means = np.stack([centred[[o == rel for o in owners]].mean(axis=0) for rel in rels])
+        return _Values(rels, _unit(means), center)
+
+
+_VALUE_SETS = _ValueSets()
+
+
+def value_similarities(
+    text: str, values: Mapping[str, Sequence[str]], relationships: Sequence[Relationship]
+) -> dict[str, float]:
+    """Each relationship type's nearness to ``text`` by what it reaches and what it is called: the
+    centred similarity to the mean of its values' names (``values``: a few names of the entities
+    it reaches, ``relationship_value_names``), plus that to its own name (``similarities``).
+    Measured on MetaQA's dev questions: by its values alone "what type of movie is" was nearest
+    HAS_TAGS (the tags are genres too), by its name alone nothing was near; together, HAS_GENRE."""
+    found = _VALUE_SETS.get(values)
+    if found is None:
+        return {}
+    vector = _MEANINGS.vector(text)
+    if vector is None:
+        return {}
+    scores = _unit(vector - found.center) @ found.vectors.T
+    by_name = similarities(text, relationships)
+    return {
+        rel: float(s) + by_name.get(rel, 0.0) for rel, s in zip(found.owner, scores.tolist(), strict=True)
+    }
+
+
+def relationship_by_values(
+    text: str,
+    values: Mapping[str, Sequence[str]],
+    relationships: Sequence[Relationship],
+    among: Collection[str],
+) -> str | None:
+    """The one relationship type of ``among`` that ``text`` names by its values and name
+    (``value_similarities``): the nearest, when it is at least ``VALUES_MIN`` and
+    ``VALUES_MARGIN`` above the next of ``among``; else None."""
+    if not text.strip():
+        return None
+    scores = {r: s for r, s in value_similarities(text, values, relationships).items() if r in among}
+    if not scores:
+        return None
+    ranked = sorted(scores.items(), key=lambda item: (-item[1], item[0]))
+    first, score = ranked[0]
+    runner_up = ranked[1][1] if len(ranked) > 1 else -1.0
+    return first if score >= VALUES_MIN and score - runner_up >= VALUES_MARGIN else None
+
+
+def values_ready(values: Mapping[str, Sequence[str]]) -> None:
+    """Embed ``values``' names now (once per value set), so a turn's plan step need not."""
+    _VALUE_SETS.get(values)

@@ -72,6 +72,7 @@ from apps.agents.loop.prompt import (
     turn_calls,
 )
 from apps.agents.loop.schema import first_step_tools, step_schema
+from apps.agents.loop.values import graph_values
 
 MAX_TOOL_CALLS_PER_TURN = 4
 STEP_MAX_TOKENS = 200
@@ -370,6 +371,7 @@ class PromptedToolsProvider:
                 move.relationships,
                 hinted=move.hinted,
                 question=move.question,
+                values=await graph_values(),
             )
             if candidates:
                 yield candidates

@@ -85,3 +85,199 @@ def test_paths_that_tie_are_tried_first_along_the_relationship_the_words_lean_to
     # Without the question the tie keeps the order of the typed paths (DIRECTED_BY first).
     plain = plan_step.plan_candidates(plan, [dune], FILMS)
     assert plain[0]["hops"][0]["relationship"] == "DIRECTED_BY"
+
+
+# A few of MetaQA's values, each relationship's most reached first (``relationship_value_names``).
+FILM_VALUES = {
+    "DIRECTED_BY": (
+        "John Ford",
+        "Alfred Hitchcock",
+        "Woody Allen",
+        "Michael Curtiz",
+        "George Cukor",
+        "Clint Eastwood",
+        "Sidney Lumet",
+        "Ingmar Bergman",
+        "Howard Hawks",
+        "Robert Altman",
+        "Frank Capra",
+        "Martin Scorsese",
+    ),
+    "HAS_GENRE": (
+        "Drama",
+        "Comedy",
+        "Horror",
+        "Action",
+        "Thriller",
+        "Crime",
+        "War",
+        "Adventure",
+        "Documentary",
+        "Western",
+        "Musical",
+        "Fantasy",
+    ),
+    "HAS_IMDB_RATING": ("good", "bad", "fantastic"),
+    "HAS_IMDB_VOTES": ("famous", "unknown", "well known"),
+    "HAS_TAGS": (
+        "bd-r",
+        "comedy",
+        "r",
+        "drama",
+        "action",
+        "horror",
+        "national film registry",
+        "war",
+        "remake",
+        "thriller",
+        "musical",
+        "fantasy",
+    ),
+    "IN_LANGUAGE": (
+        "French",
+        "English",
+        "Italian",
+        "Japanese",
+        "German",
+        "Spanish",
+        "Swedish",
+        "Russian",
+        "Finnish",
+        "Hindi",
+        "Danish",
+        "Norwegian",
+    ),
+    "RELEASE_YEAR": (
+        "2009",
+        "2008",
+        "2007",
+        "2011",
+        "2012",
+        "2013",
+        "2006",
+        "2010",
+        "2005",
+        "2004",
+        "2001",
+        "2003",
+    ),
+    "STARRED_ACTORS": (
+        "John Wayne",
+        "Robert De Niro",
+        "Michael Caine",
+        "Cary Grant",
+        "James Stewart",
+        "Gene Hackman",
+        "Humphrey Bogart",
+        "Burt Lancaster",
+        "Gary Cooper",
+        "Barbara Stanwyck",
+        "Bruce Willis",
+        "Bette Davis",
+    ),
+    "WRITTEN_BY": (
+        "Woody Allen",
+        "Stephen King",
+        "Ingmar Bergman",
+        "Billy Wilder",
+        "Werner Herzog",
+        "William Shakespeare",
+        "Luc Besson",
+        "Neil Simon",
+        "Akira Kurosawa",
+        "John Hughes",
+        "David Mamet",
+        "Blake Edwards",
+    ),
+}
+
+
+def test_a_question_whose_words_name_no_relationship_names_the_one_whose_values_it_means():
+    # "famous" is none of the relationships' names; it is what HAS_IMDB_VOTES reaches ("famous",
+    # "well known"); "author" is near WRITTEN_BY's name and its writers.
+    leaving = [r.type for r in FILMS]
+    assert meaning.relationship_by_values("famous film", FILM_VALUES, FILMS, leaving) == "HAS_IMDB_VOTES"
+    assert meaning.relationship_by_values("author", FILM_VALUES, FILMS, leaving) == "WRITTEN_BY"
+    # Only among the relationships offered: without HAS_IMDB_VOTES, "famous" names none clearly.
+    others = [r for r in leaving if r != "HAS_IMDB_VOTES"]
+    assert meaning.relationship_by_values("famous film", FILM_VALUES, FILMS, others) is None
+
+
+def test_words_near_no_relationships_values_name_none():
+    leaving = [r.type for r in FILMS]
+    assert meaning.relationship_by_values("tell me about", FILM_VALUES, FILMS, leaving) is None
+    assert meaning.relationship_by_values("information", FILM_VALUES, FILMS, leaving) is None
+    assert meaning.relationship_by_values("", FILM_VALUES, FILMS, leaving) is None
+    # Too few relationships to centre: nothing is named by its values.
+    small = {k: FILM_VALUES[k] for k in list(FILM_VALUES)[: meaning.MIN_RELATIONSHIPS - 1]}
+    assert meaning.value_similarities("famous film", small, FILMS) == {}
+
+
+def test_a_value_two_relationships_reach_tells_neither_and_is_left_out():
+    distinct = meaning._distinct(
+        {"HAS_GENRE": ("Drama", "Sport"), "HAS_TAGS": ("drama", "remake"), "X": ("drama",)}
+    )
+    assert distinct == {"HAS_GENRE": ["Sport"], "HAS_TAGS": ["remake"], "X": ["drama"]}
+
+
+def test_a_plan_for_a_question_whose_words_name_no_relationship_follows_the_one_its_values_name():
+    massacre = Mention("Massacre at Central High", "Movie", ("movie:massacre",))
+    question = "how famous of a film was Massacre at Central High"
+    # Measured: the model planned "how famous" as the rating.
+    written = {
+        "start": massacre.name,
+        "asks_for": "Rating",
+        "relationships": ["HAS_IMDB_RATING"],
+        "and": None,
+        "answer": "list",
+    }
+
+    (by_values,) = plan_step.plan_candidates(
+        written, [massacre], FILMS, question=question, values=FILM_VALUES
+    )
+    (as_planned,) = plan_step.plan_candidates(written, [massacre], FILMS, question=question)
+
+    assert [h["relationship"] for h in by_values["hops"]] == ["HAS_IMDB_VOTES"]
+    assert [h["relationship"] for h in as_planned["hops"]] == ["HAS_IMDB_RATING"]
+
+
+def test_the_values_never_change_a_path_the_words_name_or_a_plan_of_several_relationships():
+    massacre = Mention("Massacre at Central High", "Movie", ("movie:massacre",))
+    # "directed" names DIRECTED_BY by its letters: the values are not asked.
+    directed = {
+        "start": massacre.name,
+        "asks_for": "Person",
+        "relationships": ["DIRECTED_BY"],
+        "and": None,
+        "answer": "list",
+    }
+    (first,) = plan_step.plan_candidates(
+        directed,
+        [massacre],
+        FILMS,
+        question="who directed Massacre at Central High, the famous one",
+        values=FILM_VALUES,
+    )
+    assert [h["relationship"] for h in first["hops"]] == ["DIRECTED_BY"]
+    # A plan of two relationships is a chain the values of one cannot say.
+    chain = {
+        "start": massacre.name,
+        "asks_for": "Movie",
+        "relationships": ["DIRECTED_BY", "DIRECTED_BY"],
+        "and": None,
+        "answer": "list",
+    }
+    (second,) = plan_step.plan_candidates(
+        chain,
+        [massacre],
+        FILMS,
+        question="how famous of a film was Massacre at Central High",
+        values=FILM_VALUES,
+    )
+    assert [h["relationship"] for h in second["hops"]] == ["DIRECTED_BY", "DIRECTED_BY"]
+
+
+def test_a_question_that_does_not_write_the_starts_name_gets_no_relationship_by_values():
+    dollar = Mention("$", "Movie", ("movie:dollar",))
+    # MetaQA has a film called "$": "who acted in $" has no word for it, so no words around it.
+    assert plan_step.value_path("who acted in $", dollar, FILM_VALUES, FILMS) is None

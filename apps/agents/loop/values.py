@@ -1,0 +1,75 @@
+"""A few names of the entities each relationship type reaches, read once per graph version (issue #25).
+
+The plan step compares a question whose words name no relationship with them
+(``plan.value_path``): "how popular of a movie is X" with the Votes a film has ("famous", "well
+known"), "what words describe film X" with its tags. The loop's provider knows no project: the
+ADK run says which graph it works on (``reading_graph``), and the plan step reads that graph's
+values here (``graph_values``: ``relationship_value_names``, bounded, cached per project and graph
+version; their names embedded once, off the event loop).
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections import OrderedDict
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+
+from asgiref.sync import sync_to_async
+from django.db import DatabaseError
+
+from apps.agents.loop.meaning import values_ready
+from apps.graph_tools.selectors import relationship_value_names
+
+log = logging.getLogger("kgchat.agents.values")
+
+# Names read per relationship type (the most reached first).
+VALUES_PER_TYPE = 60
+_GRAPHS_KEPT = 64
+
+Values = dict[str, tuple[str, ...]]
+
+# The graph this run's turn works on: (project, graph version; None when unknown).
+_CURRENT: ContextVar[tuple[uuid.UUID, int | None] | None] = ContextVar("kgchat_loop_graph", default=None)
+_READ: OrderedDict[tuple[uuid.UUID, int], Values] = OrderedDict()
+
+
+@contextmanager
+def reading_graph(project_id: uuid.UUID, graph_version: int | None) -> Iterator[None]:
+    """Within it (a run's model calls), ``graph_values`` reads this project's graph."""
+    token = _CURRENT.set((project_id, graph_version))
+    try:
+        yield
+    finally:
+        _CURRENT.reset(token)
+
+
+def _read(project_id: uuid.UUID) -> Values:
+    values = relationship_value_names(project_id=project_id, per_type=VALUES_PER_TYPE)
+    values_ready(values)  # the names embedded here, in a worker thread, not on the event loop
+    return values
+
+
+async def graph_values() -> Values:
+    """The values of the graph this turn works on (none outside a run, or when the read fails):
+    read once per project and graph version, every turn when the version is unknown."""
+    graph = _CURRENT.get()
+    if graph is None:
+        return {}
+    project_id, version = graph
+    key = (project_id, version) if version is not None else None
+    if key is not None and key in _READ:
+        _READ.move_to_end(key)
+        return _READ[key]
+    try:
+        values = await sync_to_async(_read)(project_id)
+    except DatabaseError as exc:  # a failed read must not stop a turn: the plan goes as before
+        log.warning("no relationship values for the plan: %s", exc)
+        return {}
+    if key is not None:
+        _READ[key] = values
+        while len(_READ) > _GRAPHS_KEPT:
+            _READ.popitem(last=False)
+    return values
