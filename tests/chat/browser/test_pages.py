@@ -107,6 +107,8 @@ def test_an_agent_disabled_after_the_page_loaded_closes_the_composer_at_the_refu
     )
     log_in(page, live_server_url, "ada")
     page.goto(f"{live_server_url}/chat/{conversation.id}/")
+    # Loaded (the agents read, with the definition still enabled) before the operator disables it.
+    expect(page.locator("body[data-ready='true']")).to_be_attached()
     box = page.get_by_role("textbox", name="Message")
     expect(box).to_be_enabled()
     AgentDefinition.objects.filter(id=world.agent.id).update(disabled_reason="its model was retired")
