@@ -151,13 +151,16 @@ def test_the_insert_of_a_row_is_the_statement_django_sends():
     assert AgentRun.objects.get(id=run.id).graph_version == 0
 
 
-def test_the_bound_cursor_leaves_no_named_prepared_statement_and_gives_the_connection_its_cursor_back():
+def test_the_bound_cursor_sends_values_apart_leaves_no_prepared_statement_and_gives_the_cursor_back():
     """Server-side binding without ``PREPARE`` (the settings a user gets): a PgBouncer in transaction
     mode may hand the next statement to another backend, which would not have it."""
-    for n in range(10):  # psycopg would prepare a statement after 5 runs with a prepare_threshold
-        with bound_cursor() as cursor:
-            cursor.execute("SELECT %s::int + 1", [n])
-            assert cursor.fetchone() == (n + 1,)
+    with CaptureQueriesContext(connection) as sent:
+        for n in range(10):  # psycopg would prepare a statement after 5 runs with a prepare_threshold
+            with bound_cursor() as cursor:
+                cursor.execute("SELECT %s::int + 1", [12340 + n])
+                assert cursor.fetchone() == (12341 + n,)
+    # The value travelled apart from the statement (client-side binding would have quoted it in).
+    assert all("1234" not in q["sql"] for q in sent.captured_queries)
 
     with connection.cursor() as cursor:
         cursor.execute("SELECT count(*) FROM pg_prepared_statements")
