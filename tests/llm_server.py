@@ -127,6 +127,21 @@ def last_user_text(request: dict[str, Any]) -> str:
     return ""
 
 
+def constrained_schema(request: dict[str, Any]) -> dict[str, Any] | None:
+    """The JSON Schema a request's answer must follow, sent as OpenAI's ``response_format`` or, to
+    llama.cpp (``local/…``), as an llguidance ``grammar`` (``%llguidance {}`` then ``start: %json
+    <schema>``); None for a free-text request."""
+    response_format = request.get("response_format") or {}
+    if response_format.get("type") == "json_schema":
+        return dict(response_format["json_schema"]["schema"])
+    grammar = request.get("grammar")
+    if isinstance(grammar, str) and "%json " in grammar:
+        schema = json.loads(grammar.split("%json ", 1)[1])
+        schema.pop("x-guidance", None)
+        return dict(schema)
+    return None
+
+
 def tool_results(request: dict[str, Any]) -> list[dict[str, Any]]:
     """The tool messages that follow the request's last user message: the results of this
     turn's tool calls so far (none on the turn's first model call)."""

@@ -49,6 +49,7 @@ def test_local_model_is_the_small_model_loop_over_the_local_server(settings: Set
     assert provider.name == "local/qwen2.5-1.5b"
     assert isinstance(provider.inner, OpenAICompatProvider)
     assert provider.inner.base_url == "http://127.0.0.1:9/v1"
+    assert provider.constrain == "llguidance"  # llama.cpp's grammar field, not response_format
 
 
 def test_unknown_local_model_names_are_refused(settings: Settings) -> None:

@@ -44,4 +44,7 @@ def provider(model: str) -> PromptedToolsProvider:
         timeout=300.0,
         unreachable_hint=f"the offline model server is not running: {INSTALL_HINT}",
     )
-    return PromptedToolsProvider(inner=inner, plan_paths=settings.KGCHAT_SMALL_MODEL_PLANS)
+    # llama.cpp's server: its JSON Schemas as llguidance grammars, with no room for pretty-printing.
+    return PromptedToolsProvider(
+        inner=inner, plan_paths=settings.KGCHAT_SMALL_MODEL_PLANS, constrain="llguidance"
+    )

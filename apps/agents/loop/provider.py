@@ -29,10 +29,11 @@ system prompt and tool list are the same for every step and turn, so the server'
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from apps.agents.llm.base import (
     ChatMessage,
@@ -94,6 +95,21 @@ class ExtraBodyProvider(Protocol):
     ) -> AsyncIterator[StreamEvent]: ...
 
 
+def llguidance_grammar(schema: dict[str, Any]) -> str:
+    """``schema`` as a grammar for llama.cpp's ``grammar`` field (its llguidance engine), with JSON's
+    whitespace fixed to one space after ``:`` and ``,``.
+
+    Measured (session 15): under ``response_format`` the server's own grammar let the model
+    pretty-print (``{\\n  "answer": "list"\\n}``: 12 tokens; a plan 36-49), at ~140 ms a token on 2
+    cores; under this grammar it wrote the same shape in 7 and plans in 24-39. MetaQA 2- and 3-hop,
+    40 questions: the same 40 plans, done p50 17.7 -> 15.4 s (2-hop) and 23.7 -> 19.5 s (3-hop)."""
+    fixed = {
+        **schema,
+        "x-guidance": {"whitespace_flexible": False, "key_separator": ": ", "item_separator": ", "},
+    }
+    return "%llguidance {}\nstart: %json " + json.dumps(fixed)
+
+
 def _without_path_tool(tools: list[ToolSpec]) -> list[ToolSpec]:
     """The tools a forced search of the earlier recipe offers: all but the path tool."""
     path = plan_graph.path_tool(tools)
@@ -153,6 +169,10 @@ class PromptedToolsProvider:
     # path tool is not shown to the model at all, and the turn is the search-and-look-up recipe's.
     plan_paths: bool = True
     extra_body: dict[str, Any] = field(default_factory=lambda: {"cache_prompt": True})
+    # How a step's JSON Schema reaches the server: OpenAI's ``response_format`` (any compatible
+    # server), or llama.cpp's own ``grammar`` field holding an llguidance JSON grammar (``local/…``,
+    # ``llguidance_grammar``).
+    constrain: Literal["response_format", "llguidance"] = "response_format"
 
     def __post_init__(self) -> None:
         if not self.name:
@@ -422,13 +442,14 @@ class PromptedToolsProvider:
     ) -> tuple[str, ErrorEvent | None]:
         """One unstreamed request whose answer must follow the JSON ``schema`` (the server enforces
         it, temperature 0): its text, or the provider's error; its tokens are added to ``usage``."""
-        body = {
-            **self.extra_body,
-            "response_format": {
+        body: dict[str, Any] = {**self.extra_body}
+        if self.constrain == "llguidance":
+            body["grammar"] = llguidance_grammar(schema)
+        else:
+            body["response_format"] = {
                 "type": "json_schema",
                 "json_schema": {"name": name, "strict": True, "schema": schema},
-            },
-        }
+            }
         forced = config.model_copy(
             update={"stream": False, "max_output_tokens": max_tokens, "temperature": 0.0}
         )

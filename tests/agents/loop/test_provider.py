@@ -270,6 +270,24 @@ async def test_first_step_of_a_turn_is_forced_by_the_step_schema(server: LLMTest
     assert sent["cache_prompt"] is True and "tools" not in sent and not sent.get("stream")
 
 
+async def test_llama_cpp_gets_the_step_schema_as_a_compact_llguidance_grammar(server: LLMTestServer) -> None:
+    server.enqueue(Json(completion('{"name": "hybrid_search", "arguments": {"query": "Portugal"}}')))
+    provider = provider_for(server, constrain="llguidance")
+
+    events = await run(provider, list(QUESTION))
+
+    assert isinstance(events[0], ToolCall) and events[0].name == "hybrid_search"
+    sent = server.requests[0]
+    assert "response_format" not in sent
+    head, _, schema = sent["grammar"].partition("\nstart: %json ")
+    assert head == "%llguidance {}"
+    # The same schema, with JSON's whitespace fixed: the model cannot spend tokens indenting.
+    assert json.loads(schema) == {
+        **step_schema(TOOLS),
+        "x-guidance": {"whitespace_flexible": False, "key_separator": ": ", "item_separator": ", "},
+    }
+
+
 async def test_a_call_written_after_a_result_is_a_tool_call_and_is_never_streamed(
     server: LLMTestServer,
 ) -> None:

@@ -24,7 +24,16 @@ from apps.graph_tools.documents.services import document_upload
 from apps.graph_tools.models import Passage
 from tests.chat.conftest import sse_turn, tokens
 from tests.factories import make_entity, make_relationship
-from tests.llm_server import Json, LLMTestServer, Plan, Stream, completion, last_user_text, text_chunks
+from tests.llm_server import (
+    Json,
+    LLMTestServer,
+    Plan,
+    Stream,
+    completion,
+    constrained_schema,
+    last_user_text,
+    text_chunks,
+)
 
 db = pytest.mark.django_db(transaction=True)
 GUIDE = (
@@ -101,14 +110,14 @@ def scripted(forced_call: dict[str, Any] | None, plan: dict[str, Any] | None, an
     """A responder by what the loop asks: the shape ("list"), the plan, the forced call, the answer."""
 
     def respond(request: dict[str, Any]) -> Plan:
-        schema = (request.get("response_format") or {}).get("json_schema") or {}
+        schema = constrained_schema(request)
         asked = last_user_text(request)
-        if schema.get("name") == "plan" and asked.endswith("The shape of the answer:"):
-            return Json(completion(json.dumps({"answer": "list"})))
-        if schema.get("name") == "plan":
-            return Json(completion(json.dumps(plan)))
-        if schema.get("name") == "tool_call":
+        if schema is not None and "oneOf" in schema:  # a forced tool call
             return Json(completion(json.dumps(forced_call)))
+        if schema is not None and asked.endswith("The shape of the answer:"):
+            return Json(completion(json.dumps({"answer": "list"})))
+        if schema is not None:  # the plan
+            return Json(completion(json.dumps(plan)))
         return Stream(text_chunks(*[answer[i : i + 17] for i in range(0, len(answer), 17)]))
 
     return respond
@@ -133,7 +142,7 @@ async def test_small_model_answer_cites_the_passage_its_forced_search_passages_r
     _, frames = await sse_turn(world["client"], body(world, agent, "When was the Eiffel Tower finished?"))
 
     forced, answer_request = small_model.requests
-    assert forced["response_format"]["json_schema"]["name"] == "tool_call"
+    assert "oneOf" in (constrained_schema(forced) or {})  # a forced tool call
     shown = answer_request["messages"][-1]["content"]
     assert f"[paris-guide.md](passage:{tower.id}): The Eiffel Tower in Paris was finished in 1889" in shown
     assert "char_start" not in shown and "document_id" not in shown

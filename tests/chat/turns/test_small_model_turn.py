@@ -14,7 +14,7 @@ from apps.agents.definitions import default_agents_install
 from apps.agents.models import AgentDefinition, AgentRun, AgentRunToolCall
 from apps.chat.models import Message
 from tests.chat.conftest import sse_turn, tokens
-from tests.llm_server import Json, LLMTestServer, Stream, completion, text_chunks
+from tests.llm_server import Json, LLMTestServer, Stream, completion, constrained_schema, text_chunks
 
 db = pytest.mark.django_db(transaction=True)
 MADE_UP = "123e4567-e89b-12d3-a456-426614174000"
@@ -79,7 +79,9 @@ async def test_small_model_turn_is_forced_to_a_tool_then_answers_citing_only_wha
     assert tokens(frames) == stored.content
     assert frames[0]["model"] == "local/qwen2.5-1.5b"
     forced, answer = small_model.requests
-    assert forced["response_format"]["type"] == "json_schema"
+    # The offline default's server (llama.cpp) gets the step's schema as an llguidance grammar.
+    assert "response_format" not in forced and forced["grammar"].startswith("%llguidance {}")
+    assert "oneOf" in (constrained_schema(forced) or {})
     assert "query_paths" not in json.dumps(forced)
     assert "response_format" not in answer and answer["stream"] is True
     # The search found Paris by name: the loop looked up its relationships, then France's, itself
@@ -178,8 +180,8 @@ async def test_small_model_turn_plans_one_path_query_and_answers_from_its_result
     _, frames = await sse_turn(world["client"], body)
 
     shape, forced, answer = small_model.requests
-    assert shape["response_format"]["json_schema"]["name"] == "plan"
-    assert forced["response_format"]["json_schema"]["name"] == "plan"
+    assert list((constrained_schema(shape) or {}).get("properties") or {}) == ["answer"]
+    assert "asks_for" in ((constrained_schema(forced) or {}).get("properties") or {})
     assert "Entities named: Paris: City" in forced["messages"][-1]["content"]
     assert (
         "[Paris](entity:paris) -CAPITAL_OF-> Country: 1 found: [France](entity:france)"
@@ -201,10 +203,7 @@ async def test_small_model_turn_plans_one_path_query_and_answers_from_its_result
 
 def _offered_tools(request: dict) -> set[str]:
     """The tools a forced step's schema lets the model call."""
-    return {
-        branch["properties"]["name"]["const"]
-        for branch in request["response_format"]["json_schema"]["schema"]["oneOf"]
-    }
+    return {branch["properties"]["name"]["const"] for branch in (constrained_schema(request) or {})["oneOf"]}
 
 
 @db
