@@ -197,7 +197,7 @@ class PromptedToolsProvider:
         made = model_calls(messages) if plan_graph.path_tool(tools) else turn_calls(messages)
         if tools and not made:
             # No plan this turn (or none the model could write): the forced search of the earlier recipe.
-            async for event in self._forced(messages, _without_path_tool(tools), config, usage):
+            async for event in self._forced(messages, tools, config, usage):
                 yield event
             return
         turn = messages[this_turn_start(messages) + 1 :]
@@ -338,7 +338,7 @@ class PromptedToolsProvider:
                 yield ToolCall(id=_call_id(), name=tool.name, arguments=arguments)
             yield Done(usage=usage, finish_reason="tool_calls")
             return
-        async for event in self._forced(messages, _without_path_tool(tools), config, usage):
+        async for event in self._forced(messages, tools, config, usage):
             yield event
 
     async def _plan(
@@ -416,13 +416,21 @@ class PromptedToolsProvider:
     async def _forced(
         self, messages: list[ChatMessage], tools: list[ToolSpec], config: GenerationConfig, usage: Usage
     ) -> AsyncIterator[StreamEvent]:
+        """The forced search of the earlier recipe: a call of any tool but the path tool.
+
+        Its prompt is every step's (all of ``tools``, the path tool's plan rules included); only
+        its schema leaves the path tool out. Measured (session 15): with a prompt of its own (no
+        path tool, no plan rules), the server's prompt cache kept that prompt in place of the
+        planning one, and read ~2,000 tokens anew (50-60 s) at the recipe's answer or at the next
+        question's plan."""
         prompt = prompt_messages(messages, tools, result_limit=self.result_limit)
-        schema = step_schema(first_step_tools(tools))
+        callable_tools = _without_path_tool(tools)
+        schema = step_schema(first_step_tools(callable_tools))
         text, error = await self._constrained(prompt, "tool_call", schema, STEP_MAX_TOKENS, config, usage)
         if error is not None:
             yield error
             return
-        found = find_call(text, [t.name for t in tools])
+        found = find_call(text, [t.name for t in callable_tools])
         if found is None:
             yield ErrorEvent(
                 error=f"the model {self.name} wrote no valid tool call under the step schema: {text[:200]!r}"

@@ -747,6 +747,29 @@ async def test_a_question_that_names_nothing_goes_the_earlier_way_a_forced_searc
     assert isinstance(events[0], ToolCall) and events[0].name == "hybrid_search"
 
 
+async def test_the_earlier_recipes_forced_search_reads_the_system_prompt_of_every_other_step(server: LLMTestServer):
+    nothing = (
+        f"{LOOKUP_ID_PREFIX}1",
+        "query_paths",
+        plan_graph.mention_lookup("?"),
+        {"start": [], "results": [], "count": 0},
+    )
+    server.enqueue(Json(completion('{"name": "hybrid_search", "arguments": {"query": "Qualumistan"}}')))
+    await run(provider_for(server), after(nothing))
+    searched = ("call_2", "hybrid_search", {"query": "Qualumistan"}, {"results": []})
+    server.enqueue(Stream(text_chunks("I could not find it in the knowledge graph.")))
+
+    await run(provider_for(server), after(nothing, searched))
+
+    forced, answer = server.requests
+    # One system prompt for every step, the plan's included (its rules and the path tool): the
+    # server's prompt cache holds it, instead of reading ~2,000 tokens anew at each switch.
+    assert answer["messages"][0] == forced["messages"][0]
+    assert "This graph's relationships" in forced["messages"][0]["content"]
+    # The forced search still cannot call the path tool.
+    assert forced["response_format"]["json_schema"]["schema"] == step_schema(TOOLS[:2])
+
+
 async def test_a_plan_that_found_nothing_hands_over_to_the_look_ups_of_the_named_entities(
     server: LLMTestServer,
 ):
