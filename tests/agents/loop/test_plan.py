@@ -732,34 +732,33 @@ async def test_a_long_list_is_added_whole_after_the_models_sentence(server: LLMT
     assert "[Film number 39](entity:movie:39)" in text
 
 
+# The loop's look-up of the names a question mentions, having found none.
+NOTHING_NAMED = (
+    f"{LOOKUP_ID_PREFIX}1",
+    "query_paths",
+    plan_graph.mention_lookup("?"),
+    {"start": [], "results": [], "count": 0},
+)
+
+
 async def test_a_question_that_names_nothing_goes_the_earlier_way_a_forced_search(server: LLMTestServer):
-    nothing = (
-        f"{LOOKUP_ID_PREFIX}1",
-        "query_paths",
-        plan_graph.mention_lookup("?"),
-        {"start": [], "results": [], "count": 0},
-    )
     server.enqueue(Json(completion('{"name": "hybrid_search", "arguments": {"query": "Qualumistan"}}')))
 
-    events = await run(provider_for(server), after(nothing))
+    events = await run(provider_for(server), after(NOTHING_NAMED))
 
     assert server.requests[0]["response_format"]["json_schema"]["schema"] == step_schema(TOOLS[:2])
     assert isinstance(events[0], ToolCall) and events[0].name == "hybrid_search"
 
 
-async def test_the_earlier_recipes_forced_search_reads_the_system_prompt_of_every_other_step(server: LLMTestServer):
-    nothing = (
-        f"{LOOKUP_ID_PREFIX}1",
-        "query_paths",
-        plan_graph.mention_lookup("?"),
-        {"start": [], "results": [], "count": 0},
-    )
+async def test_the_earlier_recipes_forced_search_reads_the_system_prompt_of_every_other_step(
+    server: LLMTestServer,
+):
     server.enqueue(Json(completion('{"name": "hybrid_search", "arguments": {"query": "Qualumistan"}}')))
-    await run(provider_for(server), after(nothing))
+    await run(provider_for(server), after(NOTHING_NAMED))
     searched = ("call_2", "hybrid_search", {"query": "Qualumistan"}, {"results": []})
     server.enqueue(Stream(text_chunks("I could not find it in the knowledge graph.")))
 
-    await run(provider_for(server), after(nothing, searched))
+    await run(provider_for(server), after(NOTHING_NAMED, searched))
 
     forced, answer = server.requests
     # One system prompt for every step, the plan's included (its rules and the path tool): the
