@@ -24,9 +24,9 @@ import logging
 import re
 import threading
 from collections import Counter, OrderedDict
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import numpy as np
 
@@ -40,6 +40,8 @@ MEANING_MIN = 0.42
 MEANING_MARGIN = 0.15
 MIN_RELATIONSHIPS = 3
 _SCHEMAS_KEPT = 64
+K = TypeVar("K")
+V = TypeVar("V")
 
 _SPLIT = re.compile(r"[^0-9a-z]+")
 # Words of a relationship type's name that name nothing ("HAS_GENRE", "DIRECTED_BY", "IN_LANGUAGE").
@@ -52,6 +54,28 @@ def words_of(text: str) -> list[str]:
     """A question's or a type name's words, lower case ("HAS_GENRE", "hasGenre": has, genre)."""
     spaced = re.sub(r"(?<=[a-z])(?=[A-Z])", " ", text)
     return [w for w in _SPLIT.split(spaced.casefold()) if w]
+
+
+class _Kept(Generic[K, V]):
+    """The last ``size`` values built, by key (least recently used dropped first), thread-safe;
+    a value is built outside the lock (an embedding call), so two threads may both build it."""
+
+    def __init__(self, size: int) -> None:
+        self._size = size
+        self._items: OrderedDict[K, V] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: K, build: Callable[[], V]) -> V:
+        with self._lock:
+            if key in self._items:
+                self._items.move_to_end(key)
+                return self._items[key]
+        built = build()
+        with self._lock:
+            self._items[key] = built
+            while len(self._items) > self._size:
+                self._items.popitem(last=False)
+        return built
 
 
 @dataclass(frozen=True)
@@ -80,8 +104,7 @@ class _Meanings:
     def __init__(self) -> None:
         self._embedder: Any = None
         self._unavailable = False
-        self._schemas: OrderedDict[tuple[str, ...], _Schema | None] = OrderedDict()
-        self._lock = threading.Lock()
+        self._schemas: _Kept[tuple[str, ...], _Schema | None] = _Kept(_SCHEMAS_KEPT)
 
     def embedder(self) -> Any:
         """The embedded e5 model: the configured embedder when it is that model, else its own."""
@@ -109,16 +132,9 @@ class _Meanings:
 
     def schema(self, relationships: Sequence[Relationship]) -> _Schema | None:
         key = tuple(sorted({r.type for r in relationships}))
-        with self._lock:
-            if key in self._schemas:
-                self._schemas.move_to_end(key)
-                return self._schemas[key]
-        built = self._build(relationships) if len(key) >= MIN_RELATIONSHIPS else None
-        with self._lock:
-            self._schemas[key] = built
-            while len(self._schemas) > _SCHEMAS_KEPT:
-                self._schemas.popitem(last=False)
-        return built
+        return self._schemas.get(
+            key, lambda: self._build(relationships) if len(key) >= MIN_RELATIONSHIPS else None
+        )
 
     def _build(self, relationships: Sequence[Relationship]) -> _Schema | None:
         prototypes = _prototypes(relationships)
@@ -206,21 +222,11 @@ class _ValueSets:
     """The value sets seen (one per graph version), their names embedded once."""
 
     def __init__(self) -> None:
-        self._sets: OrderedDict[tuple[tuple[str, tuple[str, ...]], ...], _Values | None] = OrderedDict()
-        self._lock = threading.Lock()
+        self._sets: _Kept[tuple[tuple[str, tuple[str, ...]], ...], _Values | None] = _Kept(_VALUE_SETS_KEPT)
 
     def get(self, values: Mapping[str, Sequence[str]]) -> _Values | None:
         key = tuple(sorted((rel, tuple(names)) for rel, names in values.items()))
-        with self._lock:
-            if key in self._sets:
-                self._sets.move_to_end(key)
-                return self._sets[key]
-        built = self._build(values) if len(key) >= MIN_RELATIONSHIPS else None
-        with self._lock:
-            self._sets[key] = built
-            while len(self._sets) > _VALUE_SETS_KEPT:
-                self._sets.popitem(last=False)
-        return built
+        return self._sets.get(key, lambda: self._build(values) if len(key) >= MIN_RELATIONSHIPS else None)
 
     def _build(self, values: Mapping[str, Sequence[str]]) -> _Values | None:
         owners: list[str] = []

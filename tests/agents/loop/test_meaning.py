@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from apps.agents.loop import meaning
 from apps.agents.loop import plan as plan_step
 from apps.agents.loop.plan_graph import Mention, Relationship
@@ -220,61 +222,44 @@ def test_a_value_two_relationships_reach_tells_neither_and_is_left_out():
     assert distinct == {"HAS_GENRE": ["Sport"], "HAS_TAGS": ["remake"], "X": ["drama"]}
 
 
-def test_a_plan_for_a_question_whose_words_name_no_relationship_follows_the_one_its_values_name():
-    massacre = Mention("Massacre at Central High", "Movie", ("movie:massacre",))
-    question = "how famous of a film was Massacre at Central High"
-    # Measured: the model planned "how famous" as the rating.
-    written = {
-        "start": massacre.name,
-        "asks_for": "Rating",
-        "relationships": ["HAS_IMDB_RATING"],
+MASSACRE = Mention("Massacre at Central High", "Movie", ("movie:massacre",))
+
+
+def massacre_plan(asks_for: str, *relationships: str) -> dict[str, Any]:
+    """A list plan the model wrote, starting at MASSACRE."""
+    return {
+        "start": MASSACRE.name,
+        "asks_for": asks_for,
+        "relationships": list(relationships),
         "and": None,
         "answer": "list",
     }
 
-    (by_values,) = plan_step.plan_candidates(
-        written, [massacre], FILMS, question=question, values=FILM_VALUES
-    )
-    (as_planned,) = plan_step.plan_candidates(written, [massacre], FILMS, question=question)
 
-    assert [h["relationship"] for h in by_values["hops"]] == ["HAS_IMDB_VOTES"]
-    assert [h["relationship"] for h in as_planned["hops"]] == ["HAS_IMDB_RATING"]
+def hops_chosen(written: dict[str, Any], question: str, **kwargs: Any) -> list[str]:
+    """The relationships of the one typed path ``plan_candidates`` makes of ``written``."""
+    (arguments,) = plan_step.plan_candidates(written, [MASSACRE], FILMS, question=question, **kwargs)
+    return [h["relationship"] for h in arguments["hops"]]
+
+
+def test_a_plan_for_a_question_whose_words_name_no_relationship_follows_the_one_its_values_name():
+    question = "how famous of a film was Massacre at Central High"
+    # Measured: the model planned "how famous" as the rating.
+    written = massacre_plan("Rating", "HAS_IMDB_RATING")
+
+    assert hops_chosen(written, question, values=FILM_VALUES) == ["HAS_IMDB_VOTES"]
+    assert hops_chosen(written, question) == ["HAS_IMDB_RATING"]
 
 
 def test_the_values_never_change_a_path_the_words_name_or_a_plan_of_several_relationships():
-    massacre = Mention("Massacre at Central High", "Movie", ("movie:massacre",))
     # "directed" names DIRECTED_BY by its letters: the values are not asked.
-    directed = {
-        "start": massacre.name,
-        "asks_for": "Person",
-        "relationships": ["DIRECTED_BY"],
-        "and": None,
-        "answer": "list",
-    }
-    (first,) = plan_step.plan_candidates(
-        directed,
-        [massacre],
-        FILMS,
-        question="who directed Massacre at Central High, the famous one",
-        values=FILM_VALUES,
-    )
-    assert [h["relationship"] for h in first["hops"]] == ["DIRECTED_BY"]
+    directed = massacre_plan("Person", "DIRECTED_BY")
+    question = "who directed Massacre at Central High, the famous one"
+    assert hops_chosen(directed, question, values=FILM_VALUES) == ["DIRECTED_BY"]
     # A plan of two relationships is a chain the values of one cannot say.
-    chain = {
-        "start": massacre.name,
-        "asks_for": "Movie",
-        "relationships": ["DIRECTED_BY", "DIRECTED_BY"],
-        "and": None,
-        "answer": "list",
-    }
-    (second,) = plan_step.plan_candidates(
-        chain,
-        [massacre],
-        FILMS,
-        question="how famous of a film was Massacre at Central High",
-        values=FILM_VALUES,
-    )
-    assert [h["relationship"] for h in second["hops"]] == ["DIRECTED_BY", "DIRECTED_BY"]
+    chain = massacre_plan("Movie", "DIRECTED_BY", "DIRECTED_BY")
+    question = "how famous of a film was Massacre at Central High"
+    assert hops_chosen(chain, question, values=FILM_VALUES) == ["DIRECTED_BY", "DIRECTED_BY"]
 
 
 def test_a_question_that_does_not_write_the_starts_name_gets_no_relationship_by_values():
