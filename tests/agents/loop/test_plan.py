@@ -695,7 +695,9 @@ async def test_then_the_model_writes_the_shape_then_a_plan_under_its_schema_and_
     assert call.arguments["hops"][0]["in_path"]["start"] == [{"key": "currency:NGN"}]
 
 
-async def test_the_answer_reads_the_plans_result_as_cards_and_links_what_it_names(server: LLMTestServer):
+async def test_the_answer_reads_the_plans_result_as_cards_of_names_and_links_what_it_names(
+    server: LLMTestServer,
+):
     nigeria = entity("country:NG", "Country", "Nigeria")
     (arguments,) = plan_step.plan_candidates(
         plan(**{"and": {"start": "Naira", "relationships": ["USES_CURRENCY"]}}), [BENIN, NAIRA], RELATIONSHIPS
@@ -710,8 +712,9 @@ async def test_the_answer_reads_the_plans_result_as_cards_and_links_what_it_name
     events = await run(provider_for(server), after(LOOKUP, ("call_1", "query_paths", arguments, result)))
 
     prompt = server.requests[0]["messages"][-1]["content"]
-    assert "Found in the graph:\n[Benin](entity:country:BJ) -BORDERS- Country" in prompt
-    assert "[Nigeria](entity:country:NG)" in prompt
+    assert "Found in the graph:\nBenin -BORDERS- Country" in prompt
+    assert "1 found: Nigeria." in prompt
+    assert "entity:" not in prompt  # the links cost the prompt tokens; the loop adds them
     text = "".join(e.text for e in events if isinstance(e, TextDelta))
     assert text == "[Nigeria](entity:country:NG) uses the Naira."
     assert isinstance(events[-1], Done)
