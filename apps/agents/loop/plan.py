@@ -641,6 +641,29 @@ def _itself(
     return other
 
 
+def _reached_other(
+    other: dict[str, Any],
+    others: Sequence[Mention],
+    mentioned: list[str],
+    asks_for: str | None,
+    relationships: Sequence[Relationship],
+) -> dict[str, Any]:
+    """The second entity's part of a plan that gives it no relationships though it is not of the type
+    asked for: the last of the plan's relationships that reaches its type, moved to its side (the
+    answers are not the entity itself, they are related to it). Measured (session 16): "which of the
+    countries that border Turkmenistan use the Tenge" was planned as BORDERS, USES_CURRENCY with the
+    Tenge alone on the other side; as written it asks which currencies are the Tenge."""
+    if _rels(other.get("relationships")) or not asks_for or any(m.type == asks_for for m in others):
+        return other
+    kinds = {m.type for m in others}
+    touching = [
+        rel for rel in mentioned if any(r.type == rel and kinds & {r.source, r.target} for r in relationships)
+    ]
+    if not touching or len(touching) == len(mentioned):
+        return other
+    return {**other, "relationships": touching[-1:]}
+
+
 def _main_relationships(mentioned: list[str], second: list[str]) -> list[str]:
     """The main path's relationships without those the second entity's path names (each relationship
     the question mentions once is followed once). Measured: "which of the countries that border China
@@ -856,6 +879,7 @@ def _candidates(
     other = plan.get("and") if isinstance(plan.get("and"), dict) else None
     others = [m for m in same_named(named, other.get("start") if other else None) if m not in starts]
     if others and other is not None:
+        other = _reached_other(other, others, mentioned, asks_for, relationships)
         mentioned = _main_relationships(mentioned, _rels(other.get("relationships")))
     by_words = question if not others and shape in ("entities", "count") else ""
     ranked = _ranked_paths(starts, mentioned, asks_for, relationships, by_words, values)

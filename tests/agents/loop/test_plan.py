@@ -343,6 +343,24 @@ def test_a_list_from_one_entity_follows_the_chain_its_words_name_where_the_plan_
     assert [h["relationship"] for h in before["hops"]] == [D, Y, Y]
 
 
+def test_a_second_entity_of_another_type_than_asked_for_is_reached_by_the_plans_relationship_to_it():
+    # "Which of the countries that border Benin use the Naira?", planned with the Naira alone on
+    # its side: the answers are countries that use it, not the Naira itself.
+    written = plan(
+        relationships=["BORDERS", "USES_CURRENCY"], **{"and": {"start": "Naira", "relationships": []}}
+    )
+    intended = plan(**{"and": {"start": "Naira", "relationships": ["USES_CURRENCY"]}})
+
+    candidates = plan_step.plan_candidates(written, [BENIN, NAIRA], RELATIONSHIPS)
+
+    assert candidates == plan_step.plan_candidates(intended, [BENIN, NAIRA], RELATIONSHIPS)
+    # A yes/no about the entity itself keeps it alone ("does Benin border Togo?").
+    (yes_no,) = plan_step.plan_candidates(
+        plan(**{"and": {"start": "Togo", "relationships": []}}, answer="yes/no"), [BENIN, TOGO], RELATIONSHIPS
+    )
+    assert yes_no["hops"][0]["in_path"] == {"start": [{"key": "country:TG"}], "hops": []}
+
+
 def test_a_plan_becomes_path_queries_the_best_fitting_paths_first():
     named = [BENIN, NAIRA, TOGO]
 
