@@ -46,14 +46,13 @@ Then the plan, for that shape:
 - "relationships": every relationship the question goes through, in the order it mentions them; one mentioned twice ("the films directed by the director of X": directed, director) is written twice; none when it asks about the start itself;
 - "and": another named entity the answers must also be related to, with the relationships from it ("both A and B", "the ones that use X", "is A related to B"), else null;
 - "property" (largest/smallest): the number compared, of the start and the "and" entity, or of the answers.
-Examples from another graph (Book -WRITTEN_BY-> Person, Book -PUBLISHED_BY-> Publisher, Book -HAS_TOPIC-> Topic, Book -HAS_GENRE-> Genre, Book -PUBLISHED_IN-> Year, Publisher -LOCATED_IN-> City):
+Examples from another graph (Book -WRITTEN_BY-> Person, Book -PUBLISHED_BY-> Publisher, Book -HAS_TOPIC-> Topic, Book -PUBLISHED_IN-> Year, Publisher -LOCATED_IN-> City):
 - "who wrote Dune" (list): {"start": "Dune", "asks_for": "Person", "relationships": ["WRITTEN_BY"], "and": null}
 - "which books did Ann Lee write" (list): {"start": "Ann Lee", "asks_for": "Book", "relationships": ["WRITTEN_BY"], "and": null}
 - "Orbit Press is the publisher of which books?" (list): {"start": "Orbit Press", "asks_for": "Book", "relationships": ["PUBLISHED_BY"], "and": null}
 - "which books have the same author as Dune" (list): {"start": "Dune", "asks_for": "Book", "relationships": ["WRITTEN_BY", "WRITTEN_BY"], "and": null}
 - "who wrote books together with Ann Lee" (list): {"start": "Ann Lee", "asks_for": "Person", "relationships": ["WRITTEN_BY", "WRITTEN_BY"], "and": null}
 - "when were the books by Ann Lee published" (list): {"start": "Ann Lee", "asks_for": "Year", "relationships": ["WRITTEN_BY", "PUBLISHED_IN"], "and": null}
-- "what kinds of books did Ann Lee write" (list): {"start": "Ann Lee", "asks_for": "Genre", "relationships": ["WRITTEN_BY", "HAS_GENRE"], "and": null}
 - "what topics are the books of Ann Lee about" (list): {"start": "Ann Lee", "asks_for": "Topic", "relationships": ["HAS_TOPIC", "WRITTEN_BY"], "and": null}
 - "the publishers of the books written by the author of Dune" (list): {"start": "Dune", "asks_for": "Publisher", "relationships": ["PUBLISHED_BY", "WRITTEN_BY", "WRITTEN_BY"], "and": null}
 - "in which city is the publisher of Dune" (list): {"start": "Dune", "asks_for": "City", "relationships": ["LOCATED_IN", "PUBLISHED_BY"], "and": null}
