@@ -273,16 +273,16 @@ def _result_text(name: str, content: str, query: Any, lookups: TurnLookups, limi
     return f"Result of {name}:\n{layout_result(content, limit)}"
 
 
-_HISTORY_LINK = re.compile(r"\[([^\[\]\n]+)\]\(entity:[^()\s]+\)")
+_ENTITY_LINK = re.compile(r"\[([^\[\]\n]+)\]\(entity:[^()\s]+\)")
 
 
 def _unlinked(text: str) -> str:
-    """An earlier message with its entity links as plain names.
+    """``text`` with its entity links as plain names: an earlier message, and a planned answer's card.
 
     Measured: a follow-up's answer copied the previous answer's links, which this turn's tools did
-    not return (so they count as uncited); this turn's cards give the links to use, and the answer
-    linker links the names it writes."""
-    return _HISTORY_LINK.sub(lambda m: m.group(1), text)
+    not return (so they count as uncited); the answer linker links the names the answer writes from
+    this turn's cards."""
+    return _ENTITY_LINK.sub(lambda m: m.group(1), text)
 
 
 def _hidden_calls(turn: Sequence[ChatMessage]) -> set[str]:
