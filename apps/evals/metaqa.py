@@ -141,6 +141,30 @@ def metaqa_questions(*, per_hop: int = DEFAULT_PER_HOP, seed: int = 12) -> list[
 
 
 @functools.cache
+def dev_shares() -> dict[tuple[str, str], float]:
+    """Each question type's share of its hop's dev questions, by ``(kind, qtype)``: a sample spread
+    evenly over the types (``metaqa_questions``) weighs a rare type (8 "how popular" questions of
+    9,483 at 1-hop) like a common one (1,326 "when was X released"); these shares weigh it back."""
+    counts: dict[tuple[str, str], int] = defaultdict(int)
+    for record in question_records():
+        counts[(HOP_KINDS[int(str(record["hop"]))], str(record["qtype"]))] += 1
+    totals: dict[str, int] = defaultdict(int)
+    for (kind, _), n in counts.items():
+        totals[kind] += n
+    return {(kind, qtype): n / totals[kind] for (kind, qtype), n in counts.items()}
+
+
+def dev_weighted(rows: list[tuple[str, str, float | None]]) -> float | None:
+    """The mean of per-type figures ``(kind, qtype, figure)`` of one hop weighted by the types' shares
+    of the dev split (``dev_shares``), over the types sampled: the estimate of the whole split's
+    figure that published Hits@1 is comparable to. None when no row has a figure."""
+    shares = dev_shares()
+    weighed = [(shares.get((kind, qtype), 0.0), figure) for kind, qtype, figure in rows if figure is not None]
+    total = sum(share for share, _ in weighed)
+    return sum(share * figure for share, figure in weighed) / total if total else None
+
+
+@functools.cache
 def _question_index() -> dict[str, tuple[str, str]]:
     return {str(r["question"]): (str(r["topic"]), str(r["qtype"])) for r in question_records()}
 

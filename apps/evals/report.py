@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from apps.evals.metaqa import PUBLISHED
+from apps.evals.metaqa import PUBLISHED, dev_weighted
 from apps.evals.questions import KINDS, METAQA_KINDS, Question
 from apps.evals.scoring import answer_recall, answer_score
 from apps.evals.services import QuestionResult
@@ -112,12 +112,32 @@ def metaqa_rows(results: list[QuestionResult]) -> list[dict[str, Any]]:
     ]  # fmt: skip
 
 
+def metaqa_weighted(qtypes: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per (mode, model, hop): Hits@1 and recall of the per-type rows (``metaqa_rows``) weighted by
+    each type's share of the dev split (``metaqa.dev_weighted``): the sample's estimate of the whole
+    split's figures, which published figures are comparable to."""
+    groups: dict[tuple[str, str, str], list[dict[str, Any]]] = defaultdict(list)
+    for q in qtypes:
+        groups[(q["mode"], q["model"], q["hop"])].append(q)
+    return [
+        {
+            "mode": mode, "model": model, "hop": hop, "n": sum(q["n"] for q in group),
+            "hits_at_1": dev_weighted([(hop, q["qtype"], q["hits_at_1"]) for q in group]),
+            "recall": dev_weighted([(hop, q["qtype"], q["recall"]) for q in group]),
+        }
+        for (mode, model, hop), group in sorted(groups.items())
+    ]  # fmt: skip
+
+
 def metaqa_table(rows: list[dict[str, Any]], qtypes: list[dict[str, Any]]) -> str:
     """MetaQA's Hits@1 per hop beside the published figures, then per question type."""
     hops = [r for r in rows if r["set"] == "metaqa" and r["kind"] in METAQA_KINDS]
     if not hops:
         return ""
-    lines = ["MetaQA dev, Hits@1 (recall) per hop, published Hits@1 beside it:"]
+    lines = [
+        "MetaQA dev, Hits@1 (recall) per hop, published Hits@1 beside it; the sample is spread evenly",
+        'over the question types, "dev-weighted" weighs each type by its share of the dev split:',
+    ]
     header = "  ".join(["mode".ljust(6), "model".ljust(26), *(k.ljust(14) for k in METAQA_KINDS)])
     lines.append(header)
     for mode, model in sorted({(r["mode"], r["model"]) for r in hops}):
@@ -130,6 +150,21 @@ def metaqa_table(rows: list[dict[str, Any]], qtypes: list[dict[str, Any]]) -> st
                 else "-".ljust(14)
             )
         lines.append("  ".join([mode.ljust(6), model.ljust(26)[:26], *cells]))
+        weighted = {w["hop"]: w for w in metaqa_weighted(qtypes) if (w["mode"], w["model"]) == (mode, model)}
+        lines.append(
+            "  ".join(
+                [
+                    "".ljust(6),
+                    "  dev-weighted".ljust(26),
+                    *(
+                        f"{_cell(weighted[k]['hits_at_1'])} ({_cell(weighted[k]['recall'])})".ljust(14)
+                        if k in weighted
+                        else "-".ljust(14)
+                        for k in METAQA_KINDS
+                    ),
+                ]
+            )
+        )
     for name, figures in PUBLISHED:
         lines.append(
             "  ".join(["publ.".ljust(6), name.ljust(26)[:26], *(f"{f:.2f}".ljust(14) for f in figures)])
@@ -174,6 +209,7 @@ def write(results: list[QuestionResult], rows: list[dict[str, Any]], directory: 
         "created_at": stamp,
         "summary": rows,
         "metaqa": metaqa_rows(results),
+        "metaqa_dev_weighted": metaqa_weighted(metaqa_rows(results)),
         "results": [r.as_dict() for r in results],
     }
     paths = {"json": directory / f"eval-{stamp}.json"}

@@ -2,6 +2,8 @@
 
 import json
 
+import pytest
+
 from apps.evals.report import rescore, summarise, table, write
 from apps.evals.services import QuestionResult
 
@@ -74,3 +76,28 @@ def test_metaqa_hits_at_1_is_printed_per_hop_with_the_published_figures_beside_i
     assert "1.00 (1.00) n=1" in text and "0.00 (0.50) n=1" in text
     assert "LLM + KG retrieval" in text and "0.95" in text and "0.58" in text
     assert "actor_to_movie_to_director" in text
+
+
+def test_metaqa_dev_weighted_hits_at_1_weighs_each_question_type_by_its_share_of_the_dev_split():
+    """The sample is spread evenly over the question types; the dev split is not (1,326 "when was X
+    released" at 1-hop, 8 "how popular is X"). The dev-weighted figure weighs them back."""
+    from apps.evals.metaqa import dev_shares
+    from apps.evals.report import metaqa_rows, metaqa_table, metaqa_weighted
+
+    results = [
+        result(question_id="y", set="metaqa", kind="1-hop", template="movie_to_year", score=1.0, recall=1.0),
+        result(
+            question_id="v", set="metaqa", kind="1-hop", template="movie_to_imdbvotes", score=0.0, recall=0.0
+        ),
+    ]
+    shares = dev_shares()
+    year, votes = shares[("1-hop", "movie_to_year")], shares[("1-hop", "movie_to_imdbvotes")]
+    assert sum(s for (kind, _), s in shares.items() if kind == "1-hop") == pytest.approx(1.0)
+
+    (weighted,) = metaqa_weighted(metaqa_rows(results))
+
+    assert weighted["hits_at_1"] == pytest.approx(year / (year + votes))
+    assert weighted["hits_at_1"] > 0.99 and weighted["n"] == 2
+    text = metaqa_table(summarise(results), metaqa_rows(results))
+    assert "0.50 (0.50) n=2" in text  # the sample's own mean
+    assert f"dev-weighted              {weighted['hits_at_1']:.2f} ({weighted['recall']:.2f})" in text
