@@ -86,10 +86,22 @@ def plan_state(
     return state
 
 
-def found_nothing(result: dict[str, Any]) -> bool:
-    """Whether a path query's result holds nothing to answer from (a "no" to a yes/no is an answer)."""
-    return "error" in result or (
-        not result.get("results") and "exists" not in result and not result.get("groups")
+def found_nothing(arguments: dict[str, Any], result: dict[str, Any]) -> bool:
+    """Whether a path query's result holds nothing to answer from (a "no" to a yes/no is an answer):
+    an error, no entity, or, for a query along no relationship that ranks nothing, only its start.
+
+    Measured (MetaQA 1-hop, seed 44): plans with no relationship answered "describe the movie Noi
+    the Albino in a few words" with an invented plot from the card "Noi the Albino: Noi the Albino",
+    and "is The Lookout considered good" with "Yes: The Lookout" (it exists); the start's own facts
+    (the earlier recipe's look-ups) hold its tags and its rating."""
+    if "error" in result:
+        return True
+    if not result.get("results"):
+        return "exists" not in result and not result.get("groups")
+    return not arguments.get("hops") and arguments.get("result", "entities") in (
+        "entities",
+        "count",
+        "exists",
     )
 
 
@@ -169,7 +181,7 @@ def next_move(
             question,
         )
     arguments, result = chosen
-    if found_nothing(result):
+    if found_nothing(arguments, result):
         # Measured ("the capital of the country in which the city Kumasi lies": CAPITAL_OF from the
         # city found nothing): the earlier recipe's look-ups of the named entities and their single
         # neighbours answer it from cards, as they did before plans.
@@ -254,8 +266,14 @@ def plan_card(arguments: dict[str, Any], result: dict[str, Any], threshold: int 
     if threshold is not None:
         return f"{head}: {count} found: {members_line(found, shown=CARD_SHOWN, threshold=threshold)}."
     shown = ", ".join(_link(e) for e in found[:CARD_SHOWN])
-    more = f" and {count - CARD_SHOWN} more" if count > CARD_SHOWN else ""
-    return f"{head}: {count} found: {shown}{more}."
+    if arguments.get("result") == "count":
+        more = f" and {count - CARD_SHOWN} more" if count > CARD_SHOWN else ""
+        return f"{head}: {count} found: {shown}{more}."
+    # Measured (MetaQA 1-hop, seed 44): from "-HAS_IMDB_RATING-> Rating: 1 found: good" the model
+    # answered "the rating is 1" and "with 1 found: famous"; a list's card names what it reached
+    # right after the type, and says how many only when it shows some of them.
+    more = f" and {count - CARD_SHOWN} more ({count} in all)" if count > CARD_SHOWN else ""
+    return f"{head}: {shown}{more}."
 
 
 # Groups a per-item answer lists (each with all its members); beyond them, how many more there are.

@@ -303,7 +303,7 @@ def _hidden_calls(turn: Sequence[ChatMessage]) -> set[str]:
             data = json.loads(message.content)
         except (json.JSONDecodeError, TypeError):
             continue
-        if isinstance(data, dict) and plan_turn.found_nothing(data):
+        if isinstance(data, dict) and plan_turn.found_nothing(call.arguments, data):
             hidden.add(call.id)
     return hidden
 

@@ -136,7 +136,7 @@ def _passage_search(
         tools,
         messages[start].content,
         lookups,
-        plan_found_nothing=bool(queries) and all(plan_turn.found_nothing(r) for _, r in queries),
+        plan_found_nothing=bool(queries) and all(plan_turn.found_nothing(a, r) for a, r in queries),
     )
 
 

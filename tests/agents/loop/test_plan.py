@@ -506,6 +506,32 @@ def test_common_words_the_graph_also_has_are_not_offered_beside_a_real_name():
 # --- the cards ---
 
 
+def test_a_lists_card_names_what_it_reached_right_after_the_type_and_counts_only_a_count_or_a_cut_list():
+    """Measured (MetaQA 1-hop): from "-HAS_IMDB_RATING-> Rating: 1 found: good" the model answered
+    "the rating is 1"; the number belongs to a count, or to a list the card cannot show whole."""
+    film = entity("movie:1", "Movie", "Inside Llewyn Davis")
+    good = entity("rating:good", "Rating", "good")
+    hops = [{"relationship": "HAS_IMDB_RATING", "direction": "out", "type": "Rating"}]
+    films = [entity(f"movie:{i}", "Movie", f"Film {i}") for i in range(40)]
+    person = entity("person:1", "Person", "Ang Lee")
+    directed = [{"relationship": "DIRECTED_BY", "direction": "in", "type": "Movie"}]
+
+    one = plan_turn.plan_card({"hops": hops}, {"start": [film], "results": [good], "count": 1})
+    long = plan_turn.plan_card({"hops": directed}, {"start": [person], "results": films, "count": 40})
+    counted = plan_turn.plan_card(
+        {"hops": directed, "result": "count"}, {"start": [person], "results": films[:3], "count": 3}
+    )
+
+    assert (
+        one == "[Inside Llewyn Davis](entity:movie:1) -HAS_IMDB_RATING-> Rating: [good](entity:rating:good)."
+    )
+    assert long.endswith("[Film 11](entity:movie:11) and 28 more (40 in all).")
+    assert "found" not in one + long
+    assert counted.startswith(
+        "[Ang Lee](entity:person:1) <-DIRECTED_BY- Movie: 3 found: [Film 0](entity:movie:0)"
+    )
+
+
 def test_the_cards_say_what_the_path_reached_in_each_shape():
     benin = entity("country:BJ", "Country", "Benin")
     togo, nigeria = entity("country:TG", "Country", "Togo"), entity("country:NG", "Country", "Nigeria")
@@ -532,7 +558,7 @@ def test_the_cards_say_what_the_path_reached_in_each_shape():
         },
     )
 
-    assert listed == "[Benin](entity:country:BJ) -BORDERS-> Country: 1 found: [Togo](entity:country:TG)."
+    assert listed == "[Benin](entity:country:BJ) -BORDERS-> Country: [Togo](entity:country:TG)."
     assert yes == "Yes: [Benin](entity:country:BJ) -BORDERS-> [Togo](entity:country:TG)"
     assert no == "No: the graph does not link them that way."
     assert ranked == (
@@ -731,11 +757,14 @@ async def test_the_answer_reads_the_plans_result_as_cards_of_names_and_links_wha
 
     prompt = server.requests[0]["messages"][-1]["content"]
     assert "Found in the graph:\nBenin -BORDERS- Country" in prompt
-    assert "1 found: Nigeria." in prompt
+    assert "(only those also reached from the second entity named): Nigeria." in prompt
     assert "entity:" not in prompt  # the links cost the prompt tokens; the loop adds them
     text = "".join(e.text for e in events if isinstance(e, TextDelta))
     assert text == "[Nigeria](entity:country:NG) uses the Naira."
     assert isinstance(events[-1], Done)
+
+
+FILMED_IN = [{"relationship": "FILMED_IN", "direction": "in", "type": "Movie"}]
 
 
 async def test_a_long_list_is_added_whole_after_the_models_sentence(server: LLMTestServer):
@@ -744,7 +773,8 @@ async def test_a_long_list_is_added_whole_after_the_models_sentence(server: LLMT
     server.enqueue(Stream(text_chunks("Here they are.")))
 
     events = await run(
-        provider_for(server), after(LOOKUP, ("call_1", "query_paths", {"start": [], "hops": []}, result))
+        provider_for(server),
+        after(LOOKUP, ("call_1", "query_paths", {"start": [], "hops": FILMED_IN}, result)),
     )
 
     text = "".join(e.text for e in events if isinstance(e, TextDelta))
@@ -800,6 +830,26 @@ async def test_a_plan_that_found_nothing_hands_over_to_the_look_ups_of_the_named
     empty = {"start": [entity("country:BJ", "Country", "Benin")], "results": [], "count": 0}
 
     events = await run(provider_for(server), after(LOOKUP, ("call_1", "query_paths", arguments, empty)))
+
+    call = events[0]
+    assert isinstance(call, ToolCall) and call.id.startswith(LOOKUP_ID_PREFIX)
+    assert (call.name, call.arguments) == ("get_entity_edges", {"entity_id": "country:BJ", "limit": 500})
+    assert server.requests == []
+
+
+@pytest.mark.parametrize("shape", ["entities", "exists"])
+async def test_a_plan_along_no_relationship_that_reached_only_its_start_hands_over_to_its_look_ups(
+    server: LLMTestServer, shape: str
+):
+    """ "describe the movie X in a few words" planned with no relationship reached X itself, and the
+    answer invented a plot; "is X considered good" answered "Yes" because X exists."""
+    benin = entity("country:BJ", "Country", "Benin")
+    arguments = {"start": [{"key": "country:BJ"}], "hops": [], "result": shape}
+    itself = {"start": [benin], "results": [{**benin, "path": [{"entity": benin}]}], "count": 1}
+    if shape == "exists":
+        itself["exists"] = True
+
+    events = await run(provider_for(server), after(LOOKUP, ("call_1", "query_paths", arguments, itself)))
 
     call = events[0]
     assert isinstance(call, ToolCall) and call.id.startswith(LOOKUP_ID_PREFIX)
