@@ -74,3 +74,22 @@ class CallHoldback:
 
 
 # --- what the model reads ---
+
+
+# A piece of text written this many times running, back to back, ends the generation (``looping``).
+LOOP_REPEATS = 6
+LOOP_PIECE = (4, 80)  # its length in characters, shortest and longest
+
+
+def looping(text: str) -> bool:
+    """Whether ``text`` ends with one piece of words written ``LOOP_REPEATS`` times running.
+
+    Measured (MetaQA, "which words describe film Lloyd's of London"): the offline model wrote
+    `"Drama", ` over and over until its token cap, 121 s of a turn for one word. A piece must hold
+    two letters, so a table's `| --- ` row does not count."""
+    shortest, longest = LOOP_PIECE
+    for size in range(shortest, min(longest, len(text) // LOOP_REPEATS) + 1):
+        piece = text[-size:]
+        if sum(c.isalpha() for c in piece) >= 2 and text.endswith(piece * LOOP_REPEATS):
+            return True
+    return False

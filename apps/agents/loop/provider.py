@@ -30,6 +30,7 @@ system prompt and tool list are the same for every step and turn, so the server'
 from __future__ import annotations
 
 import json
+import logging
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -47,7 +48,7 @@ from apps.agents.llm.base import (
     Usage,
 )
 from apps.agents.loop import plan, plan_graph, plan_turn
-from apps.agents.loop.holdback import CallHoldback, FoundCall, find_call
+from apps.agents.loop.holdback import LOOP_PIECE, LOOP_REPEATS, CallHoldback, FoundCall, find_call, looping
 from apps.agents.loop.layout import RESULT_MAX_CHARS
 from apps.agents.loop.lookups import (
     AnswerLinker,
@@ -74,6 +75,8 @@ from apps.agents.loop.prompt import (
 )
 from apps.agents.loop.schema import first_step_tools, step_schema
 from apps.agents.loop.values import graph_values
+
+logger = logging.getLogger(__name__)
 
 MAX_TOOL_CALLS_PER_TURN = 4
 STEP_MAX_TOKENS = 200
@@ -487,9 +490,16 @@ class PromptedToolsProvider:
         holdback = CallHoldback()
         names = [t.name for t in tools]
         events = self.inner.stream(prompt, [], free, extra_body=dict(self.extra_body))
+        written = ""
         try:
             async for event in events:
                 if isinstance(event, TextDelta):
+                    written += event.text
+                    if looping(written[-LOOP_PIECE[1] * LOOP_REPEATS :]):
+                        logger.warning(
+                            "the answer repeats itself; generation stopped after %d characters", len(written)
+                        )
+                        break
                     shown = holdback.feed(event.text)
                     if shown and linker is not None:
                         shown = linker.feed(shown)

@@ -24,7 +24,7 @@ from apps.agents.llm.base import (
     ToolSpec,
 )
 from apps.agents.llm.openai_compat import OpenAICompatProvider
-from apps.agents.loop.holdback import CallHoldback, find_call
+from apps.agents.loop.holdback import LOOP_REPEATS, CallHoldback, find_call, looping
 from apps.agents.loop.layout import layout_result
 from apps.agents.loop.prompt import prompt_messages
 from apps.agents.loop.provider import PromptedToolsProvider
@@ -317,6 +317,34 @@ async def test_an_answer_after_a_result_streams_as_text(server: LLMTestServer) -
         "The capital is Lisbon ([Portugal](entity:country:PT))."
     )
     assert not [e for e in events if isinstance(e, ToolCall)]
+
+
+async def test_an_answer_that_repeats_itself_is_stopped_and_the_turn_ends(server: LLMTestServer) -> None:
+    """Measured: the offline model wrote `"Drama", ` until its token cap, 121 s for one word."""
+    server.enqueue(Stream(text_chunks('The words are "Drama", ', *['"Drama", '] * 200)))
+
+    events = await run(
+        provider_for(server, look_up=False), after_calls(("hybrid_search", {"query": "Portugal"}))
+    )
+
+    text = "".join(e.text for e in events if isinstance(e, TextDelta))
+    assert text.startswith('The words are "Drama", "Drama"')
+    assert text.count("Drama") <= LOOP_REPEATS + 1
+    assert isinstance(events[-1], Done)
+
+
+@pytest.mark.parametrize(
+    ("text", "loops"),
+    [
+        ('are "Drama", "Drama", "Drama", "Drama", "Drama", "Drama", ', True),
+        ("Lisbon, Lisbon, Lisbon, Lisbon, Lisbon, Lisbon, ", True),
+        ('are "Drama", "Drama", "Drama", "Drama", "Drama", ', False),  # five times: not yet
+        ("| --- | --- | --- | --- | --- | --- | --- |", False),  # a table's row has no words
+        ("Benin, Togo, Niger, Nigeria, Ghana, Mali, Chad, Libya, Sudan, Egypt", False),
+    ],
+)
+def test_looping_is_one_piece_of_words_written_six_times_running(text: str, loops: bool) -> None:
+    assert looping(text) is loops
 
 
 async def test_a_repeated_call_gets_one_more_try_that_must_answer(server: LLMTestServer) -> None:
