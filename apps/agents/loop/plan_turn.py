@@ -266,14 +266,11 @@ def plan_card(arguments: dict[str, Any], result: dict[str, Any], threshold: int 
     if threshold is not None:
         return f"{head}: {count} found: {members_line(found, shown=CARD_SHOWN, threshold=threshold)}."
     shown = ", ".join(_link(e) for e in found[:CARD_SHOWN])
-    if arguments.get("result") == "count":
-        more = f" and {count - CARD_SHOWN} more" if count > CARD_SHOWN else ""
-        return f"{head}: {count} found: {shown}{more}."
+    more = f" and {count - CARD_SHOWN} more" if count > CARD_SHOWN else ""
     # Measured (MetaQA 1-hop, seed 44): from "-HAS_IMDB_RATING-> Rating: 1 found: good" the model
-    # answered "the rating is 1" and "with 1 found: famous"; a list's card names what it reached
-    # right after the type, and says how many only when it shows some of them.
-    more = f" and {count - CARD_SHOWN} more ({count} in all)" if count > CARD_SHOWN else ""
-    return f"{head}: {shown}{more}."
+    # answered "the rating is 1" and "with 1 found: famous". The card names what it reached right
+    # after the type and counts it last, where "how many" still finds it.
+    return f"{head}: {shown}{more} ({count} in all)."
 
 
 # Groups a per-item answer lists (each with all its members); beyond them, how many more there are.
