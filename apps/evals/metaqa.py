@@ -24,7 +24,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from apps.evals.questions import Kind, Question, normalise
+from apps.evals.questions import Kind, Question, cased_words, normalise
 
 DATA = Path(__file__).resolve().parent / "data" / "metaqa"
 KB = DATA / "kb.jsonl.gz"
@@ -75,10 +75,12 @@ def kb_digest() -> str:
 
 @dataclass(frozen=True)
 class Names:
-    """The knowledge base's entity names, normalised: their types, and the longest in words."""
+    """The knowledge base's entity names, normalised: their types, the longest in words, and those
+    the knowledge base writes without a capital letter (its tags, "famous", years)."""
 
     types: dict[str, frozenset[str]]
     longest: int
+    lower: frozenset[str] = frozenset()
 
 
 def kb_names() -> Names:
@@ -89,13 +91,18 @@ def kb_names() -> Names:
 @functools.cache
 def _kb_names(digest: str) -> Names:
     types: dict[str, set[str]] = defaultdict(set)
+    lower: set[str] = set()
     for line in kb_lines():
         record = json.loads(line)
         if record.get("kind") == "entity":
-            types[normalise(record["name"])].add(record["type"])
+            name = normalise(record["name"])
+            types[name].add(record["type"])
+            if not any(c.isupper() for c in record["name"]):
+                lower.add(name)
     return Names(
         types={name: frozenset(t) for name, t in types.items() if name},
         longest=max((len(n.split()) for n in types), default=1),
+        lower=frozenset(lower),
     )
 
 
@@ -196,11 +203,16 @@ def first_answer_entity(question: Question, answer: str) -> str | None:
     """The first name in ``answer`` (normalised) of an entity of the type asked for (the question
     type's last word: "director" a Person, "genre" a Genre), the question's topic left out; at a
     word, the longest such name. "Films directed by Ang Lee: …" does not count "Ang Lee" for a
-    question about Ang Lee; "film" (a tag) does not count for a question about directors."""
+    question about Ang Lee; "film" (a tag) does not count for a question about directors; a name
+    the knowledge base writes with capitals counts only where the answer does too ("the following
+    films: …" does not name the film *Following*)."""
     names = kb_names()
     types = _answer_types(question)
     topic = normalise(question.slots.get("topic", ""))
     words = normalise(answer).split()
+    cased = cased_words(answer)
+    if len(cased) != len(words):
+        cased = []  # folding the case split a word: no case check
     size = len(topic.split())
     i = 0
     while i < len(words):
@@ -209,10 +221,18 @@ def first_answer_entity(question: Question, answer: str) -> str | None:
         # and the shorter names inside it ("Divine" in "Divine Trash") are not.
         for j in range(min(len(words), i + names.longest), i + (size if at_topic else 0), -1):
             candidate = " ".join(words[i:j])
-            if names.types.get(candidate, frozenset()) & types:
+            if names.types.get(candidate, frozenset()) & types and _written_as_named(
+                candidate, cased[i:j], names
+            ):
                 return candidate
         i += size if at_topic else 1
     return None
+
+
+def _written_as_named(candidate: str, written: list[str], names: Names) -> bool:
+    """Whether the answer's words ``written`` can be the entity ``candidate``: the knowledge base
+    writes it in lower case, or the answer gives it a capital letter somewhere."""
+    return not written or candidate in names.lower or any(c.isupper() for word in written for c in word)
 
 
 def without_topic(question: Question, answer: str) -> str:

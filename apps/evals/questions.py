@@ -115,6 +115,17 @@ def normalise(text: str) -> str:
     return " ".join(_NON_WORD.sub(" ", plain.casefold().translate(_APOSTROPHES)).split())
 
 
+def cased_words(text: str) -> list[str]:
+    """``normalise``'s words of ``text`` with their case kept (the same words, one for one, unless
+    folding the case splits a letter, as "ß" into "ss")."""
+    decomposed = unicodedata.normalize("NFKD", text)
+    plain = "".join(ch for ch in decomposed if not unicodedata.combining(ch))
+    return _NON_WORD_CASED.sub(" ", plain.translate(_APOSTROPHES)).split()
+
+
+_NON_WORD_CASED = re.compile(r"[^0-9a-zA-Z]+")
+
+
 def _pattern(template: str) -> re.Pattern[str]:
     seen: set[str] = set()
 

@@ -73,6 +73,20 @@ def test_a_longer_name_the_topic_starts_is_an_answer_and_the_topic_is_not():
     assert metaqa.first_answer_entity(sequel, "Rocky, and Rocky again.") is None
 
 
+def test_a_capitalised_name_is_named_only_where_the_answer_writes_a_capital():
+    """Measured: "Rick Moranis has been tagged with the following films: Ghostbusters, …" scored 0,
+    its first film being *Following* (the knowledge base holds a film of that name)."""
+    tagged = _question("tag_to_movie", "rick moranis", ("Ghostbusters", "Honey, I Shrunk the Kids"))
+    answer = "Rick Moranis has been tagged with the following films: Ghostbusters, Spaceballs."
+    rated = _question("movie_to_imdbrating", "The Lookout", ("good",))
+
+    assert metaqa.first_answer_entity(tagged, answer) == "ghostbusters"
+    assert metaqa.hits_at_1(tagged, answer) == 1.0
+    assert metaqa.first_answer_entity(tagged, "Following, then Ghostbusters.") == "following"
+    # Names the knowledge base writes in lower case (tags, ratings) count as written.
+    assert metaqa.hits_at_1(rated, "The Lookout is considered good.") == 1.0
+
+
 def test_a_gold_name_inside_the_topic_is_not_counted_as_named_by_the_answer():
     votes = _question("movie_to_imdb_votes", "Almost Famous", ("famous",))
     votes = dataclasses.replace(votes, kind="1-hop")
