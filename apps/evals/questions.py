@@ -108,22 +108,23 @@ _APOSTROPHES = str.maketrans("", "", "'’`")
 _NON_WORD = re.compile(r"[^0-9a-z]+")
 
 
+_NON_WORD_CASED = re.compile(r"[^0-9a-zA-Z]+")
+
+
+def _unaccented(text: str) -> str:
+    decomposed = unicodedata.normalize("NFKD", text)
+    return "".join(ch for ch in decomposed if not unicodedata.combining(ch))
+
+
 def normalise(text: str) -> str:
     """Lower case, no accents, no apostrophes, words separated by single spaces."""
-    decomposed = unicodedata.normalize("NFKD", text)
-    plain = "".join(ch for ch in decomposed if not unicodedata.combining(ch))
-    return " ".join(_NON_WORD.sub(" ", plain.casefold().translate(_APOSTROPHES)).split())
+    return " ".join(_NON_WORD.sub(" ", _unaccented(text).casefold().translate(_APOSTROPHES)).split())
 
 
 def cased_words(text: str) -> list[str]:
     """``normalise``'s words of ``text`` with their case kept (the same words, one for one, unless
     folding the case splits a letter, as "ß" into "ss")."""
-    decomposed = unicodedata.normalize("NFKD", text)
-    plain = "".join(ch for ch in decomposed if not unicodedata.combining(ch))
-    return _NON_WORD_CASED.sub(" ", plain.translate(_APOSTROPHES)).split()
-
-
-_NON_WORD_CASED = re.compile(r"[^0-9a-zA-Z]+")
+    return _NON_WORD_CASED.sub(" ", _unaccented(text).translate(_APOSTROPHES)).split()
 
 
 def _pattern(template: str) -> re.Pattern[str]:

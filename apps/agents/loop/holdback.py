@@ -1,4 +1,5 @@
-"""Finding a tool call in free text, and holding back what may be one while the text streams."""
+"""Finding a tool call in free text, holding back what may be one while the text streams, and
+telling when the text has started to repeat itself."""
 
 from __future__ import annotations
 
@@ -73,8 +74,7 @@ class CallHoldback:
         return self._holding
 
 
-# --- what the model reads ---
-
+# --- an answer that repeats itself ---
 
 # A piece of text written this many times running, back to back, ends the generation (``looping``).
 LOOP_REPEATS = 6
