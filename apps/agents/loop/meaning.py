@@ -207,7 +207,7 @@ class _Values:
     center: np.ndarray
 
 
-def distinct_values(values: Mapping[str, Sequence[str]]) -> dict[str, list[str]]:
+def _distinct(values: Mapping[str, Sequence[str]]) -> dict[str, list[str]]:
     """Each relationship's value names that no other relationship's share (case aside): "comedy" is
     a genre and a tag, and tells neither; a relationship left with none keeps its own."""
     seen = Counter(n for names in values.values() for n in {v.casefold() for v in names})
@@ -231,7 +231,7 @@ class _ValueSets:
     def _build(self, values: Mapping[str, Sequence[str]]) -> _Values | None:
         owners: list[str] = []
         rows: list[np.ndarray] = []
-        for rel, names in sorted(distinct_values(values).items()):
+        for rel, names in sorted(_distinct(values).items()):
             for name in names:
                 vector = _MEANINGS.vector(name)
                 if vector is None:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -17,7 +16,6 @@ from typing import Any
 
 from apps.agents.loop.meaning import (
     GLUE,
-    distinct_values,
     relationship_by_meaning,
     relationship_by_values,
     similarities,
@@ -192,56 +190,14 @@ def plan_schema(
     }
 
 
-# Names shown after a relationship's line, and the longest shown.
-EXAMPLES_PER_RELATIONSHIP = 4
-EXAMPLE_MAX_CHARS = 40
-_EXAMPLE_NAME = re.compile(rf"[^\x00-\x1f();]{{3,{EXAMPLE_MAX_CHARS}}}")
+def graph_lines(relationships: Sequence[Relationship]) -> str:
+    """This graph's relationships, one a line, for the system prompt."""
+    return "\n".join(f"- {r.source} -{r.type}-> {r.target}" for r in relationships)
 
 
-def relationship_examples(
-    relationships: Sequence[Relationship], values: Mapping[str, Sequence[str]] | None
-) -> dict[str, tuple[str, ...]]:
-    """A few names of what each relationship type reaches, for its line in the system prompt: the
-    most reached that no other type reaches (``meaning.distinct_values``: "comedy" is a genre and a
-    tag, and tells neither), of 3-40 characters on one line; none for a type the graph has between
-    more than one pair of types (its names would be of either).
-
-    Measured (docs/evals.md, session 18): MetaQA's listing says "Movie -HAS_TAGS-> Tag", and the
-    model planned "which words describe film X" along IN_LANGUAGE and "what sort of film is X"
-    along DIRECTED_BY; with "(e.g. Western, Romance, Mystery, Sport)" after HAS_GENRE and four tags
-    after HAS_TAGS, 11 of 24 plans the words alone did not decide named the relationship asked
-    for, against 6."""
-    if not values:
-        return {}
-    lines = Counter(r.type for r in relationships)
-    found: dict[str, tuple[str, ...]] = {}
-    for rel, names in distinct_values(values).items():
-        if lines[rel] == 1:
-            shown = [n.strip() for n in names if _EXAMPLE_NAME.fullmatch(n.strip())]
-            if shown:
-                found[rel] = tuple(shown[:EXAMPLES_PER_RELATIONSHIP])
-    return found
-
-
-def graph_lines(
-    relationships: Sequence[Relationship], examples: Mapping[str, Sequence[str]] | None = None
-) -> str:
-    """This graph's relationships, one a line, each with a few names it reaches, for the system prompt."""
-    shown = examples or {}
-    return "\n".join(
-        f"- {r.source} -{r.type}-> {r.target}"
-        + (f" (e.g. {', '.join(shown[r.type])})" if shown.get(r.type) else "")
-        for r in relationships
-    )
-
-
-def plan_system_part(
-    relationships: Sequence[Relationship], values: Mapping[str, Sequence[str]] | None = None
-) -> str:
-    """What the system prompt says about plans: the graph's relationships (with a few of the names
-    each reaches, from ``values``), the rules and the examples."""
-    listing = graph_lines(relationships, relationship_examples(relationships, values))
-    return f"This graph's relationships (source type -TYPE-> target type):\n{listing}\n{PLAN_RULES}"
+def plan_system_part(relationships: Sequence[Relationship]) -> str:
+    """What the system prompt says about plans: the graph's relationships, the rules and the examples."""
+    return f"This graph's relationships (source type -TYPE-> target type):\n{graph_lines(relationships)}\n{PLAN_RULES}"
 
 
 _GLUE = GLUE

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from apps.agents.llm.base import ChatMessage, ToolSpec
@@ -75,12 +75,8 @@ def _strategy(tools: Sequence[ToolSpec]) -> str:
     return "\n" + "\n".join(lines) if lines else ""
 
 
-def system_prompt(
-    instructions: str, tools: Sequence[ToolSpec], values: Mapping[str, Sequence[str]] | None = None
-) -> str:
-    """The agent's instructions, the tools and the rules: the same for every step of every turn.
-    ``values``: a few names each relationship type reaches (``values.graph_values``), shown beside
-    the graph's relationships."""
+def system_prompt(instructions: str, tools: Sequence[ToolSpec]) -> str:
+    """The agent's instructions, the tools and the rules: the same for every step of every turn."""
     parts = [instructions.strip()] if instructions.strip() else []
     if tools:
         listing = "\n".join(_signature(t) for t in tools)
@@ -97,7 +93,7 @@ def system_prompt(
     relationships = plan_graph.graph_relationships(path) if path is not None else []
     if relationships:
         # In every step's prompt, so the server's prompt cache reads it once for all of them.
-        parts.append(plan_system_part(relationships, values))
+        parts.append(plan_system_part(relationships))
     # Plain chat offers no tools and puts the retrieved facts into the instructions instead.
     if tools:
         use, cite, found = "facts from the tool results", "the link the results give it", "the results"
@@ -365,15 +361,13 @@ def prompt_messages(
     answer_now: bool = False,
     result_limit: int = RESULT_MAX_CHARS,
     lookups: TurnLookups | None = None,
-    values: Mapping[str, Sequence[str]] | None = None,
 ) -> list[ChatMessage]:
     """The conversation as the small model reads it: plain roles, calls as JSON, results laid out.
 
-    ``lookups``: this turn's ``turn_lookups`` when the caller read them already; ``values``: the
-    graph's relationship values for the system prompt (``system_prompt``).
+    ``lookups``: this turn's ``turn_lookups`` when the caller read them already.
     """
     instructions = "\n".join(m.content for m in messages if m.role == "system")
-    out = [ChatMessage(role="system", content=system_prompt(instructions, tools, values))]
+    out = [ChatMessage(role="system", content=system_prompt(instructions, tools))]
     start = this_turn_start(messages)
     earlier = [
         ChatMessage(role=m.role, content=clip(_unlinked(m.content), MESSAGE_MAX_CHARS))

@@ -74,7 +74,7 @@ from apps.agents.loop.prompt import (
     turn_calls,
 )
 from apps.agents.loop.schema import first_step_tools, step_schema
-from apps.agents.loop.values import Values, graph_values
+from apps.agents.loop.values import graph_values
 
 logger = logging.getLogger(__name__)
 
@@ -192,18 +192,15 @@ class PromptedToolsProvider:
         usage = Usage()
         if not self.plan_paths:
             tools = _without_path_tool(tools)
-        # The graph's relationship values, shown in every step's system prompt (one prompt for all
-        # steps, so the server's prompt cache holds it): read once per graph version.
-        values = await graph_values() if tools and self.plan_paths and plan_graph.path_tool(tools) else {}
         if tools and self.plan_paths and (move := path_move(messages, tools)) is not None:
-            async for event in self._path(move, messages, tools, config, usage, values):
+            async for event in self._path(move, messages, tools, config, usage):
                 yield event
             return
         # With a path tool the loop's own look-up of names comes first: only the model's calls count.
         made = model_calls(messages) if plan_graph.path_tool(tools) else turn_calls(messages)
         if tools and not made:
             # No plan this turn (or none the model could write): the forced search of the earlier recipe.
-            async for event in self._forced(messages, tools, config, usage, values):
+            async for event in self._forced(messages, tools, config, usage):
                 yield event
             return
         turn = messages[this_turn_start(messages) + 1 :]
@@ -223,7 +220,7 @@ class PromptedToolsProvider:
             )
             yield Done(usage=usage, finish_reason="tool_calls")
             return
-        async for event in self._free_step(messages, tools, config, usage, made, lookups, values):
+        async for event in self._free_step(messages, tools, config, usage, made, lookups):
             yield event
 
     async def _free_step(
@@ -234,7 +231,6 @@ class PromptedToolsProvider:
         usage: Usage,
         made: list[tuple[str, dict[str, Any]]],
         lookups: TurnLookups | None,
-        values: Values,
     ) -> AsyncIterator[StreamEvent]:
         """A free-text step: the answer, or one more call while the cap and the look-ups allow it."""
         looked_up = self.look_up and lookups is not None and bool(lookups.cards)
@@ -245,7 +241,6 @@ class PromptedToolsProvider:
             answer_now=bool(tools) and not may_call,
             result_limit=self.result_limit,
             lookups=lookups,
-            values=values,
         )
         # After the loop's look-ups the model answers: the entities it names from the cards get links.
         linker = AnswerLinker(card_entities(lookups)) if looked_up and lookups is not None else None
@@ -262,9 +257,7 @@ class PromptedToolsProvider:
                 return
         if found is not None and (found.name, found.arguments) in made:
             # The same call again would only fetch the same result: ask once more for the answer.
-            prompt = prompt_messages(
-                messages, tools, answer_now=True, result_limit=self.result_limit, values=values
-            )
+            prompt = prompt_messages(messages, tools, answer_now=True, result_limit=self.result_limit)
             found = None
             async for item in self._free(prompt, [], config, usage):
                 if isinstance(item, FoundCall):
@@ -289,7 +282,6 @@ class PromptedToolsProvider:
         tools: list[ToolSpec],
         config: GenerationConfig,
         usage: Usage,
-        values: Values,
     ) -> AsyncIterator[StreamEvent]:
         """One step of a planned turn: a look-up, the forced plan, or the answer from the plan's cards."""
         if isinstance(move, plan_turn.LookUp):
@@ -299,7 +291,7 @@ class PromptedToolsProvider:
             yield Done(usage=usage, finish_reason="tool_calls")
             return
         if isinstance(move, plan_turn.MakePlan):
-            async for event in self._planned_calls(move, messages, tools, config, usage, values):
+            async for event in self._planned_calls(move, messages, tools, config, usage):
                 yield event
             return
         if move.written:
@@ -332,11 +324,10 @@ class PromptedToolsProvider:
         tools: list[ToolSpec],
         config: GenerationConfig,
         usage: Usage,
-        values: Values,
     ) -> AsyncIterator[StreamEvent]:
         """The plan's ``query_paths`` calls, or the earlier recipe's forced search when no plan fits."""
         candidates: list[dict[str, Any]] = []
-        async for item in self._plan(move, messages, tools, config, usage, values):
+        async for item in self._plan(move, messages, tools, config, usage):
             if isinstance(item, list):
                 candidates = item
             else:
@@ -350,7 +341,7 @@ class PromptedToolsProvider:
                 yield ToolCall(id=_call_id(), name=tool.name, arguments=arguments)
             yield Done(usage=usage, finish_reason="tool_calls")
             return
-        async for event in self._forced(messages, tools, config, usage, values):
+        async for event in self._forced(messages, tools, config, usage):
             yield event
 
     async def _plan(
@@ -360,14 +351,13 @@ class PromptedToolsProvider:
         tools: list[ToolSpec],
         config: GenerationConfig,
         usage: Usage,
-        values: Values,
     ) -> AsyncIterator[StreamEvent | list[dict[str, Any]]]:
         """The forced plan step, in two requests under JSON Schemas: the answer's shape, then the plan
         for that shape. Measured: asked together, the model almost never chose "each" or "largest";
         asked alone (12 tokens at most, the same cached prompt before it) it chose them. Yields the
         ``query_paths`` arguments of the typed paths that fit best (nothing when none fits); an error
         event ends the turn."""
-        system = prompt_messages(messages, tools, result_limit=self.result_limit, values=values)[0]
+        system = prompt_messages(messages, tools, result_limit=self.result_limit)[0]
         allowed = plan.allowed_shapes(move.named, move.question)
         chosen: dict[str, Any] | None = {"answer": allowed[0]} if len(allowed) == 1 else None
         if chosen is None:
@@ -404,7 +394,7 @@ class PromptedToolsProvider:
                 move.relationships,
                 hinted=move.hinted,
                 question=move.question,
-                values=values,
+                values=await graph_values(),
             )
             if candidates:
                 yield candidates
@@ -427,12 +417,7 @@ class PromptedToolsProvider:
             yield found
 
     async def _forced(
-        self,
-        messages: list[ChatMessage],
-        tools: list[ToolSpec],
-        config: GenerationConfig,
-        usage: Usage,
-        values: Values,
+        self, messages: list[ChatMessage], tools: list[ToolSpec], config: GenerationConfig, usage: Usage
     ) -> AsyncIterator[StreamEvent]:
         """The forced search of the earlier recipe: a call of any tool but the path tool.
 
@@ -441,7 +426,7 @@ class PromptedToolsProvider:
         path tool, no plan rules), the server's prompt cache kept that prompt in place of the
         planning one, and read ~2,000 tokens anew (50-60 s) at the recipe's answer or at the next
         question's plan."""
-        prompt = prompt_messages(messages, tools, result_limit=self.result_limit, values=values)
+        prompt = prompt_messages(messages, tools, result_limit=self.result_limit)
         callable_tools = _without_path_tool(tools)
         schema = step_schema(first_step_tools(callable_tools))
         text, error = await self._constrained(prompt, "tool_call", schema, STEP_MAX_TOKENS, config, usage)

@@ -216,7 +216,7 @@ def test_words_near_no_relationships_values_name_none():
 
 
 def test_a_value_two_relationships_reach_tells_neither_and_is_left_out():
-    distinct = meaning.distinct_values(
+    distinct = meaning._distinct(
         {"HAS_GENRE": ("Drama", "Sport"), "HAS_TAGS": ("drama", "remake"), "X": ("drama",)}
     )
     assert distinct == {"HAS_GENRE": ["Sport"], "HAS_TAGS": ["remake"], "X": ["drama"]}
