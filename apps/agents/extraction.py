@@ -24,6 +24,8 @@ import re
 import time
 from typing import Any
 
+from django.conf import settings
+
 from apps.agents.llm.base import (
     ChatMessage,
     Done,
@@ -255,32 +257,67 @@ def _run(coroutine: Any) -> Any:
 
 
 def extraction_step(*, provider: Provider | None = None) -> int:
-    """Extract one waiting passage; return 1 if one was claimed, 0 when none waits."""
-    passage = extraction_claim()
-    if passage is None:
+    """Extract the waiting passages, up to ``KGCHAT_EXTRACTION_CONCURRENCY`` of them, asking the model
+    about them at once; return how many were claimed (0 when none waits).
+
+    Claims, stores and failures are this thread's database work, one passage after another; only
+    the model calls overlap. Measured (docs/evals.md, session 18): the offline default's server
+    answered two passages together in 125 s against 250 s one after the other (5.9 → 12.5 tokens/s
+    on 2 cores); four together gained nothing more."""
+    claimed: list[ClaimedPassage] = []
+    for _ in range(max(1, settings.KGCHAT_EXTRACTION_CONCURRENCY)):
+        passage = extraction_claim()
+        if passage is None:
+            break
+        claimed.append(passage)
+    if not claimed:
         return 0
-    spec = extraction_spec(project_id=passage.project_id)
-    try:
-        llm = provider or resolve_model(passage.model)
-        cap = answer_token_cap(passage.text)
-        output = _run(extraction_ask(llm, extraction_prompt(passage, spec), spec, cap))
-    except LLMError as exc:
-        state = extraction_fail(passage_id=passage.id, error=str(exc), attempt=passage.attempt)
-        log.warning(
-            "extraction of passage %s failed (attempt %d, now %s): %s",
-            passage.id,
-            passage.attempt,
-            state,
-            exc,
+    asks: list[tuple[ClaimedPassage, ExtractionSpec, Any]] = []
+    for passage in claimed:
+        spec = extraction_spec(project_id=passage.project_id)
+        try:
+            llm = provider or resolve_model(passage.model)
+        except LLMError as exc:
+            _failed(passage, exc)
+            continue
+        asks.append(
+            (
+                passage,
+                spec,
+                extraction_ask(llm, extraction_prompt(passage, spec), spec, answer_token_cap(passage.text)),
+            )
         )
-        return 1
-    extraction_store(passage_id=passage.id, output=extraction_output_clean(output, spec, text=passage.text))
-    return 1
+    outcomes = _run(_together([ask for _, _, ask in asks])) if asks else []
+    unexpected: BaseException | None = None
+    for (passage, spec, _), outcome in zip(asks, outcomes, strict=True):
+        if isinstance(outcome, LLMError):
+            _failed(passage, outcome)
+        elif isinstance(outcome, BaseException):
+            unexpected = unexpected or outcome  # its passage's lease lapses and it is tried again
+        else:
+            extraction_store(
+                passage_id=passage.id, output=extraction_output_clean(outcome, spec, text=passage.text)
+            )
+    if unexpected is not None:
+        raise unexpected
+    return len(claimed)
+
+
+async def _together(asks: list[Any]) -> list[Any]:
+    """Each ask's answer or the exception it raised, in order."""
+    return list(await asyncio.gather(*asks, return_exceptions=True))
+
+
+def _failed(passage: ClaimedPassage, exc: LLMError) -> None:
+    state = extraction_fail(passage_id=passage.id, error=str(exc), attempt=passage.attempt)
+    log.warning(
+        "extraction of passage %s failed (attempt %d, now %s): %s", passage.id, passage.attempt, state, exc
+    )
 
 
 def extraction_run_until_idle(*, provider: Provider | None = None, limit: int = 100_000) -> int:
     """Extract waiting passages until none waits now (a passage in backoff waits); return how many."""
     done = 0
-    while done < limit and extraction_step(provider=provider):
-        done += 1
+    while done < limit and (extracted := extraction_step(provider=provider)):
+        done += extracted
     return done

@@ -5,6 +5,7 @@ paragraph re-extracts only its passage; a deleted document stops its job; a rest
 
 from __future__ import annotations
 
+import asyncio
 import re
 from typing import Any
 
@@ -303,13 +304,70 @@ def test_a_deleted_document_stops_its_job(project, owner_client):
     document = document_upload(project=project, name="atlas.md", data=TEXT.encode()).document
     start(owner_client, project, document)
     model = perfect_extractor()
-    extraction_step(provider=model)
+    first = extraction_step(provider=model)
 
     Document.objects.filter(id=document.id).delete()
     more = extraction_run_until_idle(provider=model)
 
-    assert more == 0 and len(model.calls) == 1
+    assert first < 3 and more == 0 and len(model.calls) == first
     assert not ChangeSet.objects.exists() and not Passage.objects.exists()
+
+
+class Overlapping:
+    """``inner``, counting the calls open at once (each waits a moment before it answers)."""
+
+    name = "scripted"
+
+    def __init__(self, inner: ScriptedProvider) -> None:
+        self.inner = inner
+        self.open = self.most = 0
+
+    def stream(self, messages: list[Any], tools: list[Any], config: Any) -> Any:
+        return self._stream(messages, tools, config)
+
+    async def _stream(self, messages: list[Any], tools: list[Any], config: Any) -> Any:
+        self.open += 1
+        self.most = max(self.most, self.open)
+        try:
+            await asyncio.sleep(0.05)
+            async for event in self.inner.stream(messages, tools, config):
+                yield event
+        finally:  # the caller stops reading at Done
+            self.open -= 1
+
+
+def test_the_worker_asks_the_model_about_two_passages_at_once(project, owner_client, settings):
+    settings.KGCHAT_EXTRACTION_CONCURRENCY = 2  # the default, said here
+    document = document_upload(project=project, name="atlas.md", data=TEXT.encode()).document
+    start(owner_client, project, document)
+    model = Overlapping(perfect_extractor())
+
+    steps = [
+        extraction_step(provider=model),
+        extraction_step(provider=model),
+        extraction_step(provider=model),
+    ]
+
+    assert steps == [2, 1, 0] and model.most == 2
+    assert sorted(passage_of(c.messages) for c in model.inner.calls) == sorted([P1, P2, P3])
+    assert set(Passage.objects.values_list("extraction_state", flat=True)) == {"done"}
+    assert ChangeSet.objects.get(document=document).status == "review"
+
+
+def test_one_failing_passage_of_those_asked_together_leaves_the_other_stored(project, owner_client):
+    document = document_upload(project=project, name="atlas.md", data=TEXT.encode()).document
+    start(owner_client, project, document)
+
+    def respond(messages: list[Any], tools: list[Any]) -> list[Any]:
+        if passage_of(messages) == P1:
+            return error("model overloaded", status=503)
+        return [ToolCall(id="x", name=TOOL_NAME, arguments=TRUTH[passage_of(messages)])]
+
+    extraction_step(provider=ScriptedProvider(responder=respond))
+
+    states = {text.strip(): state for text, state in Passage.objects.values_list("text", "extraction_state")}
+    assert states[P1] == "pending"  # retried after its backoff
+    assert "done" in {states[P2], states[P3]}
 
 
 def test_a_restarted_worker_resumes_a_passage_whose_claim_lapsed(project, owner_client):
@@ -466,7 +524,7 @@ def test_an_owner_s_upload_is_applied_at_once_when_the_project_says_so(project):
     }
 
 
-def test_the_command_extracts_passage_by_passage_showing_its_progress(project, settings):
+def test_the_command_extracts_the_passages_showing_its_progress(project, settings):
     import io
 
     from django.core.management import call_command
@@ -483,11 +541,8 @@ def test_the_command_extracts_passage_by_passage_showing_its_progress(project, s
         unregister_script("perfect-extractor")
 
     lines = out.getvalue().splitlines()
-    assert lines[:3] == [
-        "atlas.md: 1/3 passages (0 failed)",
-        "atlas.md: 2/3 passages (0 failed)",
-        "atlas.md: 3/3 passages (0 failed)",
-    ]
+    # Two passages at a time (KGCHAT_EXTRACTION_CONCURRENCY's default), then the last.
+    assert lines[:2] == ["atlas.md: 2/3 passages (0 failed)", "atlas.md: 3/3 passages (0 failed)"]
     assert " review; passages 3 done, 0 failed, 0 waiting; 8 items" in lines[-1]
 
 

@@ -17,7 +17,11 @@ class Command(BaseCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("document", help="the document's id or name")
         parser.add_argument("--project", required=True, help="project slug or id")
-        parser.add_argument("--run", action="store_true", help="ask the model here, passage by passage")
+        parser.add_argument(
+            "--run",
+            action="store_true",
+            help="ask the model here, a few passages at a time (KGCHAT_EXTRACTION_CONCURRENCY)",
+        )
 
     def handle(self, *args: object, document: str, project: str, run: bool, **options: object) -> None:
         try:
