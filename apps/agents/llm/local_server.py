@@ -14,14 +14,14 @@ So every request but ``/health`` must carry the key of ``--api-key-file`` (``Aut
 that kgchat's local provider reads too. The key is read from a file, never taken on the command
 line, which every local user can read (``ps``).
 
-Two slots (``n_parallel=2``) sharing one KV cache of ``--ctx`` tokens (``kv_unified``: either may
-use all of it): a slot keeps its previous prompt's cache, so a turn's system prompt and tool list,
-which stay the same from step to step and from turn to turn, are read once (``cache_prompt``), and
-the server puts a request in the slot whose cached prompt it shares most. Two requests at once are
-decoded together, in about the time of one: measured on 2 cores (docs/evals.md, session 18), four
-extraction answers took 250 s one after another and 125 s two at a time (5.9 → 12.5 tokens/s);
-four at a time gained nothing more (11.7 tokens/s). A chat turn and the extraction worker, or two
-chat turns, no longer wait for each other, nor take each other's cached prompt.
+Two slots (``n_parallel=2``) sharing one KV cache of ``--ctx`` tokens (``kv_unified``: a slot may use
+what the other leaves): a slot keeps its previous prompt's cache, so a turn's system prompt and tool
+list, which stay the same from step to step and from turn to turn, are read once (``cache_prompt``),
+and the server puts a request in the slot whose cached prompt it shares most. Two requests at once
+are decoded together, in about the time of one (measured on 2 cores, docs/evals.md, session 18: 5.9
+generated tokens/s one request at a time, 12.5 two at a time, 11.7 four at a time on four slots).
+The extraction worker asks two at a time (``KGCHAT_EXTRACTION_CONCURRENCY``), so while it works it
+holds both slots, and a chat turn waits for one of its answers, as it waited for the one before.
 """
 
 from __future__ import annotations
