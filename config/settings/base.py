@@ -156,7 +156,8 @@ KGCHAT_IMPORT_MAX_BYTES = env_int("KGCHAT_IMPORT_MAX_BYTES", 50 * 1024 * 1024)
 # Uploaded documents (apps/graph_tools/documents): the largest file, and the most pages of a PDF.
 KGCHAT_DOCUMENT_MAX_BYTES = env_int("KGCHAT_DOCUMENT_MAX_BYTES", 20 * 1024 * 1024)
 KGCHAT_DOCUMENT_MAX_PAGES = env_int("KGCHAT_DOCUMENT_MAX_PAGES", 500)
-# Passages the background worker asks the model about at once (issue #26; ``local_server``: two slots).
+# Passages the background worker asks the model about at once (issue #26; ``local_server``: three slots,
+# two for this and one for chat).
 KGCHAT_EXTRACTION_CONCURRENCY = env_int("KGCHAT_EXTRACTION_CONCURRENCY", 2)
 # Largest tool result (JSON characters) sent to the model; longer lists are halved until it fits.
 KGCHAT_TOOL_RESULT_MAX_CHARS = env_int("KGCHAT_TOOL_RESULT_MAX_CHARS", 40_000)

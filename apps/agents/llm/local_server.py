@@ -14,14 +14,15 @@ So every request but ``/health`` must carry the key of ``--api-key-file`` (``Aut
 that kgchat's local provider reads too. The key is read from a file, never taken on the command
 line, which every local user can read (``ps``).
 
-Two slots (``n_parallel=2``) sharing one KV cache of ``--ctx`` tokens (``kv_unified``: a slot may use
-what the other leaves): a slot keeps its previous prompt's cache, so a turn's system prompt and tool
-list, which stay the same from step to step and from turn to turn, are read once (``cache_prompt``),
-and the server puts a request in the slot whose cached prompt it shares most. Two requests at once
-are decoded together, in about the time of one (measured on 2 cores, docs/evals.md, session 18: 5.9
-generated tokens/s one request at a time, 12.5 two at a time, 11.7 four at a time on four slots).
-The extraction worker asks two at a time (``KGCHAT_EXTRACTION_CONCURRENCY``), so while it works it
-holds both slots, and a chat turn waits for one of its answers, as it waited for the one before.
+Three slots (``n_parallel=3``) sharing one KV cache of ``--ctx`` tokens (``kv_unified``: a slot may
+use what the others leave): a slot keeps its previous prompt's cache, so a turn's system prompt and
+tool list, which stay the same from step to step and from turn to turn, are read once
+(``cache_prompt``), and the server puts a request in the idle slot whose cached prompt it shares
+most. Requests at once are decoded together (measured on 2 cores, docs/evals.md, session 18: 5.9
+generated tokens/s one request at a time, 12.5 two at a time, 11.7 four at a time). The extraction
+worker asks two at a time (``KGCHAT_EXTRACTION_CONCURRENCY``) and the third slot keeps a chat
+turn's prompt: beside the worker, with two slots, two turns of five lost their cached system prompt
+to an extraction prompt and took 66-79 s; with three, 12-18 s (alone 12-16 s).
 """
 
 from __future__ import annotations
@@ -78,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=8012)
     parser.add_argument("--ctx", type=int, default=8192, help="context window in tokens")
     parser.add_argument("--max-tokens", type=int, default=1024, help="longest answer in tokens")
-    parser.add_argument("--parallel", type=int, default=2, help="requests decoded together (slots)")
+    parser.add_argument("--parallel", type=int, default=3, help="requests decoded together (slots)")
     parser.add_argument("--threads", type=int, default=0, help="CPU threads (0: half the cores)")
     parser.add_argument(
         "--batch-threads", type=int, default=0, help="CPU threads reading prompts (0: all the cores)"
