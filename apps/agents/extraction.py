@@ -272,14 +272,18 @@ def extraction_step(*, provider: Provider | None = None) -> int:
         claimed.append(passage)
     if not claimed:
         return 0
+    specs: dict[Any, ExtractionSpec] = {}  # one read per project, not per passage
     asked: list[tuple[ClaimedPassage, ExtractionSpec, Provider]] = []
     for passage in claimed:
-        spec = extraction_spec(project_id=passage.project_id)
+        if passage.project_id not in specs:
+            specs[passage.project_id] = extraction_spec(project_id=passage.project_id)
         try:
-            asked.append((passage, spec, provider or resolve_model(passage.model)))
+            asked.append((passage, specs[passage.project_id], provider or resolve_model(passage.model)))
         except LLMError as exc:
             _failed(passage, exc)
     outcomes = _run(_together(asked)) if asked else []
+    # Every answer is stored even when another passage's call or store failed unexpectedly; that
+    # passage's lease lapses and it is tried again, and the first such error ends the step.
     unexpected: Exception | None = None
     for (passage, spec, _), outcome in zip(asked, outcomes, strict=True):
         try:
@@ -291,9 +295,7 @@ def extraction_step(*, provider: Provider | None = None) -> int:
                 extraction_store(
                     passage_id=passage.id, output=extraction_output_clean(outcome, spec, text=passage.text)
                 )
-        except (
-            Exception
-        ) as exc:  # the others are still stored; this passage's lease lapses, it is tried again
+        except Exception as exc:
             log.exception("extraction of passage %s failed unexpectedly", passage.id)
             unexpected = unexpected or exc
     if unexpected is not None:

@@ -373,6 +373,26 @@ def test_one_failing_passage_of_those_asked_together_leaves_the_other_stored(pro
     assert ("done", "") in {states[P2], states[P3]}
 
 
+def test_a_passage_whose_call_breaks_unexpectedly_leaves_the_other_stored_and_ends_the_step(
+    project, owner_client, settings
+):
+    settings.KGCHAT_EXTRACTION_CONCURRENCY = 2
+    document = document_upload(project=project, name="atlas.md", data=TEXT.encode()).document
+    start(owner_client, project, document)
+
+    def respond(messages: list[Any], tools: list[Any]) -> list[Any]:
+        if passage_of(messages) == P1:
+            raise RuntimeError("a bug, not the model")
+        return [ToolCall(id="x", name=TOOL_NAME, arguments=TRUTH[passage_of(messages)])]
+
+    with pytest.raises(RuntimeError, match="a bug"):
+        extraction_step(provider=ScriptedProvider(responder=respond))
+
+    states = {text.strip(): state for text, state in Passage.objects.values_list("text", "extraction_state")}
+    assert states[P1] == "pending"  # its lease lapses, and it is tried again
+    assert "done" in {states[P2], states[P3]}
+
+
 def test_a_restarted_worker_resumes_a_passage_whose_claim_lapsed(project, owner_client):
     document = document_upload(project=project, name="atlas.md", data=TEXT.encode()).document
     start(owner_client, project, document)
