@@ -76,24 +76,50 @@ _QUESTION_WORDS = frozenset(
 )
 
 
-def grammar_shapes(question: str) -> tuple[str, ...]:
-    """The answer shapes the question's grammar allows. A question that opens with an auxiliary and
-    asks no question word ("Is Polokwane the capital of South Africa?", "does A border B") is
-    answered yes or no, and only such a question (or one that asks "whether") is: measured, the
-    model chose "list" for "Is Polokwane the capital of South Africa" and "yes/no" for questions
-    that ask which. "Can you …"/"Do you know …" ask for the thing itself, not yes or no."""
-    words = _words(question)
+def grammar_shapes(question: str, names: Sequence[str] = ()) -> tuple[str, ...]:
+    """The answer shapes the question's grammar allows, read from its words outside ``names`` (the
+    entities it names: "How Much Do You Love Me" is a film).
+
+    - A question that opens with an auxiliary and asks no question word ("Is Polokwane the capital
+      of South Africa?", "does A border B") is answered yes or no, and only such a question (or one
+      that asks "whether") is: measured, the model chose "list" for "Is Polokwane the capital of
+      South Africa" and "yes/no" for questions that ask which. "Can you …"/"Do you know …" ask for
+      the thing itself, not yes or no.
+    - One that offers a choice with "or" and a comparative asks which is first by a number, even
+      after an auxiliary: measured, "Does Morogoro or Mixco have the larger population?" was
+      answered yes or no ("No: the graph does not link them that way").
+    - "How many" asks for a count (of each item's, with "each"): measured, "In how many countries
+      is the Norwegian Krone the currency?" was shaped "list" in three questions of four, and
+      answered with the countries and no number.
+    - Only a question that asks something of each item (``_per_item_words``) is shaped "each":
+      measured, the follow-up "What about its continent?" was shaped "each" and answered with the
+      capital the turn before had named."""
+    words = _words_outside(question, names)
     if "whether" in words:
         return ("yes/no",)
+    if "or" in words and (compared := _comparative(words)):
+        return (compared,)
     asks = any(w in _QUESTION_WORDS for w in words)
     polite = len(words) > 1 and words[1] == "you"
     if words and words[0] in _AUXILIARIES and not asks and not polite:
         return ("yes/no",)
+    if ("how", "many") in itertools.pairwise(words):
+        return ("count", "each") if "each" in words or "every" in words else ("count",)
     if _per_item_words(words):
         return ("each",)
-    if "or" in words and (compared := _comparative(words)):
-        return (compared,)
-    return tuple(s for s in SHAPES if s != "yes/no")
+    return tuple(s for s in SHAPES if s not in ("yes/no", "each"))
+
+
+def _words_outside(question: str, names: Sequence[str]) -> list[str]:
+    """The question's words without those of the names it holds (longest names first)."""
+    words = _words(question)
+    for name in sorted({n for n in names if n}, key=len, reverse=True):
+        named = _words(name)
+        at = _name_at(words, named)
+        while named and at is not None:
+            words = [*words[:at], *words[at + len(named) :]]
+            at = _name_at(words, named)
+    return words
 
 
 # Comparatives that ask which of two or more is first by a number ("Which is larger, A or B?").
@@ -115,13 +141,57 @@ def _comparative(words: Sequence[str]) -> str | None:
     return None
 
 
+# Superlatives, and words that ask for the first or last by a number, besides the comparatives.
+_RANKING = frozenset(
+    {
+        "largest",
+        "biggest",
+        "most",
+        "greatest",
+        "highest",
+        "longest",
+        "tallest",
+        "oldest",
+        "heaviest",
+        "richest",
+        "smallest",
+        "least",
+        "fewest",
+        "lowest",
+        "shortest",
+        "youngest",
+        "lightest",
+        "poorest",
+        "maximum",
+        "minimum",
+        "populous",
+        "top",
+        "rank",
+        "ranked",
+        "compare",
+        "compared",
+    }
+)
+
+
+def _ranking_words(words: Sequence[str]) -> bool:
+    """Whether the question's words ask for an order by a number: a comparative or a superlative
+    ("larger", "the most inhabitants"). Measured: "What is the capital of Cambodia?" was shaped
+    "smallest" by population and answered "Phnom Penh is the smallest by population"; "and what is
+    its capital?" the same."""
+    return any(w in _MORE or w in _LESS or w in _RANKING for w in words)
+
+
 def _per_item_words(words: Sequence[str]) -> bool:
     """Whether the question asks something of each item ("what currency does each use", "for every
-    neighbour", "the neighbours with their capitals"). Measured: "List the neighbours of Liberia
+    neighbour", "the neighbours with their capitals", "Ghana's neighbours and their currencies"). Measured: "List the neighbours of Liberia
     with their capitals" was shaped "list", and answered with the capitals alone."""
     if "each" in words or "every" in words:
         return "how" not in words
-    return any(a == "with" and b in _POSSESSIVES for a, b in itertools.pairwise(words))
+    return any(
+        (a == "with" and b in _POSSESSIVES) or (a, b) == ("and", "their")
+        for a, b in itertools.pairwise(words)
+    )
 
 
 _POSSESSIVES = frozenset({"their", "its", "his", "her"})
@@ -141,8 +211,10 @@ def shape_schema(named: Sequence[Mention], question: str = "") -> dict[str, Any]
 def allowed_shapes(named: Sequence[Mention], question: str = "") -> list[str]:
     """The shapes the plan may take: the grammar's (``grammar_shapes``), comparisons only with numbers."""
     numbers = any(m.numbers for m in named)
-    shapes = grammar_shapes(question) if question else SHAPES
-    allowed = [s for s in shapes if numbers or s not in ("largest", "smallest")]
+    names = [m.name for m in named]
+    shapes = grammar_shapes(question, names) if question else SHAPES
+    ranks = numbers and (not question or _ranking_words(_words_outside(question, names)))
+    allowed = [s for s in shapes if ranks or s not in ("largest", "smallest")]
     # A comparison between entities with no numbers to compare is planned as any other question.
     return allowed or [s for s in SHAPES if s not in ("yes/no", "largest", "smallest")]
 
@@ -663,6 +735,46 @@ def _reached_other(
     return {**other, "relationships": touching[-1:]}
 
 
+def _one_hop_each(
+    start_type: str,
+    other_type: str,
+    mentioned: list[str],
+    other: dict[str, Any],
+    asks_for: str | None,
+    relationships: Sequence[Relationship],
+) -> tuple[str, str] | None:
+    """The relationship of each side, when a plan names the same ones on both and one hop of each
+    reaches the type asked for from its own start, in one way only: (the start's, the other's).
+    When the plan asks for the start's own type (or none), any type both sides reach that way.
+    Measured: "which of the countries that border Tanzania use the Congolese Franc" was planned from
+    the Franc as BORDERS, USES_CURRENCY with Tanzania's side the same (asking for Country in one run,
+    for Currency in another); followed as written it names the neighbours of the countries that use
+    the Franc. From a currency only USES_CURRENCY reaches a country, and from Tanzania only BORDERS
+    does, so each side has one."""
+    second = _rels(other.get("relationships"))
+    if len(set(mentioned)) < 2 or Counter(mentioned) != Counter(second):
+        return None
+
+    def reaching(kind: str, goal: str) -> set[str]:
+        return {
+            r.type
+            for r in relationships
+            if r.type in mentioned
+            and ((r.source == kind and r.target == goal) or (r.target == kind and r.source == goal))
+        }
+
+    everything = {r.source for r in relationships} | {r.target for r in relationships}
+    goals = [asks_for] if asks_for and asks_for != start_type else sorted(everything)
+    pairs = {
+        (a, b)
+        for goal in goals
+        for a in reaching(start_type, goal)
+        for b in reaching(other_type, goal)
+        if a != b
+    }
+    return pairs.pop() if len(pairs) == 1 else None
+
+
 def _main_relationships(mentioned: list[str], second: list[str]) -> list[str]:
     """The main path's relationships without those the second entity's path names (each relationship
     the question mentions once is followed once). Measured: "which of the countries that border China
@@ -835,6 +947,8 @@ def _ranked_paths(
             # the question's words say a way there and back themselves ("who wrote movies that
             # share directors with X" was planned as asking for Movie).
             asked = None
+        if question and asked in (None, start.type):
+            asked = _type_named(question, start, relationships) or asked
         lean = word_leanings(question, start.name, relationships) if question else None
         for option in best_paths(start.type, chain, asked, relationships, order, lean):
             ranked.append((path_rank(option, chain, asked, order), start, option))
@@ -842,6 +956,16 @@ def _ranked_paths(
     # is written first ("described by jack arnold": the Tag "jack arnold", not the Person).
     ranked.sort(key=lambda item: (item[0], question != "" and item[1].name not in question))
     return ranked
+
+
+def _type_named(question: str, start: Mention, relationships: Sequence[Relationship]) -> str | None:
+    """The one entity type the question's words name outside the start's name, when it is another
+    than the start's own; None when they name none, several, or the start's. Measured: "On which
+    continent is Garwenranland?" was planned as LOCATED_IN asking for Country, the start's own
+    type; both ways along LOCATED_IN fit, the cities in it came first and the answer named a
+    continent the graph does not hold ("Europe")."""
+    types, _ = word_hints(" ".join(_words_outside(question, [start.name])), relationships)
+    return types[0] if len(types) == 1 and types[0] != start.type else None
 
 
 def same_named(named: Sequence[Mention], name: Any) -> list[Mention]:
@@ -879,6 +1003,10 @@ def _candidates(
     others = [m for m in same_named(named, other.get("start") if other else None) if m not in starts]
     if others and other is not None:
         other = _reached_other(other, others, mentioned, asks_for, relationships)
+        if starts and (
+            split := _one_hop_each(starts[0].type, others[0].type, mentioned, other, asks_for, relationships)
+        ):
+            mentioned, other = [split[0]], {**other, "relationships": [split[1]]}
         mentioned = _main_relationships(mentioned, _rels(other.get("relationships")))
     by_words = question if not others and shape in ("entities", "count") else ""
     ranked = _ranked_paths(starts, mentioned, asks_for, relationships, by_words, values)

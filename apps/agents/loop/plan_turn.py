@@ -6,6 +6,7 @@ See ``plan_graph`` for how a turn is planned.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -139,6 +140,8 @@ class Answer:
     written: str = ""
     # The result entities the answer must name (``unnamed_results``): a short list's, else none.
     found: list[dict[str, Any]] = field(default_factory=list)
+    # A count's number, which the answer must state (``count_missing``); None for other shapes.
+    count: int | None = None
 
 
 Move = LookUp | MakePlan | Answer
@@ -194,6 +197,7 @@ def next_move(
         appended=full_list(result),
         written=group_answer(arguments, result) or ranked_answer(arguments, result),
         found=answer_must_name(arguments, result),
+        count=int(result.get("count") or 0) if arguments.get("result") == "count" else None,
     )
 
 
@@ -364,6 +368,41 @@ def unnamed_results(answer: str, found: Sequence[dict[str, Any]]) -> str:
         return ""
     lead = "Found in the graph" if len(left) == len(found) else "Also found"
     return f"\n\n{lead}: " + ", ".join(_link(e) for e in left) + "."
+
+
+_ENTITY_LINK = re.compile(r"\[([^\[\]\n]+)\]\(entity:[^()\s]+\)")
+
+
+def unlinked(text: str) -> str:
+    """``text`` with its entity links as plain names: an earlier message, and a planned answer's card.
+
+    Measured: a follow-up's answer copied the previous answer's links, which this turn's tools did
+    not return (so they count as uncited); the answer linker links the names the answer writes from
+    this turn's cards."""
+    return _ENTITY_LINK.sub(lambda m: m.group(1), text)
+
+
+_NUMBER_WORDS = (
+    "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen "
+    "sixteen seventeen eighteen nineteen twenty"
+).split()
+
+
+def count_missing(answer: str, count: int | None) -> str:
+    """What the loop adds after a count's answer that does not state the count (in digits, or as a
+    word up to twenty, outside its links): "In all: 3."; "" when it does, or for another shape.
+
+    Measured: "In how many countries is the Norwegian Krone the currency?", planned as a count and
+    shown "… Country: Norway, Svalbard and Jan Mayen, Bouvet Island (3 in all).", was answered "The
+    Norwegian Krone is the currency in Norway, Svalbard and Jan Mayen." with no number (2 of 8
+    such questions); "How many countries use the Quamiori?" was answered "There are 2 countries"."""
+    if count is None:
+        return ""
+    words = re.findall(r"\d[\d,]*|[a-z]+", unlinked(answer).casefold())
+    said = {w.replace(",", "") for w in words if w[0].isdigit()} | {
+        str(_NUMBER_WORDS.index(w)) for w in words if w in _NUMBER_WORDS
+    }
+    return "" if str(count) in said else f"\n\nIn all: {count:,}."
 
 
 def card_entities(result: dict[str, Any]) -> list[dict[str, Any]]:

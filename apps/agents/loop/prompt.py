@@ -7,7 +7,6 @@ The system prompt and tool list are the same for every step and turn, so the ser
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -216,7 +215,7 @@ def answer_messages(
     # ("[1951](entity:year-1951)") and ~40 for a UUID, against 1-4 for the name.
     out[-1] = ChatMessage(
         role="user",
-        content=f"{out[-1].content}\n\nFound in the graph:\n{_unlinked(move.card)}\n\n{instruction}",
+        content=f"{out[-1].content}\n\nFound in the graph:\n{plan_turn.unlinked(move.card)}\n\n{instruction}",
     )
     return out
 
@@ -271,18 +270,6 @@ def _result_text(name: str, content: str, query: Any, lookups: TurnLookups, limi
             text += f'\n(No result has a name that appears in "{query}".)'
         return text
     return f"Result of {name}:\n{layout_result(content, limit)}"
-
-
-_ENTITY_LINK = re.compile(r"\[([^\[\]\n]+)\]\(entity:[^()\s]+\)")
-
-
-def _unlinked(text: str) -> str:
-    """``text`` with its entity links as plain names: an earlier message, and a planned answer's card.
-
-    Measured: a follow-up's answer copied the previous answer's links, which this turn's tools did
-    not return (so they count as uncited); the answer linker links the names the answer writes from
-    this turn's cards."""
-    return _ENTITY_LINK.sub(lambda m: m.group(1), text)
 
 
 def _hidden_calls(turn: Sequence[ChatMessage]) -> set[str]:
@@ -370,7 +357,7 @@ def prompt_messages(
     out = [ChatMessage(role="system", content=system_prompt(instructions, tools))]
     start = this_turn_start(messages)
     earlier = [
-        ChatMessage(role=m.role, content=clip(_unlinked(m.content), MESSAGE_MAX_CHARS))
+        ChatMessage(role=m.role, content=clip(plan_turn.unlinked(m.content), MESSAGE_MAX_CHARS))
         for m in messages[:start]
         if m.role in {"user", "assistant"} and m.content.strip()
     ]

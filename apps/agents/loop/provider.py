@@ -312,6 +312,8 @@ class PromptedToolsProvider:
                 return
         if missing := plan_turn.unnamed_results("".join(said), move.found):
             yield TextDelta(text=missing)
+        if uncounted := plan_turn.count_missing("".join(said), move.count):
+            yield TextDelta(text=uncounted)
         if move.appended:
             listed = ", ".join(link(e) for e in move.appended)
             yield TextDelta(text=f"\n\nAll {len(move.appended)} found: {listed}.")

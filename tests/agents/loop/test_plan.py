@@ -141,7 +141,6 @@ def test_the_shape_is_asked_first_and_comparisons_only_when_the_named_entities_h
         ("Can you list the neighbours of Liberia?", False),
         ("Do you know the capital of Ghana?", False),
         ("And its capital?", False),
-        ("How many countries use the Naira?", False),
     ],
 )
 def test_only_a_question_asked_to_be_answered_yes_or_no_may_take_the_yes_no_shape(question, yes_no):
@@ -152,7 +151,7 @@ def test_only_a_question_asked_to_be_answered_yes_or_no_may_take_the_yes_no_shap
         # The only shape: the provider does not ask the model for it.
         assert shapes == ["yes/no"]
     else:
-        assert {"list", "count", "each", "largest"} <= set(shapes)
+        assert {"list", "count"} <= set(shapes)
     jsonschema.validate({"answer": shapes[0]}, plan_step.shape_schema([BENIN, TOGO], question))
 
 
@@ -162,22 +161,66 @@ def test_only_a_question_asked_to_be_answered_yes_or_no_may_take_the_yes_no_shap
         "List the neighbours of Liberia with their capitals.",
         "Which countries border Ghana, and what currency does each use?",
         "For every neighbour of Togo, name its capital.",
+        "Give me the neighbours of Togo and their currencies",
     ],
 )
 def test_a_question_asking_something_of_each_item_takes_the_each_shape(question):
     assert plan_step.allowed_shapes([BENIN], question) == ["each"]
+    # and only such a question: "and its" is one entity's follow-up
+    assert "each" not in plan_step.allowed_shapes([BENIN], "What about its continent?")
+    assert "each" not in plan_step.allowed_shapes([BENIN], "And its capital?")
     assert "each" in plan_step.allowed_shapes([BENIN], "How many neighbours does each country have?")
     assert len(plan_step.allowed_shapes([BENIN], "How many neighbours does each country have?")) > 1
 
 
 def test_a_question_comparing_two_entities_by_a_number_takes_the_comparison_its_word_names():
     assert plan_step.allowed_shapes([BENIN, TOGO], "Which is larger, Benin or Togo?") == ["largest"]
+    # Offered a choice, a question opening with an auxiliary still asks which, not yes or no.
+    assert plan_step.allowed_shapes([BENIN, TOGO], "Does Benin or Togo have the larger population?") == [
+        "largest"
+    ]
+    assert plan_step.allowed_shapes([BENIN, TOGO], "Is Togo smaller or Benin?") == ["smallest"]
+    assert plan_step.allowed_shapes([BENIN, TOGO], "Does Benin border Togo or Ghana?") == ["yes/no"]
     assert plan_step.allowed_shapes([BENIN, TOGO], "which one has fewer people, benin or togo") == [
         "smallest"
     ]
     # Without numbers to compare, the question is planned like any other.
     assert "list" in plan_step.allowed_shapes([NAIRA], "Which is more used, the Naira or the Cedi?")
-    assert "largest" in plan_step.allowed_shapes([BENIN, TOGO], "Which countries border Benin?")
+    assert "largest" in plan_step.allowed_shapes([BENIN, TOGO], "Which neighbour of Benin is the biggest?")
+    assert "smallest" in plan_step.allowed_shapes([BENIN], "which city of benin has the fewest people")
+
+
+@pytest.mark.parametrize(
+    "question", ["What is the capital of Benin?", "and what is its capital?", "Which countries border Benin?"]
+)
+def test_a_question_asking_for_no_order_by_a_number_takes_no_comparison(question):
+    shapes = plan_step.allowed_shapes([BENIN, TOGO], question)
+
+    assert "largest" not in shapes
+    assert "smallest" not in shapes
+    assert "list" in shapes
+
+
+@pytest.mark.parametrize(
+    "question",
+    [
+        "How many countries use the Naira?",
+        "In how many countries is the Naira the currency?",
+        "how many neighbours has togo",
+    ],
+)
+def test_a_question_asking_how_many_takes_the_count_shape(question):
+    assert plan_step.allowed_shapes([BENIN, TOGO, NAIRA], question) == ["count"]
+    jsonschema.validate({"answer": "count"}, plan_step.shape_schema([BENIN, TOGO, NAIRA], question))
+
+
+def test_how_many_of_each_item_may_be_counted_or_grouped_and_how_many_inside_a_name_is_no_count():
+    assert plan_step.allowed_shapes([BENIN], "How many neighbours does each country have?") == [
+        "count",
+        "each",
+    ]
+    film = plan_graph.Mention("How Many Miles to Babylon", "Movie", ("movie:1",))
+    assert "list" in plan_step.allowed_shapes([film], "who directed How Many Miles to Babylon")
 
 
 def test_words_of_a_relationships_name_are_found_in_their_irregular_forms_and_synonyms():
@@ -424,6 +467,48 @@ def test_a_relationship_the_second_entity_follows_is_not_followed_again_on_the_m
     assert [h["relationship"] for h in filtered["hops"]] == ["USES_CURRENCY"]
     assert filtered["hops"][0]["in_path"]["start"] == [{"key": "country:BJ"}]
     assert [h["relationship"] for h in filtered["hops"][0]["in_path"]["hops"]] == ["BORDERS"]
+
+
+def test_a_plan_naming_the_same_relationships_on_both_sides_gives_each_side_the_one_that_reaches_the_type_asked_for():
+    both = ["BORDERS", "USES_CURRENCY"]
+    written = plan(start="Naira", relationships=both, **{"and": {"start": "Benin", "relationships": both}})
+
+    (filtered,) = plan_step.plan_candidates(written, [NAIRA, BENIN], RELATIONSHIPS)
+
+    assert filtered["start"] == [{"key": "currency:NGN"}]
+    assert [h["relationship"] for h in filtered["hops"]] == ["USES_CURRENCY"]
+    assert filtered["hops"][0]["in_path"]["start"] == [{"key": "country:BJ"}]
+    assert [h["relationship"] for h in filtered["hops"][0]["in_path"]["hops"]] == ["BORDERS"]
+    # The same when the plan asks for the start's own type.
+    own = plan_step.plan_candidates({**written, "asks_for": "Currency"}, [NAIRA, BENIN], RELATIONSHIPS)
+    assert [h["relationship"] for h in own[0]["hops"]] == ["USES_CURRENCY"]
+    assert [h["relationship"] for h in own[0]["hops"][0]["in_path"]["hops"]] == ["BORDERS"]
+    # The same when the plan left the second entity out and the question's words name both.
+    question = "Which neighbours of Benin use the Naira?"
+    implied, *_ = plan_step.plan_candidates(
+        plan(relationships=both), [BENIN, NAIRA], RELATIONSHIPS, hinted=both, question=question
+    )
+    assert implied["start"] == [{"key": "country:BJ"}]
+    assert [h["relationship"] for h in implied["hops"]] == ["BORDERS"]
+    assert [h["relationship"] for h in implied["hops"][0]["in_path"]["hops"]] == ["USES_CURRENCY"]
+    # Both sides of one type with the same relationship ("border both A and B") stay as written.
+    same = plan(relationships=["BORDERS"], **{"and": {"start": "Togo", "relationships": ["BORDERS"]}})
+    (intersection,) = plan_step.plan_candidates(same, [BENIN, TOGO], RELATIONSHIPS)
+    assert [h["relationship"] for h in intersection["hops"]] == ["BORDERS"]
+
+
+@pytest.mark.parametrize("asks_for", ["Country", None])
+def test_a_plan_asking_for_its_starts_own_type_asks_for_the_one_type_the_questions_words_name(asks_for):
+    located = [*RELATIONSHIPS, plan_graph.Relationship("LOCATED_IN", "Country", "Continent")]
+    written = plan(relationships=["LOCATED_IN"], asks_for=asks_for)
+
+    (continent,) = plan_step.plan_candidates(
+        written, [BENIN], located, question="On which continent is Benin?"
+    )
+    both = plan_step.plan_candidates(written, [BENIN], located, question="Where is Benin?")
+
+    assert [(h["direction"], h["type"]) for h in continent["hops"]] == [("out", "Continent")]
+    assert len(both) == 2  # no type named: both ways along LOCATED_IN, as before
 
 
 def test_a_list_follows_a_relationship_the_question_names_but_the_plan_left_out_for_each_item():
@@ -763,6 +848,36 @@ async def test_the_answer_reads_the_plans_result_as_cards_of_names_and_links_wha
     text = "".join(e.text for e in events if isinstance(e, TextDelta))
     assert text == "[Nigeria](entity:country:NG) uses the Naira."
     assert isinstance(events[-1], Done)
+
+
+async def test_a_counts_answer_that_states_no_number_gets_the_count_after_it(server: LLMTestServer):
+    (arguments,) = plan_step.plan_candidates(
+        plan(start="Naira", relationships=["USES_CURRENCY"], answer="count"), [NAIRA], RELATIONSHIPS
+    )
+    found = [entity("country:NG", "Country", "Nigeria"), entity("country:BJ", "Country", "Benin")]
+    result = {"start": [entity("currency:NGN", "Currency", "Naira")], "results": found, "count": 2}
+    server.enqueue(Stream(text_chunks("The Naira is the currency in ", "Nigeria and Benin.")))
+
+    events = await run(provider_for(server), after(LOOKUP, ("call_1", "query_paths", arguments, result)))
+
+    assert arguments["result"] == "count"
+    text = "".join(e.text for e in events if isinstance(e, TextDelta))
+    assert text.endswith("Nigeria](entity:country:NG) and [Benin](entity:country:BJ).\n\nIn all: 2.")
+    assert isinstance(events[-1], Done)
+
+
+@pytest.mark.parametrize(
+    ("answer", "added"),
+    [
+        ("There are 2 countries that use it.", ""),
+        ("Two countries use it.", ""),
+        ("It is used in [Benin](entity:c0a2-2-42) and Togo.", "\n\nIn all: 2."),  # a link's digits
+        ("There are 3 countries.", "\n\nIn all: 2."),
+    ],
+)
+def test_a_count_is_added_only_where_the_answer_does_not_state_it(answer, added):
+    assert plan_turn.count_missing(answer, 2) == added
+    assert plan_turn.count_missing(answer, None) == ""
 
 
 FILMED_IN = [{"relationship": "FILMED_IN", "direction": "in", "type": "Movie"}]
