@@ -959,13 +959,20 @@ def _ranked_paths(
 
 
 def _type_named(question: str, start: Mention, relationships: Sequence[Relationship]) -> str | None:
-    """The one entity type the question's words name outside the start's name, when it is another
-    than the start's own; None when they name none, several, or the start's. Measured: "On which
-    continent is Garwenranland?" was planned as LOCATED_IN asking for Country, the start's own
-    type; both ways along LOCATED_IN fit, the cities in it came first and the answer named a
-    continent the graph does not hold ("Europe")."""
-    types, _ = word_hints(" ".join(_words_outside(question, [start.name])), relationships)
-    return types[0] if len(types) == 1 and types[0] != start.type else None
+    """The entity type the question asks for by name right after "which" or "what" ("on which
+    continent is X"), outside the start's name, when it is another than the start's own; None
+    otherwise. Measured: "On which continent is Garwenranland?" was planned as LOCATED_IN asking for
+    Country, the start's own type; both ways along LOCATED_IN fit, the cities in it came first and
+    the answer named a continent the graph does not hold ("Europe"). Any type the words name was
+    too much: in "who wrote the screenplay for the movies directed by X" the movies are the way, not
+    the answer (MetaQA 2-hop 0.95 -> 0.80)."""
+    words = _words_outside(question, [start.name])
+    asked = {
+        types[0]
+        for wh, word in itertools.pairwise(words)
+        if wh in ("which", "what") and len(types := word_hints(word, relationships)[0]) == 1
+    }
+    return asked.pop() if len(asked) == 1 and start.type not in asked else None
 
 
 def same_named(named: Sequence[Mention], name: Any) -> list[Mention]:

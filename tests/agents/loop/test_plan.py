@@ -507,8 +507,13 @@ def test_a_plan_asking_for_its_starts_own_type_asks_for_the_one_type_the_questio
     )
     both = plan_step.plan_candidates(written, [BENIN], located, question="Where is Benin?")
 
+    asked_by_the_way = plan_step.plan_candidates(
+        written, [BENIN], located, question="Who heads the cities of the continent Benin lies on?"
+    )
+
     assert [(h["direction"], h["type"]) for h in continent["hops"]] == [("out", "Continent")]
     assert len(both) == 2  # no type named: both ways along LOCATED_IN, as before
+    assert len(asked_by_the_way) == 2  # types named on the way, not after "which"/"what"
 
 
 def test_a_list_follows_a_relationship_the_question_names_but_the_plan_left_out_for_each_item():
