@@ -598,7 +598,8 @@ def test_common_words_the_graph_also_has_are_not_offered_beside_a_real_name():
 
 def test_a_lists_card_names_what_it_reached_right_after_the_type_and_counts_it_last():
     """Measured (MetaQA 1-hop): from "-HAS_IMDB_RATING-> Rating: 1 found: good" the model answered
-    "the rating is 1"; a "how many" planned as a list still needs the count, so it comes last."""
+    "the rating is 1", so the count comes last; for one entity of a list it is left out (the model
+    copied "(1 in all)" into its answers), and a count keeps it."""
     film = entity("movie:1", "Movie", "Inside Llewyn Davis")
     good = entity("rating:good", "Rating", "good")
     hops = [{"relationship": "HAS_IMDB_RATING", "direction": "out", "type": "Rating"}]
@@ -612,9 +613,14 @@ def test_a_lists_card_names_what_it_reached_right_after_the_type_and_counts_it_l
         {"hops": directed, "result": "count"}, {"start": [person], "results": films[:3], "count": 3}
     )
 
-    assert one == (
-        "[Inside Llewyn Davis](entity:movie:1) -HAS_IMDB_RATING-> Rating: [good](entity:rating:good) (1 in all)."
+    one_counted = plan_turn.plan_card(
+        {"hops": hops, "result": "count"}, {"start": [film], "results": [good], "count": 1}
     )
+
+    assert (
+        one == "[Inside Llewyn Davis](entity:movie:1) -HAS_IMDB_RATING-> Rating: [good](entity:rating:good)."
+    )
+    assert one_counted.endswith("[good](entity:rating:good) (1 in all).")
     assert long.endswith("[Film 11](entity:movie:11) and 28 more (40 in all).")
     assert counted == (
         "[Ang Lee](entity:person:1) <-DIRECTED_BY- Movie: [Film 0](entity:movie:0), [Film 1](entity:movie:1), "
@@ -649,7 +655,7 @@ def test_the_cards_say_what_the_path_reached_in_each_shape():
         },
     )
 
-    assert listed == "[Benin](entity:country:BJ) -BORDERS-> Country: [Togo](entity:country:TG) (1 in all)."
+    assert listed == "[Benin](entity:country:BJ) -BORDERS-> Country: [Togo](entity:country:TG)."
     assert yes == "Yes: [Benin](entity:country:BJ) -BORDERS-> [Togo](entity:country:TG)"
     assert no == "No: the graph does not link them that way."
     assert ranked == (
@@ -848,7 +854,7 @@ async def test_the_answer_reads_the_plans_result_as_cards_of_names_and_links_wha
 
     prompt = server.requests[0]["messages"][-1]["content"]
     assert "Found in the graph:\nBenin -BORDERS- Country" in prompt
-    assert "(only those also reached from the second entity named): Nigeria (1 in all)." in prompt
+    assert "(only those also reached from the second entity named): Nigeria." in prompt
     assert "entity:" not in prompt  # the links cost the prompt tokens; the loop adds them
     text = "".join(e.text for e in events if isinstance(e, TextDelta))
     assert text == "[Nigeria](entity:country:NG) uses the Naira."
