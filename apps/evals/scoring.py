@@ -36,6 +36,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from apps.chat.turns.citations import LINK
+from apps.core.numbers import NUMBER_WORDS
 from apps.evals.questions import METAQA_KINDS, Question, normalise
 
 NOT_FOUND_PHRASES = (
@@ -75,13 +76,6 @@ NOT_FOUND_PHRASES = (
     "not listed",
 )
 
-NUMBER_WORDS = {
-    w: i
-    for i, w in enumerate(
-        "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen "
-        "fifteen sixteen seventeen eighteen nineteen twenty".split()
-    )
-}
 _NUMBER = re.compile(r"\d[\d,]*(?:\.\d+)?|[a-z]+")
 
 

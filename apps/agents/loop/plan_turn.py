@@ -23,6 +23,7 @@ from apps.agents.loop.plan_graph import (
     mentions,
     path_tool,
 )
+from apps.core.numbers import NUMBER_WORDS
 
 # --- the turn so far -----------------------------------------------------------------------------
 
@@ -386,12 +387,6 @@ def unlinked(text: str) -> str:
     return _ENTITY_LINK.sub(lambda m: m.group(1), text)
 
 
-_NUMBER_WORDS = (
-    "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen "
-    "sixteen seventeen eighteen nineteen twenty"
-).split()
-
-
 def count_missing(answer: str, count: int | None) -> str:
     """What the loop adds after a count's answer that does not state the count (in digits, or as a
     word up to twenty, outside its links): "In all: 3."; "" when it does, or for another shape.
@@ -404,7 +399,7 @@ def count_missing(answer: str, count: int | None) -> str:
         return ""
     words = re.findall(r"\d[\d,]*|[a-z]+", unlinked(answer).casefold())
     said = {w.replace(",", "") for w in words if w[0].isdigit()} | {
-        str(_NUMBER_WORDS.index(w)) for w in words if w in _NUMBER_WORDS
+        str(NUMBER_WORDS[w]) for w in words if w in NUMBER_WORDS
     }
     return "" if str(count) in said else f"\n\nIn all: {count:,}."
 

@@ -310,9 +310,10 @@ class PromptedToolsProvider:
             yield piece
             if isinstance(piece, ErrorEvent):
                 return
-        if missing := plan_turn.unnamed_results("".join(said), move.found):
+        answer = "".join(said)
+        if missing := plan_turn.unnamed_results(answer, move.found):
             yield TextDelta(text=missing)
-        if uncounted := plan_turn.count_missing("".join(said), move.count):
+        if uncounted := plan_turn.count_missing(answer, move.count):
             yield TextDelta(text=uncounted)
         if move.appended:
             listed = ", ".join(link(e) for e in move.appended)
