@@ -21,7 +21,9 @@ import inspect
 import json
 import logging
 import re
+import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from django.conf import settings
@@ -245,71 +247,109 @@ async def extraction_ask(
     return arguments if arguments is not None else _json_in("".join(parts))
 
 
-def _run(coroutine: Any) -> Any:
-    """Run ``coroutine`` to its end from synchronous code: here, or in a thread of its own when this
-    thread already runs an event loop (a caller inside an async server or test)."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(coroutine)
-    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
-        return pool.submit(asyncio.run, coroutine).result()
+# A step claims at most this many passages a slot: the worker embeds what waits between two steps.
+PASSAGES_PER_SLOT = 4
 
 
-def extraction_step(*, provider: Provider | None = None) -> int:
-    """Extract the waiting passages, up to ``KGCHAT_EXTRACTION_CONCURRENCY`` of them, asking the model
-    about them at once; return how many were claimed (0 when none waits).
+class _ModelCalls:
+    """An event loop in a thread of its own for one step's model calls: the step's thread claims,
+    stores and records failures (all of the database work) while the calls run there."""
 
-    Claims, stores and failures are this thread's database work, one passage after another; only
-    the model calls overlap, and the step ends when the slowest is answered. Measured (docs/evals.md,
-    session 18): four captured passages took the offline default's server 250 s one after another
-    and 125 s two at a time; ``make eval --set extraction`` read 1.2-1.5 times the passages a minute."""
-    claimed: list[ClaimedPassage] = []
-    for _ in range(max(1, settings.KGCHAT_EXTRACTION_CONCURRENCY)):
-        passage = extraction_claim()
-        if passage is None:
-            break
-        claimed.append(passage)
-    if not claimed:
-        return 0
+    def __enter__(self) -> _ModelCalls:
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(
+            target=self.loop.run_forever, name="kgchat-extraction-calls", daemon=True
+        )
+        self.thread.start()
+        return self
+
+    def submit(self, coroutine: Any) -> concurrent.futures.Future[Any]:
+        return asyncio.run_coroutine_threadsafe(coroutine, self.loop)
+
+    def __exit__(self, *exc_info: object) -> None:
+        # Calls still running (the step ended by an error of its own) are cancelled: their passages'
+        # leases lapse and they are tried again.
+        asyncio.run_coroutine_threadsafe(_cancel_others(), self.loop).result()
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join()
+        self.loop.close()
+
+
+async def _cancel_others() -> None:
+    others = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+    for task in others:
+        task.cancel()
+    await asyncio.gather(*others, return_exceptions=True)
+
+
+def extraction_step(*, provider: Provider | None = None, after_each: Callable[[], None] | None = None) -> int:
+    """Extract waiting passages, asking the model about up to ``KGCHAT_EXTRACTION_CONCURRENCY`` of
+    them at once, and return how many were claimed (0 when none waited).
+
+    A slot that is answered takes the next waiting passage at once (a pool, not rounds that wait for
+    their slowest), up to ``PASSAGES_PER_SLOT`` passages a slot in one step, so the worker still
+    embeds what waits between steps. Claims, stores and failures are this thread's database work;
+    only the model calls overlap (``_ModelCalls``). ``after_each`` is called after each passage is
+    stored or its failure recorded (the command's progress). A call that breaks unexpectedly
+    (not an ``LLMError``) stops the claiming, leaves the others' answers stored and is raised once
+    they are; its passage's lease lapses and it is tried again.
+
+    Measured (docs/evals.md): two at a time, session 18, 1.2-1.5 times the passages a minute of one
+    at a time; as a pool, session 20, the rounds' wait for their slowest passage gone."""
+    slots = max(1, settings.KGCHAT_EXTRACTION_CONCURRENCY)
+    budget = slots * PASSAGES_PER_SLOT
     specs: dict[Any, ExtractionSpec] = {}  # one read per project, not per passage
-    asked: list[tuple[ClaimedPassage, ExtractionSpec, Provider]] = []
-    for passage in claimed:
-        if passage.project_id not in specs:
-            specs[passage.project_id] = extraction_spec(project_id=passage.project_id)
-        try:
-            asked.append((passage, specs[passage.project_id], provider or resolve_model(passage.model)))
-        except LLMError as exc:
-            _failed(passage, exc)
-    outcomes = _run(_together(asked)) if asked else []
-    # Every answer is stored even when another passage's call or store failed unexpectedly; that
-    # passage's lease lapses and it is tried again, and the first such error ends the step.
+    pending: dict[concurrent.futures.Future[Any], tuple[ClaimedPassage, ExtractionSpec]] = {}
+    claimed = 0
+    waiting = True  # a passage may still wait: none has been found missing in this step
     unexpected: Exception | None = None
-    for (passage, spec, _), outcome in zip(asked, outcomes, strict=True):
-        try:
-            if isinstance(outcome, LLMError):
-                _failed(passage, outcome)
-            elif isinstance(outcome, BaseException):
-                raise outcome
-            else:
-                extraction_store(
-                    passage_id=passage.id, output=extraction_output_clean(outcome, spec, text=passage.text)
+    with _ModelCalls() as calls:
+        while True:
+            while waiting and unexpected is None and len(pending) < slots and claimed < budget:
+                passage = extraction_claim()
+                if passage is None:
+                    waiting = False
+                    break
+                claimed += 1
+                if passage.project_id not in specs:
+                    specs[passage.project_id] = extraction_spec(project_id=passage.project_id)
+                spec = specs[passage.project_id]
+                try:
+                    llm = provider or resolve_model(passage.model)
+                except LLMError as exc:
+                    _failed(passage, exc)
+                    continue
+                ask = extraction_ask(
+                    llm, extraction_prompt(passage, spec), spec, answer_token_cap(passage.text)
                 )
-        except Exception as exc:
-            log.exception("extraction of passage %s failed unexpectedly", passage.id)
-            unexpected = unexpected or exc
+                pending[calls.submit(ask)] = (passage, spec)
+            if not pending:
+                break
+            answered, _ = concurrent.futures.wait(pending, return_when=concurrent.futures.FIRST_COMPLETED)
+            for future in answered:
+                passage, spec = pending.pop(future)
+                try:
+                    _settle(passage, spec, future)
+                except Exception as exc:
+                    log.exception("extraction of passage %s failed unexpectedly", passage.id)
+                    unexpected = unexpected or exc
+                if after_each is not None:
+                    after_each()
     if unexpected is not None:
         raise unexpected
-    return len(claimed)
+    return claimed
 
 
-async def _together(asked: list[tuple[ClaimedPassage, ExtractionSpec, Provider]]) -> list[Any]:
-    """Each passage's answer, or the exception its model call raised, in order."""
-    asks = [
-        extraction_ask(llm, extraction_prompt(passage, spec), spec, answer_token_cap(passage.text))
-        for passage, spec, llm in asked
-    ]
-    return list(await asyncio.gather(*asks, return_exceptions=True))
+def _settle(passage: ClaimedPassage, spec: ExtractionSpec, answered: concurrent.futures.Future[Any]) -> None:
+    """Store a passage's answer, or record its model call's failure; anything else is raised."""
+    failure = answered.exception()
+    if isinstance(failure, LLMError):
+        _failed(passage, failure)
+    elif failure is not None:
+        raise failure
+    else:
+        output = extraction_output_clean(answered.result(), spec, text=passage.text)
+        extraction_store(passage_id=passage.id, output=output)
 
 
 def _failed(passage: ClaimedPassage, exc: LLMError) -> None:

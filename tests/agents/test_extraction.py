@@ -300,13 +300,16 @@ def test_a_changed_paragraph_re_extracts_only_its_passage(project, owner_client)
     assert latest is not None and latest.status == "empty"  # Nortown is in the graph now: only a link
 
 
-def test_a_deleted_document_stops_its_job(project, owner_client):
+def test_a_deleted_document_stops_its_job(project, owner_client, settings):
+    settings.KGCHAT_EXTRACTION_CONCURRENCY = 2  # the default, said here
     document = document_upload(project=project, name="atlas.md", data=TEXT.encode()).document
     start(owner_client, project, document)
     model = perfect_extractor()
-    first = extraction_step(provider=model)
 
-    Document.objects.filter(id=document.id).delete()
+    def delete_the_document() -> None:  # after the first answer is stored, the second still asked
+        Document.objects.filter(id=document.id).delete()
+
+    first = extraction_step(provider=model, after_each=delete_the_document)
     more = extraction_run_until_idle(provider=model)
 
     assert first == 2 and more == 0 and len(model.calls) == 2  # two asked at once, the third never
@@ -341,14 +344,47 @@ def test_the_worker_asks_the_model_about_two_passages_at_once(project, owner_cli
     start(owner_client, project, document)
     model = Overlapping(perfect_extractor())
 
-    steps = [
-        extraction_step(provider=model),
-        extraction_step(provider=model),
-        extraction_step(provider=model),
-    ]
+    steps = [extraction_step(provider=model), extraction_step(provider=model)]
 
-    assert steps == [2, 1, 0] and model.most == 2
+    assert steps == [3, 0] and model.most == 2
     assert sorted(passage_of(c.messages) for c in model.inner.calls) == sorted([P1, P2, P3])
+    assert set(Passage.objects.values_list("extraction_state", flat=True)) == {"done"}
+    assert ChangeSet.objects.get(document=document).status == "review"
+
+
+def test_a_slot_answered_takes_the_next_passage_while_the_other_is_still_asked(
+    project, owner_client, settings
+):
+    settings.KGCHAT_EXTRACTION_CONCURRENCY = 2  # the default, said here
+    document = document_upload(project=project, name="atlas.md", data=TEXT.encode()).document
+    start(owner_client, project, document)
+    inner = perfect_extractor()
+    asked: list[str] = []
+    others_asked = asyncio.Event()
+
+    class OneSlow:
+        """The first passage asked answers only once the other two were asked (or after 5 s)."""
+
+        name = "scripted"
+
+        def stream(self, messages: list[Any], tools: list[Any], config: Any) -> Any:
+            return self._stream(messages, tools, config)
+
+        async def _stream(self, messages: list[Any], tools: list[Any], config: Any) -> Any:
+            asked.append(passage_of(messages))
+            if len(asked) == 1:
+                try:
+                    await asyncio.wait_for(others_asked.wait(), timeout=5)
+                except TimeoutError:
+                    asked.append("timed out")
+            elif len(asked) == 3:
+                others_asked.set()
+            async for event in inner.stream(messages, tools, config):
+                yield event
+
+    claimed = extraction_step(provider=OneSlow())
+
+    assert claimed == 3 and "timed out" not in asked and sorted(asked) == sorted([P1, P2, P3])
     assert set(Passage.objects.values_list("extraction_state", flat=True)) == {"done"}
     assert ChangeSet.objects.get(document=document).status == "review"
 
@@ -564,8 +600,8 @@ def test_the_command_extracts_the_passages_showing_its_progress(project, setting
         unregister_script("perfect-extractor")
 
     lines = out.getvalue().splitlines()
-    # Two passages at a time (KGCHAT_EXTRACTION_CONCURRENCY's default), then the last.
-    assert lines[:2] == ["atlas.md: 2/3 passages (0 failed)", "atlas.md: 3/3 passages (0 failed)"]
+    # After each passage answered (two asked at a time, KGCHAT_EXTRACTION_CONCURRENCY's default).
+    assert lines[:3] == [f"atlas.md: {n}/3 passages (0 failed)" for n in (1, 2, 3)]
     assert " review; passages 3 done, 0 failed, 0 waiting; 8 items" in lines[-1]
 
 

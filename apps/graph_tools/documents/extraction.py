@@ -4,7 +4,7 @@ change set and its review, written through the write services.
 
 The model itself is asked by ``apps/agents/extraction.py`` (only agents talks to models), which
 registers its step with the one background worker (``graph_tools.jobs``): the worker embeds what
-waits, then extracts what waits, one passage at a time.
+waits, then extracts what waits, a few passages at a time.
 
 A change set covers one document's passages not in an earlier change set: a re-uploaded document
 with one changed paragraph proposes only what that paragraph says.

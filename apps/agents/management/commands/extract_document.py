@@ -30,13 +30,17 @@ class Command(BaseCommand):
             )
             change_set = extraction_start_as_operator(document=found)
             if run:
-                while change_set.status == "running" and extraction_step():
+
+                def show() -> None:
                     change_set.refresh_from_db()
                     progress = change_set_progress(change_set)
                     self.stdout.write(
                         f"{found.name}: {progress.done + progress.failed}/{progress.total} passages "
                         f"({progress.failed} failed)"
                     )
+
+                while change_set.status == "running" and extraction_step(after_each=show):
+                    change_set.refresh_from_db()
         except ServiceError as exc:
             raise CommandError(str(exc)) from exc
         change_set.refresh_from_db()
