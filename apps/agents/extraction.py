@@ -294,8 +294,9 @@ def extraction_step(*, provider: Provider | None = None, after_each: Callable[[]
     (not an ``LLMError``) stops the claiming, leaves the others' answers stored and is raised once
     they are; its passage's lease lapses and it is tried again.
 
-    Measured (docs/evals.md): two at a time, session 18, 1.2-1.5 times the passages a minute of one
-    at a time; as a pool, session 20, the rounds' wait for their slowest passage gone."""
+    Measured (docs/evals.md, ``make eval --set extraction --countries 6``, the offline default): two
+    at a time, session 18, 1.2-1.5 times the passages a minute of one at a time; as a pool instead of
+    rounds that waited for their slowest, session 20, 3.0 -> 3.7 passages a minute."""
     slots = max(1, settings.KGCHAT_EXTRACTION_CONCURRENCY)
     budget = slots * PASSAGES_PER_SLOT
     specs: dict[Any, ExtractionSpec] = {}  # one read per project, not per passage
@@ -316,8 +317,10 @@ def extraction_step(*, provider: Provider | None = None, after_each: Callable[[]
                 spec = specs[passage.project_id]
                 try:
                     llm = provider or resolve_model(passage.model)
-                except LLMError as exc:
+                except LLMError as exc:  # no such model: its failure recorded without a call
                     _failed(passage, exc)
+                    if after_each is not None:
+                        after_each()
                     continue
                 ask = extraction_ask(
                     llm, extraction_prompt(passage, spec), spec, answer_token_cap(passage.text)

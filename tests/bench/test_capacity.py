@@ -48,3 +48,17 @@ def test_a_tiny_capacity_run_on_one_process_stores_every_turn_and_prints_the_tab
     assert (point["errors"], point["lost"]) == (0, 0), out
     assert "highest sustained rate (turns/s):" in out and "kgchat, 1 process" in out
     assert (tmp_path / "capacity.png").is_file()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_measured_admissions_leave_no_claimed_turn_for_the_servers(test_database_url: str) -> None:
+    """Admitted and never run, they were taken over by the first server and ran beside its rates."""
+    from bench.load import _arrange, _cleanup
+
+    world = _arrange(1)
+    try:
+        cpu = capacity.admission_cpu(world, count=3)
+
+        assert cpu > 0 and capacity.claimed_turns(str(world[0].id)) == 0
+    finally:
+        _cleanup(world[0], world[2], world[3])
