@@ -6,8 +6,12 @@ makes the round trip only when the server has closed the connection (a restart, 
 backend): a broken connection is still never lent.
 """
 
+import os
 import select
+import subprocess
+import sys
 import time
+import uuid
 
 import psycopg
 import pytest
@@ -100,3 +104,31 @@ def test_after_every_pooled_connection_was_terminated_the_next_query_succeeds():
     count = Conversation.objects.count()
 
     assert count == 0
+
+
+def test_a_turns_server_bound_statements_are_prepared_on_the_pooled_connection_and_no_other():
+    from apps.core.db import bound_cursor
+
+    with bound_cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM kb.chat_conversations WHERE id = %s", [uuid.uuid4()])
+    Conversation.objects.filter(title="client-bound").exists()
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT statement FROM pg_prepared_statements WHERE NOT from_sql")
+        prepared = [row[0] for row in cursor.fetchall()]
+
+    assert any("FROM kb.chat_conversations WHERE id = $1" in s for s in prepared)
+    assert not any("client-bound" in s or "LIMIT 1" in s for s in prepared)
+
+
+@pytest.mark.parametrize(("pool_max", "threshold"), [("20", "0"), ("0", "None")])
+def test_statements_are_prepared_only_with_the_pool(pool_max, threshold):
+    """Behind PgBouncer (the pool off: ``KGCHAT_DB_POOL_MAX=0``) a connection may change between
+    statements, so nothing is prepared there."""
+    env = {**os.environ, "KGCHAT_DB_POOL_MAX": pool_max, "DJANGO_SETTINGS_MODULE": "config.settings.test"}
+    code = (
+        "import django; django.setup(); from django.conf import settings; "
+        "print(settings.DATABASES['default']['OPTIONS'].get('prepare_threshold'))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+
+    assert out.stdout.strip() == threshold

@@ -18,7 +18,7 @@ from typing import Any
 import psutil
 from asgiref.sync import sync_to_async
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import transaction
 from django.utils import timezone
 
 from apps.agents.events import ToolCallRecord, TraceMessage
@@ -243,23 +243,20 @@ def agent_runs_interrupt_orphaned(*, on_interrupted: Callable[[AgentRun], None] 
     return closed
 
 
+# Read in the statement that stores a run's events: its commit does not wait for the WAL flush.
+_SYNC_COMMIT_OFF: tuple[str, list[Any]] = ("SELECT set_config('synchronous_commit', 'off', true)", [])
+
+
 async def agent_run_events_append(*, run_id: uuid.UUID, rows: Sequence[dict[str, Any]]) -> None:
-    """Store ADK session events of a run (``RunSessionService``): one insert.
+    """Store ADK session events of a run (``RunSessionService``): one statement, one round trip.
 
-    Committed without waiting for the WAL flush (``synchronous_commit = off``, this transaction
-    only): what resumption guards against is the app process dying, which a commit survives the
-    moment PostgreSQL has it; a crash of PostgreSQL itself may lose the last events of a run
-    (its takeover then redoes those steps), never their order."""
+    Committed without waiting for the WAL flush (``synchronous_commit`` off for this statement's
+    transaction only: PostgreSQL applies the value in force at commit): what resumption guards
+    against is the app process dying, which a commit survives the moment PostgreSQL has it; a
+    crash of PostgreSQL itself may lose the last events of a run (its takeover then redoes those
+    steps), never their order."""
     events = [AgentRunEvent(run_id=run_id, **storable(row)) for row in rows]
-
-    @sync_to_async
-    def insert() -> None:
-        with transaction.atomic():
-            with connection.cursor() as cursor:
-                cursor.execute("SET LOCAL synchronous_commit TO OFF")
-            AgentRunEvent.objects.bulk_create(events)
-
-    await insert()
+    await sync_to_async(rows_write)(inserts=events, reads=[_SYNC_COMMIT_OFF])
 
 
 async def agent_run_events_load(*, run_id: uuid.UUID) -> list[tuple[bool, dict[str, Any]]]:

@@ -106,9 +106,11 @@ def bound_cursor() -> Iterator[Any]:
     from the SQL: psycopg then does not quote each one into the statement's text (about a tenth of
     the CPU of a message's admission, with its ~50 parameters: docs/benchmarks.md).
     For statements Django compiled (``QueryTemplate``, ``rows_write``), which it supports under
-    server-side binding; the app's other queries keep Django's default, client-side binding. No
-    named prepared statement is left on the connection (Django turns psycopg's off unless
-    ``OPTIONS["prepare_threshold"]`` is set), which a PgBouncer in transaction mode would lose."""
+    server-side binding; the app's other queries keep Django's default, client-side binding,
+    which psycopg never prepares. These are prepared on the connection (psycopg's
+    ``prepare_threshold``, set in settings only with the pool: a pooled connection outlives its
+    request, and behind a PgBouncer, with the pool off, nothing is prepared), so PostgreSQL plans
+    each of them once per connection rather than at every turn."""
     connection = connections[DEFAULT_DB_ALIAS]
     connection.ensure_connection()
     raw = connection.connection
@@ -122,8 +124,9 @@ def bound_cursor() -> Iterator[Any]:
         yield cursor
 
 
-# The ``INSERT INTO table (columns)`` of each model, from Django's own compiled statement.
-_INSERT_HEADS: dict[type[Model], tuple[list[Any], str]] = {}
+# The ``INSERT INTO table (columns)`` of each model (without its auto field, for a row that has no
+# id yet), from Django's own compiled statement.
+_INSERT_HEADS: dict[tuple[type[Model], bool], tuple[list[Any], str]] = {}
 
 
 def _insert_sql_django(row: Model, fields: list[Any]) -> tuple[str, list[Any]]:
@@ -138,15 +141,22 @@ def _insert_sql(row: Model) -> tuple[str, list[Any]]:
 
     Its head (table and columns) is Django's, compiled once per model; the values are prepared as
     Django's insert compiler prepares them (``pre_save``, ``get_db_prep_save``; an expression
-    compiled in place), without building a query per row."""
+    compiled in place), without building a query per row. A row whose auto field is unset leaves
+    it to the database's sequence, as ``save()`` does (its id is not read back)."""
     model = type(row)
-    head = _INSERT_HEADS.get(model)
+    auto = model._meta.auto_field
+    numbered = auto is not None and getattr(row, auto.attname) is None
+    head = _INSERT_HEADS.get((model, numbered))
     if head is None:
-        fields = [f for f in model._meta.local_concrete_fields if not getattr(f, "generated", False)]
+        fields = [
+            f
+            for f in model._meta.local_concrete_fields
+            if not getattr(f, "generated", False) and not (numbered and f is auto)
+        ]
         sql, params = _insert_sql_django(row, fields)
         if any(hasattr(f, "get_placeholder") for f in fields) or " VALUES (" not in sql:
             return sql, params  # a field with a placeholder of its own: Django's statement each time
-        _INSERT_HEADS[model] = (fields, sql[: sql.index(" VALUES (")])
+        _INSERT_HEADS[(model, numbered)] = (fields, sql[: sql.index(" VALUES (")])
         return sql, params
     fields, text = head
     connection = connections[DEFAULT_DB_ALIAS]
@@ -177,6 +187,21 @@ def _update_sql(rows: QuerySet[Any], values: Mapping[str, Any]) -> tuple[str, li
     return sql, list(params)
 
 
+def _inserts_grouped(statements: list[tuple[str, list[Any]]]) -> list[tuple[str, list[Any]]]:
+    """Consecutive ``INSERT``s into the same columns as one, with a ``VALUES`` list."""
+    grouped: list[tuple[str, list[Any]]] = []
+    heads: list[str | None] = []
+    for sql, params in statements:
+        head, found, values = sql.partition(" VALUES ")
+        if found and heads and heads[-1] == head:
+            previous, previous_params = grouped[-1]
+            grouped[-1] = (f"{previous}, {values}", previous_params + params)
+            continue
+        grouped.append((sql, list(params)))
+        heads.append(head if found else None)
+    return grouped
+
+
 def rows_write(
     *,
     inserts: Sequence[Model] = (),
@@ -189,11 +214,12 @@ def rows_write(
 
     The reads and the updates' conditions see the database as it was before the statement (not
     the rows it inserts); a parent row may come with its children (foreign keys are checked at the
-    end of the statement); no two updates may touch the same row. The inserted rows are marked
+    end of the statement); no two updates may touch the same row. Rows of one model in a row go in
+    one ``INSERT`` (an id the database numbers follows their order). The inserted rows are marked
     saved, as ``save()`` would."""
     parts: list[str] = []
     params: list[Any] = []
-    statements = [_insert_sql(row) for row in inserts] + [
+    statements = _inserts_grouped([_insert_sql(row) for row in inserts]) + [
         _update_sql(rows, values) for rows, values in updates
     ]
     for n, (sql, statement_params) in enumerate(statements):

@@ -13,6 +13,7 @@ from django.utils import timezone
 
 from apps.core.errors import NotFound, PermissionDenied
 from apps.core.inputs import input_problem
+from apps.core.prepared import QueryTemplate
 from apps.projects.models import (
     ApiToken,
     InvitationStatus,
@@ -113,15 +114,21 @@ def token_hash(secret: str) -> str:
     return hashlib.sha256(secret.encode()).hexdigest()
 
 
+def _active_token_query(*, digest: str) -> QuerySet[ApiToken]:
+    return ApiToken.objects.select_related("user").filter(
+        token_hash=digest, revoked_at__isnull=True, user__is_active=True
+    )
+
+
+# Every API request reads it: compiled once (and prepared on a pooled connection).
+_ACTIVE_TOKEN = QueryTemplate(_active_token_query, first=True)
+
+
 def principal_from_token(*, secret: str) -> Principal | None:
     """Return the principal of an active API token, or None."""
     if not secret:
         return None
-    token = (
-        ApiToken.objects.select_related("user")
-        .filter(token_hash=token_hash(secret), revoked_at__isnull=True, user__is_active=True)
-        .first()
-    )
+    token = _ACTIVE_TOKEN.first(digest=token_hash(secret))
     if token is None:
         return None
     return Principal(user=token.user, token_project_id=token.project_id)

@@ -1,4 +1,5 @@
-"""PostgreSQL backend that also sees the tables of schema ``kb``.
+"""PostgreSQL backend that also sees the tables of schema ``kb``, and names the statements it
+sent prepared.
 
 kgchat's own tables live in the schema ``kb`` (``db_table = 'kb"."name'``). Django's introspection
 only lists tables on the search path, so ``flush`` (used between transactional tests) would skip
@@ -13,7 +14,7 @@ import select
 from typing import Any
 
 import psycopg
-from django.db.backends.postgresql import base, introspection
+from django.db.backends.postgresql import base, introspection, operations
 from django.db.backends.postgresql.introspection import TableInfo
 from psycopg.pq import ConnStatus
 from psycopg_pool import ConnectionPool
@@ -77,8 +78,17 @@ def _readable(fd: int) -> bool:
     return bool(poller.poll(0))
 
 
+class DatabaseOperations(operations.DatabaseOperations):
+    def last_executed_query(self, cursor: Any, sql: Any, params: Any) -> str | None:
+        """What the debug log and ``CaptureQueriesContext`` show of a statement: psycopg keeps no
+        text for one it ran prepared (``apps/core/db.py``'s, on a pooled connection), so that
+        one shows as sent, its placeholders unfilled."""
+        return super().last_executed_query(cursor, sql, params) or (str(sql) if sql is not None else None)
+
+
 class DatabaseWrapper(base.DatabaseWrapper):
     introspection_class = DatabaseIntrospection
+    ops_class = DatabaseOperations
 
     @property
     def pool(self) -> Any:

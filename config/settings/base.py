@@ -103,6 +103,13 @@ if KGCHAT_DB_POOL_MAX > 0:
         "max_size": KGCHAT_DB_POOL_MAX,
         "timeout": float(os.environ.get("KGCHAT_DB_POOL_TIMEOUT") or 10),
     }
+    # A pooled connection outlives its request, so the statements a turn sends every time (the
+    # server-bound ones of apps/core/db.py: admission, history, its events, the answer, the API
+    # token) are prepared on it at their first run: PostgreSQL stops planning them once it has
+    # settled on a generic plan, ~1 of the ~1.2 ms such a read cost (docs/benchmarks.md). Django's
+    # other queries bind client-side, which psycopg never prepares. Without the pool (behind
+    # PgBouncer) nothing is prepared.
+    DATABASES["default"]["OPTIONS"].setdefault("prepare_threshold", 0)
 # Pooled connections are returned after each use, never kept by a thread (Django requires 0).
 DATABASES["default"]["CONN_MAX_AGE"] = 0
 # The pool checks a connection before lending it, replacing one the server closed (a socket probe,

@@ -203,3 +203,38 @@ async def test_a_run_cut_off_after_its_answer_was_stored_ends_with_that_answer_a
     assert [c.call_id for c in result.tool_calls] == ["call-1"]
     assert result.steps == 2
     assert [m.role for m in result.messages] == ["assistant", "tool", "assistant"]
+
+
+async def test_a_runs_events_go_in_one_statement_numbered_by_the_database_in_order(definition):
+    from asgiref.sync import sync_to_async
+    from django.db import connection
+
+    from apps.agents.services import agent_run_events_append
+
+    run = await agent_run_start(
+        project_id=definition.project_id, agent_definition_id=definition.pk, conversation_id=None
+    )
+    rows = [{"position": n, "seeded": n < 2, "author": "user", "event": {"n": n}} for n in range(3)]
+    sent: list[str] = []
+
+    def spy(execute, sql, params, many, context):
+        sent.append(sql)
+        return execute(sql, params, many, context)
+
+    # The wrapper goes on the connection of the thread the append's database call runs on.
+    await sync_to_async(lambda: connection.execute_wrappers.append(spy))()
+    try:
+        await agent_run_events_append(run_id=run.id, rows=rows)
+    finally:
+        await sync_to_async(lambda: connection.execute_wrappers.remove(spy))()
+    stored = [e async for e in AgentRunEvent.objects.filter(run=run).order_by("id")]  # numbered in order
+
+    # One statement, the commit not waiting for the WAL flush (resumption guards against the app
+    # process dying, which a commit survives once PostgreSQL has it).
+    assert len(sent) == 1 and "set_config('synchronous_commit', 'off', true)" in sent[0]
+    assert [(e.position, e.seeded, e.event) for e in stored] == [
+        (0, True, {"n": 0}),
+        (1, True, {"n": 1}),
+        (2, False, {"n": 2}),
+    ]
+    assert all(e.id for e in stored) and all(e.created_at for e in stored)

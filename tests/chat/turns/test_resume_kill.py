@@ -279,7 +279,7 @@ def _waits_on_the_events_table() -> bool:
     with _other_connection() as other:
         row = other.execute(
             "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'"
-            ' AND query LIKE \'INSERT INTO "kb"."agent_run_events"%%\''
+            ' AND query LIKE \'%%INSERT INTO "kb"."agent_run_events"%%\''
         ).fetchone()
     return bool(row and row[0])
 
