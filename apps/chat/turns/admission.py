@@ -53,7 +53,7 @@ from apps.chat.turns.claim import (
     lease_seconds,
 )
 from apps.chat.turns.context import to_history
-from apps.chat.turns.turn import Turn
+from apps.chat.turns.turn import CLAIMED_MARK, Turn
 from apps.core.db import (
     raise_if_busy,
     release_connections,
@@ -187,6 +187,7 @@ def conversation_for_turn(
         active_turn_started_at=now,
         active_turn_worker=worker_name(),
         active_turn_lease_until=now + timedelta(seconds=lease_seconds()),
+        active_turn_shown=dict(CLAIMED_MARK),
         created_at=now,
         updated_at=now,
     )

@@ -3,6 +3,7 @@ ends (or when its process died), the one place each of these is written."""
 
 from __future__ import annotations
 
+import json
 import logging
 import uuid
 
@@ -13,8 +14,9 @@ from django.utils import timezone
 
 from apps.agents.services import agent_run_text_keep, worker_name
 from apps.chat.models import Conversation
-from apps.chat.turns.turn import Turn
+from apps.chat.turns.turn import CLAIMED_MARK, Turn
 from apps.core.db import (
+    bound_cursor,
     is_database_busy,
     release_connections,
 )
@@ -56,11 +58,11 @@ def claim_take_reading_approvals(conversation_id: uuid.UUID, turn_id: uuid.UUID)
     now = timezone.now()
     conversations = connection.ops.quote_name(Conversation._meta.db_table)
     approvals = connection.ops.quote_name(WriteApproval._meta.db_table)
-    with connection.cursor() as cursor:
+    with bound_cursor() as cursor:  # one of a turn's statements: prepared on a pooled connection
         cursor.execute(
             f"""UPDATE {conversations}
                 SET active_turn_id = %s, active_turn_started_at = %s, active_turn_worker = %s,
-                    active_turn_text = '', active_turn_shown = '{{}}'::jsonb, active_turn_cancelled = false,
+                    active_turn_text = '', active_turn_shown = %s::jsonb, active_turn_cancelled = false,
                     active_turn_lease_until = now() + make_interval(secs => %s), updated_at = %s
                 WHERE id = %s AND (active_turn_id IS NULL
                     OR active_turn_lease_until IS NULL
@@ -70,6 +72,7 @@ def claim_take_reading_approvals(conversation_id: uuid.UUID, turn_id: uuid.UUID)
                 turn_id,
                 now,
                 worker_name(),
+                json.dumps(CLAIMED_MARK),
                 lease_seconds(),
                 now,
                 conversation_id,
@@ -157,14 +160,14 @@ async def claim_release_retrying(turn: Turn) -> None:
             return
 
 
-def _progress_save(turn: Turn, text: str, shown: dict[str, object]) -> None:
+def _progress_save(turn: Turn, text: str | None, shown: dict[str, object]) -> None:
     try:
-        if turn.run_id is not None:
+        if turn.run_id is not None and text is not None:
             agent_run_text_keep(run_id=turn.run_id, text=text)
         held = Conversation.objects.filter(
             id=turn.conversation.id, active_turn_id=turn.turn_id, active_turn_worker=worker_name()
         )
-        if turn.run_id is not None:
+        if turn.run_id is not None or text is None:
             held.update(active_turn_shown=shown)
         else:
             held.update(active_turn_text=text, active_turn_shown=shown)
@@ -172,9 +175,10 @@ def _progress_save(turn: Turn, text: str, shown: dict[str, object]) -> None:
         release_connections()
 
 
-async def turn_progress_save(turn: Turn, text: str, shown: dict[str, object]) -> None:
-    """Keep what the turn has streamed so far (on its agent run, or on a plain turn's claim) and
-    where its frames are (``shown``, on the claim: only while this process holds it).
+async def turn_progress_save(turn: Turn, text: str | None, shown: dict[str, object]) -> None:
+    """Keep what the turn has streamed so far (on its agent run, or on a plain turn's claim; None:
+    what it kept last) and where its frames are (``shown``, on the claim: only while this process
+    holds it).
 
     On a thread of the default pool, as the lease's renewal: the turn's own thread may be busy
     with a long call while its text pauses, which is when its progress must be saved."""

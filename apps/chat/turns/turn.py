@@ -110,6 +110,12 @@ class TurnHandle:
 log = logging.getLogger("kgchat.chat")
 
 
+# The mark of a turn just claimed (``claim.py``; a new conversation's with its row): its first
+# frame, ``meta`` (seq 1), counted before it is published. It is the one frame a process taking
+# the turn over never sends again, so its frames go on at seq 2 whether or not ``meta`` got out.
+CLAIMED_MARK: dict[str, object] = {"seq": 1, "chars": 0, "calls": []}
+
+
 class TurnProgress:
     """Where a turn is, saved as it goes, so that a process taking it over (its own died) goes on
     from there: the text it has streamed (a stopped turn keeps it as its answer) and its frames'
@@ -117,15 +123,17 @@ class TurnProgress:
     tool calls shown completed), through ``save(text, mark)``.
 
     Saved after the frames it counts were published, never before: a mark ahead of what a client
-    saw would leave it a gap in ``seq``. An agent turn's frames other than ``token`` are saved at
-    once; ``token`` frames by a task of the turn at most once every ``every_seconds``, the last
-    ones that long after them (so a turn whose text pauses, waiting on its model or a tool, has all
-    of it saved)."""
+    saw would leave it a gap in ``seq``. Saves are a task of the turn's, one at a time, each taking
+    the mark as it is when it starts: an agent turn's frames other than ``token`` are saved at once
+    (the turn does not wait for it: its next step, the model's first request after ``meta``, goes
+    on meanwhile); ``token`` frames at most once every ``every_seconds``, the last ones that long
+    after them (so a turn whose text pauses, waiting on its model or a tool, has all of it saved).
+    ``save`` gets the text as None when it is what the last save stored (a fresh turn's: empty)."""
 
     def __init__(
         self,
         turn: Turn,
-        save: Callable[[str, dict[str, object]], Awaitable[object]],
+        save: Callable[[str | None, dict[str, object]], Awaitable[object]],
         every_seconds: float = 1.0,
     ) -> None:
         self.turn = turn
@@ -133,7 +141,10 @@ class TurnProgress:
         self.every = every_seconds
         self.last = time.monotonic()
         self.text: Callable[[], str] = lambda: ""
+        # What the last save stored of the text; a turn taken over restores its own (unknown here).
+        self.saved_text: str | None = "" if turn.attempt == 1 else None
         self.dirty = False
+        self.urgent = asyncio.Event()  # a frame other than ``token``: save without waiting
         self.lock = asyncio.Lock()
         self.more = asyncio.Event()
         self.saver: asyncio.Task[None] | None = None
@@ -145,22 +156,24 @@ class TurnProgress:
 
     async def published(self, frame: AnyFrame) -> None:
         """``frame`` was published: save now, or soon."""
-        if self.closed or frame.type == "done":
-            return
+        if self.closed or frame.type in ("done", "meta"):
+            return  # ``meta``: counted by the claim (``CLAIMED_MARK``)
         self.dirty = True
         if frame.type != "token" and self.turn.run_id is not None:
-            await self.save()
-            return
+            self.urgent.set()
         if self.saver is None:
             self.saver = asyncio.get_running_loop().create_task(self._save_soon())
         self.more.set()
 
     async def _save_soon(self) -> None:
-        """The turn's saver of ``token`` frames: once woken, a save ``every_seconds`` after the last."""
+        """The turn's saver: once woken, a save at once (``urgent``) or ``every_seconds`` after the last."""
         while not self.closed:
             await self.more.wait()
             self.more.clear()
-            await asyncio.sleep(max(0.0, self.every - (time.monotonic() - self.last)))
+            wait = self.every - (time.monotonic() - self.last)
+            if wait > 0 and not self.urgent.is_set():
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self.urgent.wait(), wait)
             try:
                 await self.save()
             except Exception:
@@ -171,8 +184,11 @@ class TurnProgress:
             if not self.dirty or self.closed:
                 return
             self.dirty = False
+            self.urgent.clear()
             self.last = time.monotonic()
-            await self.save_fn(storable(self.text()), self.mark())  # a model's NUL, as U+FFFD
+            text = storable(self.text())  # a model's NUL, as U+FFFD
+            await self.save_fn(None if text == self.saved_text else text, self.mark())
+            self.saved_text = text
 
     async def close(self) -> None:
         """The turn's branch is over: nothing more is saved (a save under way ends first)."""

@@ -277,3 +277,40 @@ async def test_a_turn_this_process_still_runs_is_not_taken_over_here_when_its_le
         async for m in Message.objects.filter(conversation_id=handle.conversation_id, role="assistant")
     ]
     assert answers == ["There is 1 type."]
+
+
+def _admitted_then_died(world, agent, conversation_id=None):
+    """A message admitted (claimed, its rows written) by a process that died before its turn
+    published anything, not even ``meta``."""
+    from apps.chat.turns import admission
+    from apps.projects.selectors import principal_from_user
+
+    turn, _ = admission.turn_admit(
+        principal=principal_from_user(world["user"]),
+        message="Which types exist?",
+        project_id=None if conversation_id else world["project"].id,
+        conversation_id=conversation_id,
+        agent_definition_id=None if conversation_id else agent.id,
+    )
+    claimed = Conversation.objects.get(id=turn.conversation.id).active_turn_shown
+    Conversation.objects.filter(id=turn.conversation.id).update(
+        active_turn_worker=DEAD, active_turn_lease_until=timezone.now() - timedelta(seconds=1)
+    )
+    return turn.conversation, claimed
+
+
+async def test_a_turn_whose_process_died_right_after_its_claim_goes_on_after_the_meta_it_counted(
+    world, agent
+):
+    from apps.chat.turns.turn import CLAIMED_MARK
+
+    conversation, claimed = await adb(_admitted_then_died)(world, agent)
+
+    assert claimed == CLAIMED_MARK  # the claim counts ``meta`` (seq 1) before it is published
+    assert await turns_take_over(ScriptedProvider(turns=[_answer()])) == 1
+    frames = await _frames(conversation)
+    # meta is never sent again by a takeover: the frames go on at seq 2, whether or not it got out.
+    assert [(f.seq, f.type) for f in frames] == [(2, "token"), (3, "token"), (4, "done")]
+
+    _, claimed_again = await adb(_admitted_then_died)(world, agent, conversation.id)
+    assert claimed_again == CLAIMED_MARK  # a follow-up's claim as well
