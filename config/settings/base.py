@@ -58,12 +58,15 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "config.middleware.ApiJsonErrorsMiddleware",
     "config.middleware.ApiInputMiddleware",
+    # Django's own; those from config.middleware run their hooks that do no I/O on the event loop.
+    # The security, CSRF and clickjacking ones stay Django's classes: `check --deploy` looks for
+    # them by name.
     "django.middleware.security.SecurityMiddleware",
-    "django.contrib.sessions.middleware.SessionMiddleware",
-    "django.middleware.common.CommonMiddleware",
+    "config.middleware.SessionMiddleware",
+    "config.middleware.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
-    "django.contrib.auth.middleware.AuthenticationMiddleware",
-    "django.contrib.messages.middleware.MessageMiddleware",
+    "config.middleware.AuthenticationMiddleware",
+    "config.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
 
