@@ -49,7 +49,7 @@ def test_the_served_process_keeps_its_startup_heap_out_of_the_collectors_reach()
     """A full collection stops the whole process while it walks every tracked object: importing the
     application freezes what the imports made (~280,000 objects), so one walks only what turns
     made since (docs/benchmarks.md, session 20: 220-290 ms pauses under load, then 30-75 ms)."""
-    code = "import gc, config.asgi; print(gc.get_freeze_count(), len(gc.get_objects()))"
+    code = "import gc, config.asgi; print(gc.isenabled(), gc.get_freeze_count(), len(gc.get_objects()))"
     env = {**os.environ, "DJANGO_SETTINGS_MODULE": "config.settings.test"}
     root = Path(__file__).resolve().parent.parent
     done = subprocess.run(
@@ -62,5 +62,6 @@ def test_the_served_process_keeps_its_startup_heap_out_of_the_collectors_reach()
         check=True,
     )
 
-    frozen, tracked = (int(n) for n in done.stdout.split()[-2:])
-    assert frozen > 100_000 and tracked < 1_000, done.stdout
+    enabled, frozen, tracked = done.stdout.split()[-3:]
+    assert int(frozen) > 100_000 and int(tracked) < 1_000, done.stdout
+    assert enabled == "True", "the collector is off while the application is imported, then on again"
