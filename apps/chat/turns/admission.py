@@ -11,6 +11,7 @@ database in one statement with what the turn reads at the same instant
 from __future__ import annotations
 
 import contextlib
+import copy
 import os
 import uuid
 from concurrent.futures import ThreadPoolExecutor
@@ -187,7 +188,7 @@ def conversation_for_turn(
         active_turn_started_at=now,
         active_turn_worker=worker_name(),
         active_turn_lease_until=now + timedelta(seconds=lease_seconds()),
-        active_turn_shown=dict(CLAIMED_MARK),
+        active_turn_shown=copy.deepcopy(CLAIMED_MARK),
         created_at=now,
         updated_at=now,
     )
