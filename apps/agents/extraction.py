@@ -24,6 +24,7 @@ import re
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
@@ -43,13 +44,19 @@ from apps.agents.llm.resolve import resolve_model
 from apps.graph_tools.documents.extraction import (
     MAX_MENTIONS,
     ClaimedPassage,
+    ExtractionProgress,
     ExtractionSpec,
+    change_set_progress,
     extraction_claim,
     extraction_fail,
     extraction_output_clean,
     extraction_spec,
+    extraction_start_as_operator,
     extraction_store,
 )
+from apps.graph_tools.documents.models import ChangeSet
+from apps.graph_tools.documents.selectors import document_by_name_or_id
+from apps.projects.selectors import project_get_by_ref
 
 log = logging.getLogger("kgchat.extraction")
 
@@ -360,6 +367,45 @@ def _failed(passage: ClaimedPassage, exc: LLMError) -> None:
     log.warning(
         "extraction of passage %s failed (attempt %d, now %s): %s", passage.id, passage.attempt, state, exc
     )
+
+
+@dataclass
+class DocumentExtraction:
+    """Where a document's extraction stands: its change set, its passages, its items."""
+
+    document_name: str
+    change_set: ChangeSet
+    progress: ExtractionProgress
+    items: int
+
+
+def document_extract(
+    *,
+    project_ref: str,
+    document_ref: str,
+    run: bool = False,
+    on_progress: Callable[[DocumentExtraction], None] | None = None,
+) -> DocumentExtraction:
+    """``manage.py extract_document``: start (or resume) the operator's extraction of a project's
+    document, and with ``run`` extract its passages here until none waits, ``on_progress`` after
+    each passage. Where it stands at the end."""
+    document = document_by_name_or_id(
+        project_id=project_get_by_ref(project_ref=project_ref).id, ref=document_ref
+    )
+    change_set = extraction_start_as_operator(document=document)
+
+    def standing() -> DocumentExtraction:
+        change_set.refresh_from_db()
+        progress = change_set_progress(change_set)
+        return DocumentExtraction(document.name, change_set, progress, change_set.items.count())
+
+    def shown() -> None:
+        if on_progress is not None:
+            on_progress(standing())
+
+    while run and change_set.status == "running" and extraction_step(after_each=shown):
+        change_set.refresh_from_db()
+    return standing()
 
 
 def extraction_run_until_idle(*, provider: Provider | None = None, limit: int = 100_000) -> int:

@@ -190,15 +190,15 @@ def _update_sql(rows: QuerySet[Any], values: Mapping[str, Any]) -> tuple[str, li
 def _inserts_grouped(statements: list[tuple[str, list[Any]]]) -> list[tuple[str, list[Any]]]:
     """Consecutive ``INSERT``s into the same columns as one, with a ``VALUES`` list."""
     grouped: list[tuple[str, list[Any]]] = []
-    heads: list[str | None] = []
+    last: str | None = None  # the head of the last statement, when it has a VALUES list
     for sql, params in statements:
         head, found, values = sql.partition(" VALUES ")
-        if found and heads and heads[-1] == head:
+        if found and head == last:
             previous, previous_params = grouped[-1]
             grouped[-1] = (f"{previous}, {values}", previous_params + params)
             continue
         grouped.append((sql, list(params)))
-        heads.append(head if found else None)
+        last = head if found else None
     return grouped
 
 

@@ -605,6 +605,25 @@ def test_the_command_extracts_the_passages_showing_its_progress(project, setting
     assert " review; passages 3 done, 0 failed, 0 waiting; 8 items" in lines[-1]
 
 
+def test_the_command_shows_its_progress_when_the_model_cannot_be_had(project, settings):
+    """A passage whose model cannot be resolved has its failure recorded without a call, and the
+    command still shows the progress after it (it is tried again after its backoff)."""
+    import io
+
+    from django.core.management import call_command
+
+    settings.KGCHAT_MODEL = "scripted/no-such-script"
+    document_upload(project=project, name="atlas.md", data=TEXT.encode())
+    out = io.StringIO()
+
+    call_command("extract_document", "atlas.md", project=project.slug, run=True, stdout=out)
+
+    lines = out.getvalue().splitlines()
+    assert lines[:3] == ["atlas.md: 0/3 passages (0 failed)"] * 3
+    assert " running; passages 0 done, 0 failed, 3 waiting; 0 items" in lines[-1]
+    assert len(lines) == 4
+
+
 def test_an_openai_compatible_server_is_asked_under_the_schema_as_response_format(project, settings):
     from tests.llm_server import LLMTestServer, Stream, last_user_text, text_chunks
 

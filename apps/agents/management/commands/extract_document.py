@@ -1,10 +1,7 @@
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from apps.agents.extraction import extraction_step
+from apps.agents.extraction import DocumentExtraction, document_extract
 from apps.core.errors import ServiceError
-from apps.graph_tools.documents.extraction import change_set_progress, extraction_start_as_operator
-from apps.graph_tools.documents.selectors import document_by_name_or_id
-from apps.projects.selectors import project_get_by_ref
 
 
 class Command(BaseCommand):
@@ -24,28 +21,19 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: object, document: str, project: str, run: bool, **options: object) -> None:
-        try:
-            found = document_by_name_or_id(
-                project_id=project_get_by_ref(project_ref=project).id, ref=document
+        def show(now: DocumentExtraction) -> None:
+            progress = now.progress
+            self.stdout.write(
+                f"{now.document_name}: {progress.done + progress.failed}/{progress.total} passages "
+                f"({progress.failed} failed)"
             )
-            change_set = extraction_start_as_operator(document=found)
-            if run:
 
-                def show() -> None:
-                    change_set.refresh_from_db()
-                    progress = change_set_progress(change_set)
-                    self.stdout.write(
-                        f"{found.name}: {progress.done + progress.failed}/{progress.total} passages "
-                        f"({progress.failed} failed)"
-                    )
-
-                while change_set.status == "running" and extraction_step(after_each=show):
-                    change_set.refresh_from_db()
+        try:
+            end = document_extract(project_ref=project, document_ref=document, run=run, on_progress=show)
         except ServiceError as exc:
             raise CommandError(str(exc)) from exc
-        change_set.refresh_from_db()
-        progress = change_set_progress(change_set)
+        progress = end.progress
         self.stdout.write(
-            f"{found.name}: change set {change_set.id} {change_set.status}; passages {progress.done} done, "
-            f"{progress.failed} failed, {progress.pending} waiting; {change_set.items.count()} items"
+            f"{end.document_name}: change set {end.change_set.id} {end.change_set.status}; passages "
+            f"{progress.done} done, {progress.failed} failed, {progress.pending} waiting; {end.items} items"
         )
