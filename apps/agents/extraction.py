@@ -371,12 +371,13 @@ def _failed(passage: ClaimedPassage, exc: LLMError) -> None:
 
 @dataclass
 class DocumentExtraction:
-    """Where a document's extraction stands: its change set, its passages, its items."""
+    """Where a document's extraction stands: its change set, its passages, its items (counted at
+    the end only; None in the progress shown meanwhile)."""
 
     document_name: str
     change_set: ChangeSet
     progress: ExtractionProgress
-    items: int
+    items: int | None = None
 
 
 def document_extract(
@@ -396,8 +397,7 @@ def document_extract(
 
     def standing() -> DocumentExtraction:
         change_set.refresh_from_db()
-        progress = change_set_progress(change_set)
-        return DocumentExtraction(document.name, change_set, progress, change_set.items.count())
+        return DocumentExtraction(document.name, change_set, change_set_progress(change_set))
 
     def shown() -> None:
         if on_progress is not None:
@@ -405,7 +405,9 @@ def document_extract(
 
     while run and change_set.status == "running" and extraction_step(after_each=shown):
         change_set.refresh_from_db()
-    return standing()
+    end = standing()
+    end.items = change_set.items.count()
+    return end
 
 
 def extraction_run_until_idle(*, provider: Provider | None = None, limit: int = 100_000) -> int:
