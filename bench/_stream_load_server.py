@@ -15,8 +15,10 @@ The model costs no I/O, so the figures measure kgchat around it. Everything else
 (its query still runs on every turn).
 """
 
+import itertools
 import os
 import time
+from collections.abc import Iterable
 from typing import Any
 
 from apps.agents.llm.base import ChatMessage, Done, TextDelta, Usage
@@ -48,12 +50,14 @@ def _question(messages: list[ChatMessage]) -> str:
 
 
 def _responder(tokens: int) -> Any:
-    def respond(messages: list[ChatMessage], tools: list[Any]) -> list[ScriptItem]:
+    def respond(messages: list[ChatMessage], tools: list[Any]) -> Iterable[ScriptItem]:
         if messages and messages[-1].role == "tool":
-            return [
-                *(TextDelta(text=f"t{i} ") for i in range(tokens)),
-                Done(usage=Usage(input_tokens=500, output_tokens=tokens)),
-            ]
+            # Made as they are streamed, like a served model's deltas: a list of all of them, made
+            # at the request, kept hundreds of objects per running turn for the collector to walk.
+            return itertools.chain(
+                (TextDelta(text=f"t{i} ") for i in range(tokens)),
+                [Done(usage=Usage(input_tokens=500, output_tokens=tokens))],
+            )
         return [
             tool_call("get_entity_edges", {"entity_id": ENTITY}),
             Done(usage=Usage(input_tokens=400, output_tokens=10)),

@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -65,7 +65,8 @@ class Raise:
 
 
 ScriptItem = TextDelta | ToolCall | ErrorEvent | Done | Delay | Raise
-Responder = Callable[[list[ChatMessage], list[ToolSpec]], Sequence[ScriptItem]]
+# A responder may answer with an iterator: its items are then made as they are streamed.
+Responder = Callable[[list[ChatMessage], list[ToolSpec]], Iterable[ScriptItem]]
 Turn = Sequence[ScriptItem] | Responder
 
 

@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
+from array import array
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
-from apps.chat.streams.frames import RETENTION_SECONDS, AnyFrame, ConversationEvent
+from apps.chat.streams.frames import RETENTION_SECONDS, AnyFrame, ConversationEvent, frame_from_text
 
 
 class _LocalWatch:
@@ -53,6 +55,24 @@ class _TurnLog:
     # One future per subscriber waiting for the next frame (a plain future: an ``asyncio.Event``
     # per wait built a future of its own anyway, plus its waiter list).
     waiters: list[asyncio.Future[None]] = field(default_factory=list)
+    # A finished turn's frames, kept for late subscribers as their JSON texts and their ``seq``s
+    # (``compact``): a frame object is two or three objects the garbage collector walks at every
+    # full collection, and with hundreds of frames a turn kept ``RETENTION_SECONDS`` they were
+    # most of what it walked (docs/benchmarks.md, session 22). A replay rebuilds them.
+    texts: list[str] | None = None
+    seqs: array[int] | None = None
+
+    def compact(self) -> None:
+        """Keep the frames as text from now on. A new list: subscribers still reading the old one
+        (woken by ``finish``, not yet run) read it to its end."""
+        frames, self.frames = self.frames, []
+        self.texts = [frame.text() for frame in frames]
+        self.seqs = array("q", (frame.seq for frame in frames))
+
+    def replay(self, after_seq: int) -> list[AnyFrame]:
+        """A compacted log's frames after ``after_seq``, rebuilt from their text."""
+        texts, seqs = self.texts or [], self.seqs or array("q")
+        return [frame_from_text(text) for seq, text in zip(seqs, texts, strict=True) if seq > after_seq]
 
     def wake(self) -> None:
         if not self.waiters:
@@ -151,6 +171,7 @@ class InProcessFrameBus:
             return
         log.finished = True
         log.wake()
+        log.compact()
         turn_id = log.turn_id
 
         def forget() -> None:
@@ -158,7 +179,9 @@ class InProcessFrameBus:
             if current is not None and current.turn_id == turn_id:
                 del self._logs[conversation_id]
 
-        asyncio.get_running_loop().call_later(self._retention, forget)
+        # In a context of its own: the finishing task's (the turn's) would stay alive with the
+        # timer, and with it what the turn's context variables hold (its database thread).
+        asyncio.get_running_loop().call_later(self._retention, forget, context=contextvars.Context())
 
     def is_running(self, conversation_id: str) -> bool:
         log = self._logs.get(conversation_id)
@@ -169,6 +192,10 @@ class InProcessFrameBus:
     ) -> AsyncIterator[AnyFrame]:
         log = self._logs.get(conversation_id)
         if log is None or (log.finished and not include_finished):
+            return
+        if log.texts is not None:
+            for frame in log.replay(after_seq):
+                yield frame
             return
         loop = asyncio.get_running_loop()
         frames = log.frames

@@ -1,6 +1,8 @@
 """The frame bus: replay from any seq, follow live, cancel — in process and across processes (Redis)."""
 
 import asyncio
+import gc
+import weakref
 
 import pytest
 
@@ -156,3 +158,43 @@ async def test_a_closed_watch_leaves_no_watcher_behind():
     await bus.announce("c", decided("a1"))
 
     assert bus._watchers == {}
+
+
+async def test_a_finished_turn_replays_its_frames_as_they_were_sent_and_keeps_only_their_text():
+    bus = InProcessFrameBus()
+    await bus.begin("conv-r", "turn-1")
+    sent = [
+        meta(1),
+        TokenFrame(seq=2, token="a\u00e9"),
+        TokenFrame(seq=3, token="b"),
+        DoneFrame(seq=4, messageId="m", runId="r"),
+    ]
+    reader = asyncio.create_task(collect_frames(bus, "conv-r"))
+    await asyncio.sleep(0.01)
+    for frame in sent:
+        await bus.publish("conv-r", frame)
+    live = await asyncio.wait_for(reader, 10)
+    published = weakref.ref(sent[1])
+    texts = [frame.text() for frame in sent]
+    del sent, live, reader, frame
+    gc.collect()
+
+    replayed = await collect_frames(bus, "conv-r")
+    resumed = await collect_frames(bus, "conv-r", after_seq=2)
+
+    assert [frame.text() for frame in replayed] == texts
+    assert [(frame.type, frame.seq) for frame in replayed] == [
+        ("meta", 1),
+        ("token", 2),
+        ("token", 3),
+        ("done", 4),
+    ]
+    assert replayed[3].messageId == "m"
+    assert [frame.seq for frame in resumed] == [3, 4]
+    # Kept for late subscribers as text: the frame objects themselves are gone (a few hundred
+    # per turn, kept RETENTION_SECONDS, were most of what the garbage collector walked).
+    assert published() is None
+
+
+async def collect_frames(bus, conversation: str, after_seq: int = 0) -> list:
+    return [f async for f in bus.subscribe(conversation, after_seq=after_seq)]
