@@ -15,10 +15,11 @@ The model costs no I/O, so the figures measure kgchat around it. Everything else
 (its query still runs on every turn).
 """
 
+import gc
 import itertools
 import os
 import time
-from collections.abc import Iterable
+from collections.abc import AsyncIterator, Iterable
 from typing import Any
 
 from apps.agents.llm.base import ChatMessage, Done, TextDelta, Usage
@@ -43,6 +44,28 @@ LOGGING = {"version": 1, "disable_existing_loggers": False, "root": {"level": "W
 # question text -> time.perf_counter() in this process (read and cleared by bench._stream_load_asgi)
 RECEIVED: dict[str, float] = {}
 FIRST_REQUEST: dict[str, float] = {}
+
+# ``BENCH_TRACE=1`` (``bench.capacity --trace``): each question's way to its first token in this
+# process, and the garbage collector's pauses, read and cleared at ``/bench/trace/``. Times are
+# ``time.perf_counter()``: CLOCK_MONOTONIC on Linux, one clock for every process of the machine,
+# so the bench lines them up with its clients' own.
+TRACE = os.environ.get("BENCH_TRACE") == "1"
+REQUESTS: dict[str, list[float]] = {}  # each model request of the question
+FIRST_TEXT: dict[str, float] = {}  # the model's first text delta handed to kgchat
+FIRST_SENT: dict[str, float] = {}  # the first token frame handed to the socket
+PAUSES: list[tuple[float, float, int]] = []  # (start, seconds, generation) of each collection
+
+
+def _collection(phase: str, info: dict[str, Any]) -> None:
+    now = time.perf_counter()
+    if phase == "start":
+        _collection.started = now  # type: ignore[attr-defined]
+    else:
+        PAUSES.append((_collection.started, now - _collection.started, info["generation"]))  # type: ignore[attr-defined]
+
+
+if TRACE:
+    gc.callbacks.append(_collection)
 
 
 def _question(messages: list[ChatMessage]) -> str:
@@ -71,9 +94,20 @@ class _Provider(ScriptedProvider):
     notes when each question first reaches the model."""
 
     def stream(self, messages: Any, tools: Any, config: Any) -> Any:
-        FIRST_REQUEST.setdefault(_question(messages), time.perf_counter())
+        question = _question(messages)
+        FIRST_REQUEST.setdefault(question, time.perf_counter())
         self.calls.clear()
-        return super().stream(messages, tools, config)
+        if not TRACE:
+            return super().stream(messages, tools, config)
+        REQUESTS.setdefault(question, []).append(time.perf_counter())
+        return _noting_first_text(question, super().stream(messages, tools, config))
+
+
+async def _noting_first_text(question: str, items: AsyncIterator[Any]) -> AsyncIterator[Any]:
+    async for item in items:
+        if isinstance(item, TextDelta) and question not in FIRST_TEXT:
+            FIRST_TEXT[question] = time.perf_counter()
+        yield item
 
 
 register_script(PACED, _Provider(responder=_responder(TOKENS), pace=PACE))

@@ -16,6 +16,12 @@ Servers, each started fresh for the run (ports from ``BENCH_PORTS`` when set):
 - ``adk``: ADK's ``adk api_server`` (in-memory sessions) serving the same agent on the same model
   (``bench._vs_adk_agent``); a turn creates its session, then POSTs ``/run_sse`` and reads to the end.
 
+``--trace`` (kgchat only) also shows where the slowest turns' first token went: each server notes
+when a question arrived, each model request, the model's first text delta and the first token
+frame sent (``bench._stream_load_asgi``, ``BENCH_TRACE``), and the garbage collector's pauses;
+after each rate the bench lines these up with its clients' times (one monotonic clock) and prints
+the median of each step and the slowest turns with the collections that overlapped them.
+
 Per rate: kgchat's (or ADK's) added time to first token (client-seen minus the model's 1.0 s)
 and added inter-token delay (``bench.stream_load``'s: the observed gap minus the model's
 scheduled gap between the oldest deltas two frames hold), p50 / p99; errors; lost turns (kgchat:
@@ -193,15 +199,19 @@ class Target:
 
 
 async def _rate(
-    target: Target, rate: float, duration: float, pace: Pace, tag: str
+    target: Target, rate: float, duration: float, pace: Pace, tag: str, trace: bool = False
 ) -> tuple[Point, list[Turn]]:
     import httpx
 
     point = Point(target.name, rate, duration, load=", ".join(f"{x:.1f}" for x in os.getloadavg()))
     times = arrivals(rate, duration)
     turns = [Turn() for _ in times]
+    questions = [f"{tag} r{rate:g} question {n}: what is Paris connected to?" for n in range(len(times))]
     limits = httpx.Limits(max_connections=2000, max_keepalive_connections=200)
     async with httpx.AsyncClient(limits=limits, timeout=FRAME_TIMEOUT) as http:
+        if trace and target.name != "adk":
+            for server in target.servers:  # what the start and the warm-up turn left: not this rate's
+                await http.get(f"{server.http}/bench/trace/")
         sampler = Sampler([s.process.pid for s in target.servers], target.others)
         sampler.start()
         started = time.perf_counter()
@@ -210,11 +220,18 @@ async def _rate(
             delay = started + at - time.perf_counter()
             if delay > 0:
                 await asyncio.sleep(delay)
-            question = f"{tag} r{rate:g} question {n}: what is Paris connected to?"
-            tasks.append(asyncio.create_task(target.turn(n, question, turn, http)))
+            tasks.append(asyncio.create_task(target.turn(n, questions[n], turn, http)))
         await asyncio.gather(*tasks)
         holder = _Level()
         sampler.stop(holder)  # type: ignore[arg-type]
+        if trace and target.name != "adk":
+            timelines: dict[str, Any] = {}
+            pauses: list[list[float]] = []
+            for server in target.servers:
+                data = (await http.get(f"{server.http}/bench/trace/")).json()
+                timelines.update(data["questions"])
+                pauses += data["pauses"]
+            print_trace(turns, questions, timelines, pauses, pace)
     point.turns = len(turns)
     point.cpu_per_turn = holder.server_cpu / max(1, len(turns))
     level = _Level()
@@ -253,10 +270,82 @@ def _lost(target: Target, turns: list[Turn], pace: Pace) -> int:
     return len(turns) - complete + wrong
 
 
+# --- where the first token's time went (--trace) -------------------------------------------------
+
+STEPS = (
+    ("to server", "the question's frame from the client to the application"),
+    ("to model", "admission, the run, ADK: to the model's first request"),
+    ("tool", "the tool call, its frames and events, to the second request (less the model's 0.5 s)"),
+    ("model", "the second request to its first text delta (less the model's 0.5 s): the loop's lateness"),
+    ("to socket", "the delta to its token frame handed to the socket"),
+    ("to client", "the frame from the socket to the client"),
+)
+
+
+def trace_steps(turn: Turn, timeline: dict[str, Any], pace: Pace) -> list[float] | None:
+    """One turn's added first-token time cut into ``STEPS`` (ms), or None when a mark is missing."""
+    first = next((arrived for arrived, deltas in turn.frames if deltas), None)
+    requests = timeline.get("requests") or []
+    marks = [
+        turn.sent,
+        timeline.get("received"),
+        *requests[:2],
+        timeline.get("first_text"),
+        timeline.get("first_sent"),
+        first,
+    ]
+    if len(requests) < 2 or any(mark is None for mark in marks):
+        return None
+    sent, received, request1, request2, first_text, first_sent, seen = marks
+    return [
+        (received - sent) * 1000,
+        (request1 - received) * 1000,
+        (request2 - request1 - pace.first_token) * 1000,
+        (first_text - request2 - pace.first_token) * 1000,
+        (first_sent - first_text) * 1000,
+        (seen - first_sent) * 1000,
+    ]
+
+
+def print_trace(
+    turns: list[Turn], questions: list[str], timelines: dict[str, Any], pauses: list[list[float]], pace: Pace
+) -> None:
+    """The median of each step, the five slowest turns' steps and the collections overlapping them."""
+    rows = []
+    for turn, question in zip(turns, questions, strict=True):
+        steps = trace_steps(turn, timelines.get(question) or {}, pace)
+        if steps is not None:
+            rows.append((turn.sent, sum(steps), steps))
+    if not rows:
+        print("      trace: no turn with every mark")
+        return
+    names = [name for name, _ in STEPS]
+    medians = [pct([r[2][i] for r in rows], 0.5) for i in range(len(STEPS))]
+    print(
+        f"      trace, {len(rows)} turns, median ms: "
+        + ", ".join(f"{n} {m:.1f}" for n, m in zip(names, medians, strict=True))
+    )
+    full = [p for p in pauses if p[2] == 2]
+    if full:
+        durations = sorted(p[1] * 1000 for p in full)
+        print(
+            f"      full collections: {len(full)}, {pct(durations, 0.5):.0f} ms median, {durations[-1]:.0f} ms longest "
+            f"(younger ones: {len(pauses) - len(full)}, {sum(p[1] for p in pauses if p[2] != 2) * 1000:.0f} ms in all)"
+        )
+    for sent, total, steps in sorted(rows, key=lambda r: -r[1])[:5]:
+        overlapping = [
+            f"gen {int(p[2])} {p[1] * 1000:.0f} ms"
+            for p in pauses
+            if p[1] >= 0.005 and sent <= p[0] + p[1] and p[0] <= sent + total / 1000 + pace.before_first_token
+        ]
+        cut = ", ".join(f"{n} {v:.0f}" for n, v in zip(names, steps, strict=True))
+        print(f"      slow turn +{total:.0f} ms: {cut}; collections: {', '.join(overlapping) or 'none'}")
+
+
 # --- the servers ----------------------------------------------------------------------------------
 
 
-def _env(pace: Pace) -> dict[str, str]:
+def _env(pace: Pace, trace: bool = False) -> dict[str, str]:
     return {
         **os.environ,
         **pace.env(),
@@ -264,12 +353,13 @@ def _env(pace: Pace) -> dict[str, str]:
         "BENCH_STREAM_MODEL": "bench-paced",
         "KGCHAT_LOG_LEVEL": "WARNING",
         "PYTHONPATH": str(ROOT),
+        "BENCH_TRACE": "1" if trace else "",
     }
 
 
 @contextmanager
 def _target(
-    name: str, pace: Pace, world: tuple[Any, Any, list[Any], list[str]], logs: Path
+    name: str, pace: Pace, world: tuple[Any, Any, list[Any], list[str]], logs: Path, trace: bool = False
 ) -> Iterator[Target]:
     project, agent, _, sessions = world
     postmaster = _postmaster_pid()
@@ -283,7 +373,9 @@ def _target(
             wait_ready(adk)
             servers = [adk]
         else:
-            servers, redis = stack.enter_context(_servers(2 if name == "kgchat2" else 1, _env(pace), logs))
+            servers, redis = stack.enter_context(
+                _servers(2 if name == "kgchat2" else 1, _env(pace, trace), logs)
+            )
             if redis is not None:
                 others["redis"] = [redis]
         yield Target(name, servers, others, sessions, str(project.id), str(agent.id))
@@ -302,7 +394,13 @@ async def _warm(target: Target) -> None:
 
 
 def _search(
-    target: Target, rates: list[float], duration: float, pace: Pace, refine: bool, every: bool = False
+    target: Target,
+    rates: list[float],
+    duration: float,
+    pace: Pace,
+    refine: bool,
+    every: bool = False,
+    trace: bool = False,
 ) -> list[Point]:
     """Rates in ascending order up to the first not sustained, then halfway back once (``every``:
     all of them, for the curve, when even the lowest is not sustained on a busy machine)."""
@@ -314,7 +412,7 @@ def _search(
             # Turns of the project still running when a rate starts would run beside it unmeasured.
             raise RuntimeError(f"{claimed} turns of the bench's project are claimed before {rate}/s")
         tag = f"cap-{target.name}-{time.monotonic_ns()}"
-        point, turns = asyncio.run(_rate(target, rate, duration, pace, tag))
+        point, turns = asyncio.run(_rate(target, rate, duration, pace, tag, trace))
         point.lost = _lost(target, turns, pace)
         points.append(point)
         verdict = "sustained" if point.sustained else "NOT sustained"
@@ -513,6 +611,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--every-rate", action="store_true", help="measure every rate, not only up to the first failure"
     )
+    parser.add_argument(
+        "--trace", action="store_true", help="where the slowest turns' first token went (kgchat servers)"
+    )
     parser.add_argument("--plot", type=Path, default=OUT / "capacity.png", help="where the PNG goes")
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     pace = Pace(first_token=args.first_token, rate=args.rate, tokens=args.tokens)
@@ -529,10 +630,12 @@ def main(argv: list[str] | None = None) -> int:
         for name in servers:
             with (
                 tempfile.TemporaryDirectory(prefix=f"capacity-{name}-") as logs,
-                _target(name, pace, world, Path(logs)) as target,
+                _target(name, pace, world, Path(logs), args.trace) as target,
             ):
                 refine = args.refine if args.refine is not None else args.duration >= 30
-                points += _search(target, rates, args.duration, pace, refine=refine, every=args.every_rate)
+                points += _search(
+                    target, rates, args.duration, pace, refine=refine, every=args.every_rate, trace=args.trace
+                )
     finally:
         _cleanup(world[0], world[2], world[3])
     report(points, servers, admission, pace)

@@ -1,5 +1,6 @@
 """``bench.capacity``: its arrivals are a Poisson process of the asked rate, and a tiny run measures
-every turn it sends and prints its table (figures are not asserted)."""
+every turn it sends and prints its table and where each turn's first token went (figures are not
+asserted)."""
 
 from __future__ import annotations
 
@@ -30,12 +31,12 @@ def test_arrivals_are_a_poisson_process_of_the_given_rate():
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_tiny_capacity_run_on_one_process_stores_every_turn_and_prints_the_table(
+def test_a_tiny_capacity_run_on_one_process_stores_every_turn_and_prints_the_table_and_its_trace(
     test_database_url: str, capsys: pytest.CaptureFixture[str], tmp_path, monkeypatch
 ) -> None:
     monkeypatch.setattr(capacity, "OUT", tmp_path)
     argv = ["--servers", "kgchat1", "--duration", "2", "--rates", "2", "--tokens", "5"]
-    argv += ["--first-token", "0.05", "--rate", "200", "--plot", str(tmp_path / "capacity.png")]
+    argv += ["--first-token", "0.05", "--rate", "200", "--plot", str(tmp_path / "capacity.png"), "--trace"]
 
     status = capacity.main(argv)
 
@@ -48,6 +49,9 @@ def test_a_tiny_capacity_run_on_one_process_stores_every_turn_and_prints_the_tab
     assert (point["errors"], point["lost"]) == (0, 0), out
     assert "highest sustained rate (turns/s):" in out and "kgchat, 1 process" in out
     assert (tmp_path / "capacity.png").is_file()
+    # --trace: every turn's way to its first token, lined up with the server's marks.
+    assert f"trace, {point['turns']} turns, median ms: to server" in out, out
+    assert "slow turn +" in out
 
 
 @pytest.mark.django_db(transaction=True)
