@@ -569,7 +569,7 @@ def _plot(points: list[Point], path: Path) -> None:
     ax.set_xlabel("arriving turns per second (Poisson)")
     ax.set_ylabel("added time to first token, p99, ms")
     ax.set_yscale("symlog", linthresh=100)
-    ax.set_ylim(bottom=0)
+    ax.set_ylim(bottom=0, top=max([TARGET_TTFT_P99_MS, *(p.ttft_p99 for p in points)]) * 1.5)
     ax.set_title("Added first-token p99 against arrival rate (paced scripted model)")
     ax.legend(fontsize=8)
     fig.tight_layout()
