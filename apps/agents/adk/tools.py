@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import json
 import logging
@@ -37,6 +36,7 @@ from apps.agents.mcp_servers import (
     url_check,
 )
 from apps.core.errors import ServiceError
+from apps.core.timeouts import wait_within
 from apps.graph_tools.registry import GraphTool, GraphVocabulary, tool_call, tool_get
 from apps.graph_tools.selectors import graph_vocabulary
 
@@ -81,7 +81,7 @@ class GraphAdkTool(BaseTool):
             call_id = tool_context.function_call_id or f"call_{self.name}"
             work = self.gate.call(self.name, dict(args or {}), call_id=call_id)
         try:
-            result = await asyncio.wait_for(work, timeout=limit)
+            result = await wait_within(work, limit)
         except ServiceError as exc:
             return {"error": exc.message, "code": exc.code}
         except TimeoutError:

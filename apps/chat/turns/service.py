@@ -63,6 +63,7 @@ from apps.core.db import (
 )
 from apps.core.failures import error_classify
 from apps.core.inputs import storable
+from apps.core.timeouts import call_later_bare
 from apps.graph_tools.models import WriteApproval
 from apps.projects.selectors import Principal, parse_uuid
 
@@ -173,7 +174,7 @@ async def _run_turn(turn: Turn, provider: Provider | None) -> None:
     message the moment it sees ``done``; the bus then marks the turn over.
     """
     timeout = settings.KGCHAT_TURN_TIMEOUT_SECONDS
-    watchdog = asyncio.get_running_loop().call_later(
+    watchdog = call_later_bare(
         timeout,
         turn.stop.stop,
         StopReason(code="timeout", message=f"the turn took longer than {timeout} s and was stopped"),
