@@ -56,12 +56,15 @@ FIRST_SENT: dict[str, float] = {}  # the first token frame handed to the socket
 PAUSES: list[tuple[float, float, int]] = []  # (start, seconds, generation) of each collection
 
 
+_collecting_since = [0.0]
+
+
 def _collection(phase: str, info: dict[str, Any]) -> None:
     now = time.perf_counter()
     if phase == "start":
-        _collection.started = now  # type: ignore[attr-defined]
+        _collecting_since[0] = now
     else:
-        PAUSES.append((_collection.started, now - _collection.started, info["generation"]))  # type: ignore[attr-defined]
+        PAUSES.append((_collecting_since[0], now - _collecting_since[0], info["generation"]))
 
 
 if TRACE:

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import contextvars
 from array import array
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
 from apps.chat.streams.frames import RETENTION_SECONDS, AnyFrame, ConversationEvent, frame_from_text
+from apps.core.timeouts import call_later_bare
 
 
 class _LocalWatch:
@@ -59,19 +59,19 @@ class _TurnLog:
     # (``compact``): a frame object is two or three objects the garbage collector walks at every
     # full collection, and with hundreds of frames a turn kept ``RETENTION_SECONDS`` they were
     # most of what it walked (docs/benchmarks.md, session 22). A replay rebuilds them.
-    texts: list[str] | None = None
-    seqs: array[int] | None = None
+    kept: tuple[array[int], list[str]] | None = None
 
     def compact(self) -> None:
         """Keep the frames as text from now on. A new list: subscribers still reading the old one
         (woken by ``finish``, not yet run) read it to its end."""
         frames, self.frames = self.frames, []
-        self.texts = [frame.text() for frame in frames]
-        self.seqs = array("q", (frame.seq for frame in frames))
+        self.kept = (array("q", (frame.seq for frame in frames)), [frame.text() for frame in frames])
 
     def replay(self, after_seq: int) -> list[AnyFrame]:
-        """A compacted log's frames after ``after_seq``, rebuilt from their text."""
-        texts, seqs = self.texts or [], self.seqs or array("q")
+        """The compacted frames after ``after_seq``, rebuilt from their text."""
+        if self.kept is None:
+            return []
+        seqs, texts = self.kept
         return [frame_from_text(text) for seq, text in zip(seqs, texts, strict=True) if seq > after_seq]
 
     def wake(self) -> None:
@@ -181,7 +181,7 @@ class InProcessFrameBus:
 
         # In a context of its own: the finishing task's (the turn's) would stay alive with the
         # timer, and with it what the turn's context variables hold (its database thread).
-        asyncio.get_running_loop().call_later(self._retention, forget, context=contextvars.Context())
+        call_later_bare(self._retention, forget)
 
     def is_running(self, conversation_id: str) -> bool:
         log = self._logs.get(conversation_id)
@@ -193,7 +193,7 @@ class InProcessFrameBus:
         log = self._logs.get(conversation_id)
         if log is None or (log.finished and not include_finished):
             return
-        if log.texts is not None:
+        if log.kept is not None:
             for frame in log.replay(after_seq):
                 yield frame
             return

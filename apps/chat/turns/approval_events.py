@@ -4,7 +4,6 @@ comes, announcing decisions to every socket watching the conversation, expiring 
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import json
 import logging
 import uuid
@@ -22,6 +21,7 @@ from apps.core.db import (
     release_connections,
 )
 from apps.core.errors import ServiceError
+from apps.core.timeouts import call_later_bare
 from apps.graph_tools.models import ApprovalStatus, WriteApproval
 from apps.graph_tools.selectors import approval_result, approvals_of_conversation
 from apps.graph_tools.services import approvals_expire
@@ -145,7 +145,7 @@ def approval_expiry_arm(conversation_id: uuid.UUID) -> None:
         task.add_done_callback(_expiry_tasks.discard)
 
     # A fresh context: the turn's own (its thread-sensitive executor) has ended by then.
-    asyncio.get_running_loop().call_later(delay, fire, context=contextvars.Context())
+    call_later_bare(delay, fire)
 
 
 @sync_to_async
