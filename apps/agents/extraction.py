@@ -84,25 +84,35 @@ def _json_text(value: str) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
-def compact_json_grammar(schema: dict[str, Any]) -> str:
-    """A GBNF grammar (llama.cpp's) for JSON under ``schema`` with no whitespace at all.
+def compact_json_grammar(schema: dict[str, Any], *, resume_after: str | None = None) -> str:
+    """A GBNF grammar (llama.cpp's) for JSON under ``schema`` with no whitespace at all, and each
+    object that is an array's item written as a row: an array of its values in the schema's order
+    (``["Fredville","CAPITAL_OF","Freedonia"]``), which ``rows_as_objects`` reads back.
 
     llama.cpp's own translation of a JSON Schema (``response_format``) lets the model indent, and
     the offline default always does: measured in session 12, a country's paragraph was answered in
     647-829 tokens pretty-printed and in 333 written compactly, the answer's tokens being nearly all
-    of a passage's time. Only what ``extraction_spec`` builds is covered: objects (every property
-    required, in the schema's order), arrays (at most ``MAX_MENTIONS`` items), strings and string
-    enums."""
+    of a passage's time. Rows leave out the keys every item repeated (session 23: 271-486 answer
+    tokens a country in objects, docs/evals.md). Only what ``extraction_spec`` builds is covered:
+    objects (every property required, in the schema's order), arrays (at most ``MAX_MENTIONS``
+    items), strings and string enums.
+
+    With ``resume_after`` (a key of the schema's top object whose value is an array), the grammar
+    is of the rest of an answer cut inside that array after a finished item: the array's close,
+    then the top object's other keys as in the whole answer."""
     rules: dict[str, str] = {}
 
-    def rule(node: dict[str, Any]) -> str:
+    def rule(node: dict[str, Any], row: bool = False) -> str:
         if "enum" in node:
             body = " | ".join(_gbnf_literal(_json_text(v)) for v in node["enum"])
         elif node.get("type") == "string":
             return "str"
         elif node.get("type") == "array":
-            item = rule(node["items"])
+            item = rule(node["items"], row=True)
             body = f'"[" ({item} ("," {item}){{0,{MAX_MENTIONS - 1}}})? "]"'
+        elif node.get("type") == "object" and row:
+            values = [rule(value) for value in node["properties"].values()]
+            body = '"[" ' + ' "," '.join(values) + ' "]"' if values else '"[]"'
         elif node.get("type") == "object":
             fields = [
                 _gbnf_literal(("{" if i == 0 else ",") + _json_text(key) + ":") + " " + rule(value)
@@ -115,7 +125,16 @@ def compact_json_grammar(schema: dict[str, Any]) -> str:
         rules[name] = body
         return name
 
-    root = rule(schema)
+    if resume_after is None:
+        root = rule(schema)
+    else:
+        keys = list(schema["properties"])
+        rest = [
+            _gbnf_literal("," + _json_text(key) + ":") + " " + rule(schema["properties"][key])
+            for key in keys[keys.index(resume_after) + 1 :]
+        ]
+        root = "resume"
+        rules[root] = " ".join(['"]"', *rest, '"}"'])
     lines = [f"root ::= {root}"] + [f"{name} ::= {body}" for name, body in rules.items()]
     # A JSON string: any character but a quote, a backslash or a control one, or an escape.
     string = r'str ::= "\"" ([^"\\\x00-\x1f] | "\\" ["\\/bfnrt]){1,%d} "\""'
@@ -123,8 +142,40 @@ def compact_json_grammar(schema: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def extraction_prompt(passage: ClaimedPassage, spec: ExtractionSpec) -> list[ChatMessage]:
-    """The model's messages for one passage: what to extract, under which types, then the text."""
+def rows_as_objects(value: Any, schema: dict[str, Any]) -> Any:
+    """An answer written under ``compact_json_grammar`` as the schema's objects: each row (an
+    array's item written as an array of values) becomes the object of its properties. An item
+    that is already an object, or a row of the wrong length, is left as it is (the cleaning leaves
+    out what it cannot read)."""
+    if schema.get("type") == "object" and isinstance(value, dict):
+        properties = schema.get("properties", {})
+        return {k: rows_as_objects(v, properties[k]) if k in properties else v for k, v in value.items()}
+    if schema.get("type") == "array" and isinstance(value, list):
+        item = schema.get("items", {})
+        keys = list(item.get("properties", {})) if item.get("type") == "object" else []
+        return [
+            rows_as_objects(dict(zip(keys, v, strict=True)), item)
+            if keys and isinstance(v, list) and len(v) == len(keys)
+            else rows_as_objects(v, item)
+            for v in value
+        ]
+    return value
+
+
+def answers_in_rows(provider: Provider) -> bool:
+    """Whether ``provider`` is asked under ``compact_json_grammar`` (llama.cpp, the offline
+    default), whose items are rows; any other is asked for the schema's objects."""
+    inner = getattr(provider, "inner", provider)
+    return "extra_body" in inspect.signature(inner.stream).parameters and str(
+        getattr(inner, "name", "")
+    ).startswith(LLAMA_CPP_PREFIX)
+
+
+def extraction_prompt(
+    passage: ClaimedPassage, spec: ExtractionSpec, *, rows: bool = False
+) -> list[ChatMessage]:
+    """The model's messages for one passage: what to extract, under which types, then the text;
+    with ``rows``, the answer's items are asked as rows (``compact_json_grammar``)."""
     lines = [
         "You read one passage of a document and list the entities it names and the relationships it states "
         "between them, for a knowledge graph.",
@@ -142,7 +193,13 @@ def extraction_prompt(passage: ClaimedPassage, spec: ExtractionSpec) -> list[Cha
         )
     if spec.free_types:
         lines.append("You may use other types when none of these fits.")
-    lines.append('Answer with JSON only: {"entities": [...], "relationships": [...]}.')
+    if rows:
+        lines.append(
+            'Answer with JSON only: {"entities":[["name","type"],...],'
+            '"relationships":[["source","TYPE","target"],...]}.'
+        )
+    else:
+        lines.append('Answer with JSON only: {"entities": [...], "relationships": [...]}.')
     return [
         ChatMessage(role="system", content="\n".join(lines)),
         ChatMessage(role="user", content=f"Document: {passage.document_name}\n\nPassage:\n{passage.text}"),
@@ -199,6 +256,67 @@ def _json_cut_short(text: str) -> dict[str, Any] | None:
     return None
 
 
+# An answer that writes one item of a list again has started over or is looping (the offline default
+# now and then writes one entity or relationship again and again until the token cap). In a list
+# that others follow, its second time stops the answer there, to be resumed with the next list
+# (``extraction_ask``); in the last list, its third (twice is now and then only a slip there, and
+# what follows it would be lost).
+TIMES_TO_STOP = 2
+TIMES_TO_STOP_LAST = 3
+
+
+class _LoopGuard:
+    """Reads an answer as it streams and notices when it loops: each finished item of its lists
+    (an object or a row inside the top object's arrays) is counted. Once one has come
+    ``TIMES_TO_STOP`` times (``TIMES_TO_STOP_LAST`` in the list of key ``last``), ``cut`` is the
+    answer before that item's second time (a prefix ending after a finished item) and ``inside``
+    the top object's key whose list it is in."""
+
+    def __init__(self, last: str = "") -> None:
+        self.last = last
+        self.read = 0  # characters read
+        self.depth = 0
+        self.in_string = self.escaped = False
+        self.answer = ""
+        self.key: list[str] = []
+        self.inside = ""
+        self.item_start = 0
+        self.seen: dict[str, list[int]] = {}  # an item's text: where each time of it started
+        self.cut: str | None = None
+
+    def looping(self, delta: str) -> bool:
+        """Read ``delta``, the answer's next characters; whether the answer is now looping."""
+        self.answer += delta
+        for char in delta:
+            self.read += 1
+            if self.in_string:
+                if self.depth == 1:
+                    self.key.append(char)
+                self.escaped, self.in_string = (False, True) if self.escaped else (char == "\\", char != '"')
+                if not self.in_string and self.depth == 1:
+                    self.inside, self.key = "".join(self.key)[:-1], []
+                continue
+            if char == '"':
+                self.in_string = True
+            elif char in "{[":
+                self.depth += 1
+                if self.depth == 3:
+                    self.item_start = self.read - 1
+            elif char in "}]":
+                self.depth -= 1
+                if self.depth == 2 and self._counted():
+                    return True
+        return False
+
+    def _counted(self) -> bool:
+        starts = self.seen.setdefault(self.answer[self.item_start : self.read], [])
+        starts.append(self.item_start)
+        if len(starts) < (TIMES_TO_STOP_LAST if self.inside == self.last else TIMES_TO_STOP):
+            return False
+        self.cut = self.answer[: starts[1]].rstrip(",")
+        return True
+
+
 def answer_token_cap(text: str) -> int:
     """The most tokens the model may answer a passage of ``text`` with."""
     return min(MAX_OUTPUT_TOKENS, ANSWER_TOKENS_BASE + len(text))
@@ -210,21 +328,53 @@ async def extraction_ask(
     spec: ExtractionSpec,
     max_tokens: int = MAX_OUTPUT_TOKENS,
 ) -> Any:
-    """One model call under the schema; the parsed answer, or ``LLMError``."""
+    """One model call under the schema; the parsed answer, or ``LLMError``.
+
+    An answer that loops (``_LoopGuard``) is stopped; under the compact grammar, one that looped in
+    a list other than the last is then resumed once: the model is given its answer before the loop
+    as the start of its reply (llama.cpp continues an assistant message that ends the messages),
+    under a grammar that closes that list and asks the rest (``compact_json_grammar``'s
+    ``resume_after``)."""
     config = GenerationConfig(model=provider.name, temperature=0.0, max_output_tokens=max_tokens, stream=True)
+    rows = answers_in_rows(provider)
+    keys = list(spec.schema["properties"])
+    guard = _LoopGuard(last=keys[-1])
+    body = {"grammar": compact_json_grammar(spec.schema)} if rows else None
+    arguments = await _answer(provider, messages, spec, config, body, guard)
+    if arguments is not None:
+        return arguments
+    if guard.cut is not None and rows and guard.inside in keys[:-1]:
+        cut = guard.cut
+        resume = {"grammar": compact_json_grammar(spec.schema, resume_after=guard.inside)}
+        resumed = [*messages, ChatMessage(role="assistant", content=cut)]
+        guard = _LoopGuard(last=keys[-1])
+        guard.looping(cut)
+        await _answer(provider, resumed, spec, config, resume, guard)
+    answer = _json_in(guard.cut if guard.cut is not None else guard.answer)
+    return rows_as_objects(answer, spec.schema) if rows else answer
+
+
+async def _answer(
+    provider: Provider,
+    messages: list[ChatMessage],
+    spec: ExtractionSpec,
+    config: GenerationConfig,
+    body: dict[str, Any] | None,
+    guard: _LoopGuard,
+) -> dict[str, Any] | None:
+    """Stream one reply into ``guard`` (stopped when it loops); a tool call's arguments, if the
+    provider answered with one. With ``body`` (a grammar), llama.cpp is asked with it; any other
+    OpenAI-compatible server gets the schema as ``response_format``; any other provider the tool."""
     inner = getattr(provider, "inner", provider)
-    parts: list[str] = []
-    arguments: dict[str, Any] | None = None
     started = time.monotonic()
+    arguments: dict[str, Any] | None = None
     if "extra_body" in inspect.signature(inner.stream).parameters:
-        body: dict[str, Any] = {
+        body = body or {
             "response_format": {
                 "type": "json_schema",
                 "json_schema": {"name": "extraction", "strict": True, "schema": spec.schema},
             }
         }
-        if str(getattr(inner, "name", "")).startswith(LLAMA_CPP_PREFIX):
-            body = {"grammar": compact_json_grammar(spec.schema)}
         events = inner.stream(messages, [], config, extra_body=body)  # type: ignore[call-arg]
     else:
         tool = ToolSpec(
@@ -233,25 +383,34 @@ async def extraction_ask(
             parameters=spec.schema,
         )
         events = provider.stream(messages, [tool], config)
-    async for event in events:
-        if isinstance(event, TextDelta):
-            parts.append(event.text)
-        elif isinstance(event, ToolCall) and event.name == TOOL_NAME:
-            arguments = event.arguments
-        elif isinstance(event, ErrorEvent):
-            retryable = event.status is None or event.status == 429 or event.status >= 500
-            raise LLMError(event.error, status=event.status, retryable=retryable)
-        elif isinstance(event, Done):
-            # Where a passage's time goes: almost all of it is the answer's tokens (session 12).
-            log.info(
-                "extraction call: %d prompt tokens, %d answer tokens, %.1f s (%s)",
-                event.usage.input_tokens,
-                event.usage.output_tokens,
-                time.monotonic() - started,
-                event.finish_reason,
-            )
-            break
-    return arguments if arguments is not None else _json_in("".join(parts))
+    try:
+        async for event in events:
+            if isinstance(event, TextDelta):
+                if guard.looping(event.text):
+                    log.warning("the model's answer repeats itself; stopped after %d characters", guard.read)
+                    break
+            elif isinstance(event, ToolCall) and event.name == TOOL_NAME:
+                arguments = event.arguments
+            elif isinstance(event, ErrorEvent):
+                retryable = event.status is None or event.status == 429 or event.status >= 500
+                raise LLMError(event.error, status=event.status, retryable=retryable)
+            elif isinstance(event, Done):
+                # Where a passage's time goes: almost all of it is the answer's tokens (session 12).
+                log.info(
+                    "extraction call: %d prompt tokens, %d answer tokens, %.1f s (%s)",
+                    event.usage.input_tokens,
+                    event.usage.output_tokens,
+                    time.monotonic() - started,
+                    event.finish_reason,
+                )
+                break
+    finally:
+        # Stopped early, the reply's stream is closed now (and its HTTP request with it), so the
+        # server stops decoding it.
+        close = getattr(events, "aclose", None)
+        if close is not None:
+            await close()
+    return arguments
 
 
 # A step claims at most this many passages a slot: the worker embeds what waits between two steps.
@@ -329,9 +488,8 @@ def extraction_step(*, provider: Provider | None = None, after_each: Callable[[]
                     if after_each is not None:
                         after_each()
                     continue
-                ask = extraction_ask(
-                    llm, extraction_prompt(passage, spec), spec, answer_token_cap(passage.text)
-                )
+                messages = extraction_prompt(passage, spec, rows=answers_in_rows(llm))
+                ask = extraction_ask(llm, messages, spec, answer_token_cap(passage.text))
                 pending[calls.submit(ask)] = (passage, spec)
             if not pending:
                 break

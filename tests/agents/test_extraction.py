@@ -729,14 +729,29 @@ def test_a_merged_mention_s_name_is_kept_as_an_alias_and_the_next_mention_of_it_
     assert (action, evidence["method"], evidence["entity"]["name"]) == ("link", "alias", "Freedonia")
 
 
-def test_the_offline_default_is_asked_for_compact_json_under_a_grammar_of_the_schema(project, settings):
+def rows_of(answer: dict[str, list[dict[str, str]]]) -> str:
+    """``answer`` as the offline default writes it under the compact grammar: each item a row."""
     import json
 
+    return json.dumps(
+        {
+            "entities": [[e["name"], e["type"]] for e in answer["entities"]],
+            "relationships": [[r["source"], r["type"], r["target"]] for r in answer["relationships"]],
+        },
+        separators=(",", ":"),
+    )
+
+
+def pieces(text: str, size: int = 9) -> list[str]:
+    """``text`` as a model streams it: a few characters at a time."""
+    return [text[i : i + size] for i in range(0, len(text), size)]
+
+
+def test_the_offline_default_is_asked_for_compact_rows_under_a_grammar_of_the_schema(project, settings):
     from tests.llm_server import LLMTestServer, Stream, last_user_text, text_chunks
 
     def respond(request: dict[str, Any]) -> Any:
-        text = last_user_text(request).split("Passage:\n", 1)[1]
-        return Stream(text_chunks(json.dumps(TRUTH[text], separators=(",", ":"))))
+        return Stream(text_chunks(rows_of(TRUTH[last_user_text(request).split("Passage:\n", 1)[1]])))
 
     document = document_upload(project=project, name="atlas.md", data=TEXT.encode()).document
     with LLMTestServer(responder=respond) as server:
@@ -746,13 +761,97 @@ def test_the_offline_default_is_asked_for_compact_json_under_a_grammar_of_the_sc
 
     assert server.requests and all("response_format" not in r for r in server.requests)
     grammar = server.requests[0]["grammar"]
-    # No rule lets the model write whitespace between the answer's tokens: every literal is compact.
+    # No rule lets the model write whitespace between the answer's tokens: every literal is compact,
+    # and an item is a row of its values, without the keys.
     assert '"{\\"entities\\":"' in grammar and '",\\"relationships\\":"' in grammar
     assert '"\\"City\\"" | "\\"Country\\"" | "\\"Currency\\""' in grammar
+    assert '"[" str ","' in grammar and "name" not in grammar and "source" not in grammar
     assert " space" not in grammar and '" "' not in grammar
+    assert '[["name","type"],...]' in server.requests[0]["messages"][0]["content"]
     change_set = ChangeSet.objects.get(document=document)
     assert change_set.status == "review"
     assert change_set.items.filter(action="create_relationship").count() == 4
+    first = Passage.objects.get(document=document, ordinal=0)
+    assert first.extracted["relationships"][0] == {
+        "source": "Fredville",
+        "type": "CAPITAL_OF",
+        "target": "Freedonia",
+    }
+
+
+def test_an_answer_that_lists_an_entity_again_is_resumed_with_its_relationships(project, settings):
+    """The offline default now and then starts its entity list over and loops in it until the token
+    cap; the answer is stopped at the first entity written again and the model is asked to go on
+    from there with the relationships, its answer so far given as the start of its reply."""
+    from tests.llm_server import LLMTestServer, Stream, last_user_text, text_chunks
+
+    entities = '{"entities":[["Freedonia","Country"],["Fredville","City"],["Freedonian crown","Currency"]'
+    relationships = '],"relationships":[["Fredville","CAPITAL_OF","Freedonia"],["Freedonia","USES_CURRENCY","Freedonian crown"]]}'
+
+    def respond(request: dict[str, Any]) -> Any:
+        text = last_user_text(request).split("Passage:\n", 1)[1]
+        if text != P1:
+            return Stream(text_chunks(rows_of(TRUTH[text])))
+        if request["messages"][-1]["role"] == "assistant":
+            return Stream(text_chunks(relationships))
+        looping = ',["Freedonia","Country"],["Fredville","City"]' * 200
+        return Stream(text_chunks(*pieces(entities + looping)), finish_reason="length")
+
+    document = document_upload(project=project, name="atlas.md", data=TEXT.encode()).document
+    with LLMTestServer(responder=respond) as server:
+        settings.KGCHAT_LOCAL_LLM_URL = server.base_url
+        graph_extraction.extraction_start(document=document, model="local/qwen2.5-1.5b", user_id=None)
+        extraction_run_until_idle()
+
+    asked = [r for r in server.requests if last_user_text(r).endswith(P1)]
+    assert len(asked) == 2
+    assert asked[1]["messages"][-1] == {"role": "assistant", "content": entities}
+    assert asked[1]["messages"][:-1] == asked[0]["messages"]
+    # The rest of the answer only: the entity list's close, then the relationships.
+    assert (
+        asked[1]["grammar"].startswith("root ::= resume")
+        and 'resume ::= "]" ",\\"relationships\\":"' in asked[1]["grammar"]
+    )
+    first = Passage.objects.get(document=document, ordinal=0)
+    assert first.extraction_state == "done"
+    assert [e["name"] for e in first.extracted["entities"]] == ["Freedonia", "Fredville", "Freedonian crown"]
+    assert first.extracted["relationships"] == [
+        {"source": "Fredville", "type": "CAPITAL_OF", "target": "Freedonia"},
+        {"source": "Freedonia", "type": "USES_CURRENCY", "target": "Freedonian crown"},
+    ]
+    change_set = ChangeSet.objects.get(document=document)
+    assert change_set.items.filter(action="create_relationship").count() == 4
+
+
+def test_an_answer_that_loops_in_its_relationships_keeps_those_before_the_loop(project, settings):
+    from tests.llm_server import LLMTestServer, Stream, last_user_text, text_chunks
+
+    def respond(request: dict[str, Any]) -> Any:
+        text = last_user_text(request).split("Passage:\n", 1)[1]
+        answer = rows_of(TRUTH[text])
+        if text != P1:
+            return Stream(text_chunks(answer))
+        # Once again is a slip and the list goes on; the third time, it is a loop.
+        looping = (
+            answer[:-2]
+            + ',["Fredville","CAPITAL_OF","Freedonia"]'
+            + ',["Freedonia","USES_CURRENCY","Freedonian crown"]' * 100
+        )
+        return Stream(text_chunks(*pieces(looping)), finish_reason="length")
+
+    document = document_upload(project=project, name="atlas.md", data=TEXT.encode()).document
+    with LLMTestServer(responder=respond) as server:
+        settings.KGCHAT_LOCAL_LLM_URL = server.base_url
+        graph_extraction.extraction_start(document=document, model="local/qwen2.5-1.5b", user_id=None)
+        extraction_run_until_idle()
+
+    assert len([r for r in server.requests if last_user_text(r).endswith(P1)]) == 1  # not resumed
+    first = Passage.objects.get(document=document, ordinal=0)
+    assert first.extraction_state == "done"
+    capital = {"source": "Fredville", "type": "CAPITAL_OF", "target": "Freedonia"}
+    currency = {"source": "Freedonia", "type": "USES_CURRENCY", "target": "Freedonian crown"}
+    assert first.extracted["relationships"] == [capital, currency, capital]
+    assert ChangeSet.objects.get(document=document).items.filter(action="create_relationship").count() == 4
 
 
 def test_an_answer_cut_at_the_token_cap_keeps_its_finished_items_and_is_not_asked_again(project, settings):
@@ -795,4 +894,4 @@ def test_the_compact_grammar_spells_a_type_as_the_project_does_and_free_types_ar
 
     ExtractionSettings.objects.create(project=project, allow_new_types=True)
     free = compact_json_grammar(graph_extraction.extraction_spec(project_id=project.id).schema)
-    assert '",\\"type\\":" str' in free and "Città" not in free
+    assert 'r0 ::= "[" str "," str "]"' in free and "Città" not in free  # an entity's row: name, type
