@@ -479,11 +479,13 @@ def test_the_answer_is_checked_against_the_passage_it_was_read_from(project):
             {"name": "Freedonian crown", "type": "Currency"},
             {"name": "Sylvania", "type": "Country"},  # not in the passage
             {"name": "its capital", "type": "City"},  # a reference, not a name
+            {"name": "Country", "type": "Country"},  # the passage's common noun: a type, not a name
         ],
         "relationships": [
             {"source": "Fredvile", "type": "CAPITAL_OF", "target": "Freedonia"},
             {"source": "the country", "type": "USES_CURRENCY", "target": "Freedonian crown"},
             {"source": "Sylvania", "type": "BORDERS", "target": "Freedonia"},
+            {"source": "Freedonia", "type": "BORDERS", "target": "Country"},
         ],
     }
 
