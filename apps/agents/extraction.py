@@ -84,7 +84,9 @@ def _json_text(value: str) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
-def compact_json_grammar(schema: dict[str, Any], *, resume_after: str | None = None) -> str:
+def compact_json_grammar(
+    schema: dict[str, Any], *, resume_after: str | None = None, most: int = MAX_MENTIONS
+) -> str:
     """A GBNF grammar (llama.cpp's) for JSON under ``schema`` with no whitespace at all, and each
     object that is an array's item written as a row: an array of its values in the schema's order
     (``["Fredville","CAPITAL_OF","Freedonia"]``), which ``rows_as_objects`` reads back.
@@ -99,7 +101,8 @@ def compact_json_grammar(schema: dict[str, Any], *, resume_after: str | None = N
 
     With ``resume_after`` (a key of the schema's top object whose value is an array), the grammar
     is of the rest of an answer cut inside that array after a finished item: the array's close,
-    then the top object's other keys as in the whole answer."""
+    then the top object's other keys as in the whole answer. A list has at most ``most`` items
+    (at most ``MAX_MENTIONS``)."""
     rules: dict[str, str] = {}
 
     def rule(node: dict[str, Any], row: bool = False) -> str:
@@ -109,7 +112,7 @@ def compact_json_grammar(schema: dict[str, Any], *, resume_after: str | None = N
             return "str"
         elif node.get("type") == "array":
             item = rule(node["items"], row=True)
-            body = f'"[" ({item} ("," {item}){{0,{MAX_MENTIONS - 1}}})? "]"'
+            body = f'"[" ({item} ("," {item}){{0,{min(most, MAX_MENTIONS) - 1}}})? "]"'
         elif node.get("type") == "object" and row:
             values = [rule(value) for value in node["properties"].values()]
             body = '"[" ' + ' "," '.join(values) + ' "]"' if values else '"[]"'
@@ -263,6 +266,10 @@ def _json_cut_short(text: str) -> dict[str, Any] | None:
 # what follows it would be lost).
 TIMES_TO_STOP = 2
 TIMES_TO_STOP_LAST = 3
+# A resumed answer's next list has at most this many items for each item of the lists before it,
+# and at least this many.
+RESUMED_ITEMS_PER_NAMED = 2
+RESUMED_ITEMS_LEAST = 10
 
 
 class _LoopGuard:
@@ -345,7 +352,12 @@ async def extraction_ask(
         return arguments
     if guard.cut is not None and rows and guard.inside in keys[:-1]:
         cut = guard.cut
-        resume = {"grammar": compact_json_grammar(spec.schema, resume_after=guard.inside)}
+        # A passage states about as many relationships as it names entities: a resumed list may
+        # have twice as many (once, a resume that never repeated an item wrote 40 facts between
+        # the neighbours its passage listed until the token cap).
+        named = sum(len(v) for v in (_json_cut_short(cut) or {}).values() if isinstance(v, list))
+        most = max(RESUMED_ITEMS_LEAST, RESUMED_ITEMS_PER_NAMED * named)
+        resume = {"grammar": compact_json_grammar(spec.schema, resume_after=guard.inside, most=most)}
         resumed = [*messages, ChatMessage(role="assistant", content=cut)]
         guard = _LoopGuard(last=keys[-1])
         guard.looping(cut)

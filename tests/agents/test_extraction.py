@@ -814,6 +814,8 @@ def test_an_answer_that_lists_an_entity_again_is_resumed_with_its_relationships(
         asked[1]["grammar"].startswith("root ::= resume")
         and 'resume ::= "]" ",\\"relationships\\":"' in asked[1]["grammar"]
     )
+    # At most twice as many relationships as the entities named before (at least 10).
+    assert "{0,9}" in asked[1]["grammar"] and "{0,49}" in asked[0]["grammar"]
     first = Passage.objects.get(document=document, ordinal=0)
     assert first.extraction_state == "done"
     assert [e["name"] for e in first.extracted["entities"]] == ["Freedonia", "Fredville", "Freedonian crown"]
