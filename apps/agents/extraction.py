@@ -224,6 +224,12 @@ def _json_in(text: str) -> Any:
         raise LLMError(f"the model's JSON could not be read: {exc}: {text[:200]!r}", retryable=True) from None
 
 
+def _string_step(char: str, escaped: bool) -> tuple[bool, bool]:
+    """One character read inside a JSON string (after an escaping backslash when ``escaped``):
+    whether the next is escaped, and whether the string goes on."""
+    return (False, True) if escaped else (char == "\\", char != '"')
+
+
 def _json_cut_short(text: str) -> dict[str, Any] | None:
     """An answer cut short (at the token cap, or broken off) read as far as it goes: the longest
     prefix ending after a finished item or an opened list that, with its brackets closed, is a
@@ -237,7 +243,7 @@ def _json_cut_short(text: str) -> dict[str, Any] | None:
     for i in range(start, len(text)):
         char = text[i]
         if in_string:
-            escaped, in_string = (False, True) if escaped else (char == "\\", char != '"')
+            escaped, in_string = _string_step(char, escaped)
             continue
         if char == '"':
             in_string = True
@@ -299,7 +305,7 @@ class _LoopGuard:
             if self.in_string:
                 if self.depth == 1:
                     self.key.append(char)
-                self.escaped, self.in_string = (False, True) if self.escaped else (char == "\\", char != '"')
+                self.escaped, self.in_string = _string_step(char, self.escaped)
                 if not self.in_string and self.depth == 1:
                     self.inside, self.key = "".join(self.key)[:-1], []
                 continue

@@ -150,25 +150,17 @@ def extraction_output_clean(
 def _as_the_passage_says(
     entities: list[dict[str, str]], relationships: list[dict[str, str]], text: str, types: tuple[str, ...]
 ) -> tuple[list[dict[str, str]], list[dict[str, str]]]:
-    """``extraction_output_clean``'s check against the passage. A name that is one of the project's
-    entity types is the passage's common noun ("a country in Aurelis" answered with an entity
-    "Country"), not an entity."""
-    names = PassageNames(text)
-    nouns = {normalised_name(t) for t in types}
-
-    def find(name: str) -> str | None:
-        is_reference = names.reference(name)[0]  # "the country" is the entity it refers to
-        return None if not is_reference and normalised_name(name) in nouns else names.find(name)
-
+    """``extraction_output_clean``'s check against the passage (and the project's entity types)."""
+    names = PassageNames(text, types)
     kept: dict[str, dict[str, str]] = {}
     for entity in entities:
-        found = find(entity["name"])
+        found = names.find(entity["name"])
         if found is not None and normalised_name(found) not in kept:
             kept[normalised_name(found)] = {**entity, "name": found}
     names.typed((e["name"], e["type"]) for e in kept.values())
     stated: list[dict[str, str]] = []
     for rel in relationships:
-        source, target = find(rel["source"]), find(rel["target"])
+        source, target = names.find(rel["source"]), names.find(rel["target"])
         if source is None or target is None or normalised_name(source) == normalised_name(target):
             continue
         stated.append({"source": source, "type": rel["type"], "target": target})

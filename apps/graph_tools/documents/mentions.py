@@ -52,8 +52,11 @@ def _spans(text: str) -> dict[str, tuple[int, str]]:
 class PassageNames:
     """The names a passage holds, and the entities a model's answer typed, to resolve references."""
 
-    def __init__(self, text: str) -> None:
+    def __init__(self, text: str, types: Iterable[str] = ()) -> None:
         self.spans = _spans(text)
+        # The project's entity types: a name that is one is the passage's common noun ("a country
+        # in Aurelis" answered with an entity "Country"), not an entity.
+        self.nouns = {normalised_name(t) for t in types}
         self._by_words: dict[int, list[str]] = {}
         for key in self.spans:
             self._by_words.setdefault(len(key.split()), []).append(key)
@@ -89,13 +92,15 @@ class PassageNames:
     def find(self, name: str) -> str | None:
         """``name`` as the passage has it (the model's own spelling when the passage holds it,
         the passage's for a near spelling, the entity meant for a reference); None when the
-        passage does not name it."""
+        passage does not name it, or it is one of the types."""
         key = normalised_name(name)
         if not key:
             return None
         is_reference, referred = self.reference(name)
         if is_reference:
             return referred
+        if key in self.nouns:
+            return None
         if key in self.spans:
             return " ".join(name.split())
         if len(key) < FUZZY_MIN_CHARS:
