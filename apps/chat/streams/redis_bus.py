@@ -11,9 +11,11 @@ turn's local cancel event. Conversation events (``announce``) are published on
 The sockets of the process that runs a turn (the one that started it, as a rule) read it from an
 in-process log, as with one process: a token frame through Redis cost an ``XADD``, a blocking
 ``XREAD`` wake-up and a parse per socket, about three times the process's CPU per streaming turn
-(``bench.stream_load --two-processes``). The frames still reach the Redis stream, in order, for
-other processes and replays, written by one task per turn that sends everything published since
-its last write in one pipeline; ``done`` waits until all of it and the end of the turn are in Redis.
+(``bench.stream_load --two-processes``). A frame enters that log once it is in the turn's Redis
+stream, so whatever a socket was shown, a turn resumed by another process after this one dies
+finds there (``resume``). One task per process writes every running turn's frames, in order: the
+tokens it gathers for ``BATCH_SECONDS`` go in one pipeline, and a turn's other frames and first
+token go at once; ``done`` waits until all of a turn's frames and its end are in Redis.
 """
 
 from __future__ import annotations
@@ -84,57 +86,135 @@ class _RedisWatch:
             await self._pubsub.aclose()
 
 
-class _StreamWriter:
-    """Appends one turn's frames to its Redis stream in publication order, in batches: whatever
-    was published while the previous pipeline was on its way goes in the next one. ``close``
-    writes the rest, then (``end``) the last frame and the end of the turn in one transaction."""
+# How long the process's writer gathers the running turns' tokens before it sends them to Redis in
+# one pipeline (a turn's other frames and its first token go at once, with whatever waits). Each
+# round trip (a connection from the pool, the socket written, the replies read) cost the event loop
+# more than the frames in it: with one round trip per turn and frame, two processes behind Redis
+# spent ~2x one process's CPU per turn (``bench.capacity``; docs/benchmarks.md, session 24). Every
+# socket sees a frame once it is in Redis, so a token reaches the user up to this much later.
+BATCH_SECONDS = 0.025
 
-    def __init__(self, bus: RedisFrameBus, conversation_id: str) -> None:
-        self.bus = bus
+
+class _StreamWriter:
+    """One running turn's frames on their way to its Redis stream, through the process's
+    ``_Batcher``: in publication order, behind the frames published before them. ``close`` waits
+    until they and (``last``, ``end``) the turn's last frame and its end are written, those two in
+    one transaction."""
+
+    def __init__(self, batcher: _Batcher, conversation_id: str) -> None:
+        self.batcher = batcher
         self.key = _stream(conversation_id)
         self.conversation_id = conversation_id
-        self.pending: list[str] = []
-        self.more = asyncio.Event()
-        self.closing = False
-        self.end = False
         self.last: str | None = None
-        self.task = asyncio.create_task(self._run())
+        self.end = False
+        self.abandoned = False
+        self.error: BaseException | None = None
+        self.closed: asyncio.Future[None] | None = None
+        self.tokens = False  # whether a token of the turn was put
 
-    def put(self, data: str) -> None:
-        self.pending.append(data)
-        self.more.set()
+    def put(self, frame: AnyFrame, data: str) -> None:
+        # Only a token after the turn's first waits for the batch: the others (the turn's meta,
+        # its tool chips, its first token) are what a user waits on, and they are few.
+        waits = isinstance(frame, TokenFrame) and self.tokens
+        self.tokens = self.tokens or isinstance(frame, TokenFrame)
+        self.batcher.put(self, frame, data, now=not waits)
 
     def failed(self) -> BaseException | None:
-        return self.task.exception() if self.task.done() and not self.task.cancelled() else None
+        return self.error
 
-    async def _run(self) -> None:
-        while True:
-            await self.more.wait()
-            self.more.clear()
-            batch, self.pending = self.pending, []
-            if self.closing:
-                async with self.bus._client().pipeline(transaction=True) as pipe:
-                    self._append(pipe, batch)
-                    if self.last is not None:
-                        # ``done`` ends the turn in the same transaction: nobody can see it and still cancel.
-                        pipe.xadd(self.key, {"frame": self.last})
-                    if self.end:
-                        self.bus._end(pipe, self.conversation_id)
-                    await pipe.execute()
-                return
-            if batch:
-                async with self.bus._client().pipeline(transaction=False) as pipe:
-                    self._append(pipe, batch)
-                    await pipe.execute()
-
-    def _append(self, pipe: Any, batch: list[str]) -> None:
-        for data in batch:
-            pipe.xadd(self.key, {"frame": data}, maxlen=MAX_FRAMES, approximate=True)
+    def abandon(self) -> None:
+        """Write nothing more of this turn (what is waiting is dropped)."""
+        self.abandoned = True
 
     async def close(self, *, last: str | None = None, end: bool = True) -> None:
-        self.closing, self.last, self.end = True, last, end
-        self.more.set()
-        await self.task  # the writer's error, if Redis failed, is the caller's
+        self.last, self.end = last, end
+        self.closed = asyncio.get_running_loop().create_future()
+        self.batcher.close(self)
+        await self.closed  # the write's error, if Redis failed, is the caller's
+
+
+class _Batcher:
+    """Writes the frames of every turn this process (this event loop) runs to their Redis streams:
+    ``BATCH_SECONDS`` after a frame comes (at once when a turn is closing), all that came is sent
+    in one pipeline, in the order it came. A command that fails fails its turn's writer; the other
+    turns' frames are written."""
+
+    def __init__(self, bus: RedisFrameBus) -> None:
+        self.bus = bus
+        # (writer, frame, its text); a frame of None: the writer's close
+        self.pending: list[tuple[_StreamWriter, AnyFrame | None, str]] = []
+        self.due = asyncio.Event()
+        self.timer: asyncio.TimerHandle | None = None
+        self.task = asyncio.create_task(self._run())
+
+    def put(self, writer: _StreamWriter, frame: AnyFrame, data: str, *, now: bool) -> None:
+        self.pending.append((writer, frame, data))
+        if now:
+            self.due.set()
+        elif self.timer is None and not self.due.is_set():
+            self.timer = asyncio.get_running_loop().call_later(BATCH_SECONDS, self.due.set)
+
+    def close(self, writer: _StreamWriter) -> None:
+        self.pending.append((writer, None, ""))
+        self.due.set()
+
+    async def _run(self) -> None:
+        batch: list[tuple[_StreamWriter, AnyFrame | None, str]] = []
+        try:
+            while True:
+                await self.due.wait()
+                self.due.clear()
+                if self.timer is not None:
+                    self.timer.cancel()
+                    self.timer = None
+                batch, self.pending = self.pending, []
+                await self._write(batch)
+                batch = []
+        finally:  # the event loop is closing: nobody waits for a close that will not be written
+            for writer, frame, _ in [*batch, *self.pending]:
+                if frame is None and writer.closed is not None and not writer.closed.done():
+                    writer.closed.cancel()
+
+    async def _write(self, batch: list[tuple[_StreamWriter, AnyFrame | None, str]]) -> None:
+        owners: list[_StreamWriter] = []  # the writer of each command, in order
+        # A transaction when a turn ends: its last frame and its end are seen together (nobody can
+        # see the end and still cancel), and after every frame before them.
+        transaction = any(frame is None for _, frame, _ in batch)
+        try:
+            async with self.bus._client().pipeline(transaction=transaction) as pipe:
+                for writer, frame, data in batch:
+                    if writer.abandoned or writer.error is not None:
+                        continue
+                    if frame is not None:
+                        pipe.xadd(writer.key, {"frame": data}, maxlen=MAX_FRAMES, approximate=True)
+                        owners.append(writer)
+                        continue
+                    if writer.last is not None:
+                        pipe.xadd(writer.key, {"frame": writer.last})
+                        owners.append(writer)
+                    if writer.end:
+                        owners.extend([writer] * self.bus._end(pipe, writer.conversation_id))
+                replies = await pipe.execute(raise_on_error=False) if owners else []
+        except Exception as exc:  # Redis unreachable: every turn of the batch is told
+            replies = [exc] * len(owners)
+        for writer, reply in zip(owners, replies, strict=True):
+            if isinstance(reply, Exception) and writer.error is None:
+                writer.error = reply
+        await self._written(batch)
+
+    async def _written(self, batch: list[tuple[_StreamWriter, AnyFrame | None, str]]) -> None:
+        """After ``batch``'s write: its frames to this process's sockets, its closes answered."""
+        for writer, frame, _ in batch:
+            if frame is not None:
+                # Now in Redis, the frame is this process's sockets' to see: whatever a socket was
+                # shown, a turn resumed elsewhere after this process dies finds in the stream.
+                if not writer.abandoned and writer.error is None:
+                    await self.bus._local.publish(writer.conversation_id, frame)
+            elif writer.closed is not None and not writer.closed.done():
+                if writer.error is not None:
+                    writer.closed.set_exception(writer.error)
+                else:
+                    writer.closed.set_result(None)
 
 
 class RedisFrameBus:
@@ -147,6 +227,7 @@ class RedisFrameBus:
         # The turns this process runs: their frames, for this process's sockets.
         self._local = InProcessFrameBus(retention_seconds)
         self._writers: dict[str, _StreamWriter] = {}
+        self._batchers: dict[asyncio.AbstractEventLoop, _Batcher] = {}
 
     def _client(self) -> redis.Redis:
         loop = asyncio.get_running_loop()
@@ -163,6 +244,15 @@ class RedisFrameBus:
             self._clients[loop] = client
         return client
 
+    def _batcher(self) -> _Batcher:
+        loop = asyncio.get_running_loop()
+        batcher = self._batchers.get(loop)
+        if batcher is None or batcher.task.done():
+            for old in [lp for lp in self._batchers if lp.is_closed()]:
+                del self._batchers[old]
+            batcher = self._batchers[loop] = _Batcher(self)
+        return batcher
+
     async def begin(self, conversation_id: str, turn_id: str) -> None:
         client = self._client()
         async with client.pipeline(transaction=True) as pipe:
@@ -176,9 +266,9 @@ class RedisFrameBus:
         await ready.wait()
         await self._local.begin(conversation_id, turn_id)
         old = self._writers.pop(conversation_id, None)
-        if old is not None and not old.task.done():
-            old.task.cancel()
-        self._writers[conversation_id] = _StreamWriter(self, conversation_id)
+        if old is not None:
+            old.abandon()
+        self._writers[conversation_id] = _StreamWriter(self._batcher(), conversation_id)
 
     async def resume(self, conversation_id: str, turn_id: str) -> Resumed:
         """Go on with a turn whose process died: its Redis stream is kept (and read for where it
@@ -235,8 +325,7 @@ class RedisFrameBus:
         if error is not None:
             raise error
         if frame.type != "done":
-            await self._local.publish(conversation_id, frame)
-            writer.put(data)
+            writer.put(frame, data)
             return
         del self._writers[conversation_id]
         await writer.close(last=data)
@@ -254,27 +343,30 @@ class RedisFrameBus:
             self._end(pipe, conversation_id)
             await pipe.execute()
 
-    def _end(self, pipe: Any, conversation_id: str) -> None:
+    def _end(self, pipe: Any, conversation_id: str) -> int:
+        """Queue the end of the turn on ``pipe``; how many commands that is."""
         pipe.xadd(_stream(conversation_id), {"end": "1"})
         pipe.expire(_stream(conversation_id), self.retention)
         pipe.set(_state(conversation_id), json.dumps({"running": False}), ex=self.retention)
+        return 3
 
     async def abandon(self, conversation_id: str) -> None:
         writer = self._writers.pop(conversation_id, None)
-        if writer is not None and not writer.task.done():
-            writer.task.cancel()
+        if writer is not None:
+            writer.abandon()
         await self._local.finish(conversation_id)
         self._forget(conversation_id)
 
     async def finish(self, conversation_id: str) -> None:
         writer = self._writers.pop(conversation_id, None)
-        await self._local.finish(conversation_id)
         if writer is not None:
             try:
-                await writer.close(end=True)
+                await writer.close(end=True)  # its frames reach this process's sockets first
             finally:
+                await self._local.finish(conversation_id)
                 self._forget(conversation_id)
             return
+        await self._local.finish(conversation_id)
         if await self._running(conversation_id):
             async with self._client().pipeline(transaction=True) as pipe:
                 self._end(pipe, conversation_id)

@@ -2,9 +2,11 @@
 
 import asyncio
 import gc
+import json
 import weakref
 
 import pytest
+import redis.asyncio as redis
 
 from apps.chat.streams.bus import InProcessFrameBus
 from apps.chat.streams.frames import ApprovalDecidedFrame, DoneFrame, MetaFrame, TokenFrame
@@ -102,6 +104,85 @@ async def test_a_turn_ended_without_done_is_ended_in_redis_with_every_frame_writ
 
     assert await asyncio.wait_for(remote, 10) == list(range(1, 51))
     assert await other.cancel("conv-cut") is False
+
+
+async def test_the_tokens_of_turns_running_together_reach_redis_in_one_write(redis_url, monkeypatch):
+    from redis.asyncio.client import Pipeline
+
+    writes = []
+    execute = Pipeline.execute
+
+    async def counted(pipe, *args, **kwargs):
+        writes.append(len(pipe.command_stack))
+        return await execute(pipe, *args, **kwargs)
+
+    monkeypatch.setattr(Pipeline, "execute", counted)
+    runner, other = RedisFrameBus(redis_url), RedisFrameBus(redis_url)
+    conversations = [f"conv-many-{n}" for n in range(8)]
+    for conversation in conversations:
+        await runner.begin(conversation, "turn-1")
+        await runner.publish(conversation, meta(1))
+        await runner.publish(conversation, TokenFrame(seq=2, token="first"))
+    await asyncio.sleep(0.1)  # the metas and first tokens, written at once
+    writes.clear()
+
+    for seq in range(3, 23):  # the turns' next tokens, as a busy process publishes them
+        for conversation in conversations:
+            await runner.publish(conversation, TokenFrame(seq=seq, token=f"t{seq}"))
+    for conversation in conversations:
+        await runner.publish(conversation, DoneFrame(seq=23, messageId=None, runId=None))
+        await runner.finish(conversation)
+
+    # 160 tokens: one write for all of them, then one for each turn's end.
+    assert writes[0] >= 160
+    assert len(writes) <= 1 + 2 * len(conversations)
+    for conversation in conversations:
+        assert await asyncio.wait_for(collect(other, conversation), 10) == list(range(1, 24))
+
+
+async def test_a_frame_reaches_the_running_process_s_sockets_once_it_is_in_redis(redis_url):
+    runner = RedisFrameBus(redis_url)
+    client = runner._client()
+    await runner.begin("conv-durable", "turn-1")
+    in_redis_when_seen: list[tuple[int, bool]] = []
+
+    async def follow() -> None:
+        async for frame in runner.subscribe("conv-durable"):
+            stored = await client.xrange("kgchat:turn:conv-durable")
+            seqs = {json.loads(fields["frame"])["seq"] for _, fields in stored if "frame" in fields}
+            in_redis_when_seen.append((frame.seq, frame.seq in seqs))
+
+    follower = asyncio.create_task(follow())
+    await asyncio.sleep(0.05)
+    await runner.publish("conv-durable", meta(1))
+    for seq in range(2, 12):
+        await runner.publish("conv-durable", TokenFrame(seq=seq, token=f"t{seq}"))
+        await asyncio.sleep(0.005)
+    await runner.publish("conv-durable", DoneFrame(seq=12, messageId=None, runId=None))
+    await runner.finish("conv-durable")
+    await asyncio.wait_for(follower, 10)
+
+    assert in_redis_when_seen == [(seq, True) for seq in range(1, 13)]
+
+
+async def test_a_turn_whose_redis_write_fails_is_told_and_the_others_are_written(redis_url):
+    runner, other = RedisFrameBus(redis_url), RedisFrameBus(redis_url)
+    await runner.begin("conv-fine", "turn-1")
+    await runner.begin("conv-broken", "turn-1")
+    await runner._client().set("kgchat:turn:conv-broken", "not a stream")  # its XADDs fail
+
+    for conversation in ("conv-fine", "conv-broken"):
+        await runner.publish(conversation, meta(1))
+    await asyncio.sleep(0.1)
+
+    with pytest.raises(redis.ResponseError):
+        await runner.publish("conv-broken", TokenFrame(seq=2, token="lost"))
+    await runner.publish("conv-fine", TokenFrame(seq=2, token="kept"))
+    await runner.publish("conv-fine", DoneFrame(seq=3, messageId=None, runId=None))
+    await runner.finish("conv-fine")
+    await runner.abandon("conv-broken")
+
+    assert await asyncio.wait_for(collect(other, "conv-fine"), 10) == [1, 2, 3]
 
 
 async def test_cancel_from_another_process_reaches_the_running_turn(redis_url):
