@@ -165,13 +165,18 @@ def rows_as_objects(value: Any, schema: dict[str, Any]) -> Any:
     return value
 
 
+def _openai_compatible(provider: Provider) -> Any | None:
+    """The OpenAI-compatible client under ``provider`` (its ``stream`` takes request fields,
+    ``extra_body``), or None for any other provider."""
+    inner = getattr(provider, "inner", provider)
+    return inner if "extra_body" in inspect.signature(inner.stream).parameters else None
+
+
 def answers_in_rows(provider: Provider) -> bool:
     """Whether ``provider`` is asked under ``compact_json_grammar`` (llama.cpp, the offline
     default), whose items are rows; any other is asked for the schema's objects."""
-    inner = getattr(provider, "inner", provider)
-    return "extra_body" in inspect.signature(inner.stream).parameters and str(
-        getattr(inner, "name", "")
-    ).startswith(LLAMA_CPP_PREFIX)
+    inner = _openai_compatible(provider)
+    return inner is not None and str(getattr(inner, "name", "")).startswith(LLAMA_CPP_PREFIX)
 
 
 def extraction_prompt(
@@ -383,17 +388,17 @@ async def _answer(
     """Stream one reply into ``guard`` (stopped when it loops); a tool call's arguments, if the
     provider answered with one. With ``body`` (a grammar), llama.cpp is asked with it; any other
     OpenAI-compatible server gets the schema as ``response_format``; any other provider the tool."""
-    inner = getattr(provider, "inner", provider)
+    inner = _openai_compatible(provider)
     started = time.monotonic()
     arguments: dict[str, Any] | None = None
-    if "extra_body" in inspect.signature(inner.stream).parameters:
+    if inner is not None:
         body = body or {
             "response_format": {
                 "type": "json_schema",
                 "json_schema": {"name": "extraction", "strict": True, "schema": spec.schema},
             }
         }
-        events = inner.stream(messages, [], config, extra_body=body)  # type: ignore[call-arg]
+        events = inner.stream(messages, [], config, extra_body=body)
     else:
         tool = ToolSpec(
             name=TOOL_NAME,

@@ -24,8 +24,8 @@ import asyncio
 import contextlib
 import json
 import logging
-from collections.abc import AsyncIterator
-from typing import Any
+from collections.abc import AsyncIterator, Callable
+from typing import Any, TypeVar
 
 import redis.asyncio as redis
 
@@ -41,6 +41,7 @@ from apps.chat.streams.frames import (
 from apps.chat.streams.local_bus import InProcessFrameBus, Resumed
 
 log = logging.getLogger("kgchat.bus")
+T = TypeVar("T")
 
 MAX_FRAMES = 100_000
 BLOCK_MS = 5_000
@@ -118,9 +119,6 @@ class _StreamWriter:
         waits = isinstance(frame, TokenFrame) and self.tokens
         self.tokens = self.tokens or isinstance(frame, TokenFrame)
         self.batcher.put(self, frame, data, now=not waits)
-
-    def failed(self) -> BaseException | None:
-        return self.error
 
     def abandon(self) -> None:
         """Write nothing more of this turn (what is waiting is dropped)."""
@@ -217,6 +215,22 @@ class _Batcher:
                     writer.closed.set_result(None)
 
 
+def _of_this_loop(
+    cache: dict[asyncio.AbstractEventLoop, T],
+    make: Callable[[], T],
+    alive: Callable[[T], bool] = lambda _: True,
+) -> T:
+    """The running event loop's object in ``cache`` (a client, a writer: they belong to one loop),
+    made when it has none or its own is no longer ``alive``; the entries of closed loops go."""
+    loop = asyncio.get_running_loop()
+    value = cache.get(loop)
+    if value is None or not alive(value):
+        for old in [lp for lp in cache if lp.is_closed()]:
+            del cache[old]
+        value = cache[loop] = make()
+    return value
+
+
 class RedisFrameBus:
     def __init__(self, url: str, retention_seconds: float = RETENTION_SECONDS) -> None:
         self.url = url
@@ -230,28 +244,18 @@ class RedisFrameBus:
         self._batchers: dict[asyncio.AbstractEventLoop, _Batcher] = {}
 
     def _client(self) -> redis.Redis:
-        loop = asyncio.get_running_loop()
-        client = self._clients.get(loop)
-        if client is None:
-            for old in [lp for lp in self._clients if lp.is_closed()]:
-                del self._clients[old]
-            client = redis.Redis.from_url(
+        return _of_this_loop(
+            self._clients,
+            lambda: redis.Redis.from_url(
                 self.url,
                 decode_responses=True,
                 socket_timeout=SOCKET_TIMEOUT,
                 max_connections=MAX_CONNECTIONS,
-            )
-            self._clients[loop] = client
-        return client
+            ),
+        )
 
     def _batcher(self) -> _Batcher:
-        loop = asyncio.get_running_loop()
-        batcher = self._batchers.get(loop)
-        if batcher is None or batcher.task.done():
-            for old in [lp for lp in self._batchers if lp.is_closed()]:
-                del self._batchers[old]
-            batcher = self._batchers[loop] = _Batcher(self)
-        return batcher
+        return _of_this_loop(self._batchers, lambda: _Batcher(self), alive=lambda b: not b.task.done())
 
     async def begin(self, conversation_id: str, turn_id: str) -> None:
         client = self._client()
@@ -321,9 +325,8 @@ class RedisFrameBus:
         if writer is None:  # a turn this process did not begin (or one already ended): Redis only
             await self._append(conversation_id, data, done=frame.type == "done")
             return
-        error = writer.failed()
-        if error is not None:
-            raise error
+        if writer.error is not None:
+            raise writer.error
         if frame.type != "done":
             writer.put(frame, data)
             return
