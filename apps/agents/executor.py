@@ -76,6 +76,9 @@ class ExecuteRequest:
     writer_user_id: int | None = None
     # The project's graph version the turn reads (stored on the run).
     graph_version: int | None = None
+    # What the graph tools' availability checks said in the project, when the caller read them
+    # (a chat turn, with its admission), by tool name; None: the run reads them.
+    tools_available: dict[str, bool] | None = None
     # Continue after a decided approval: the history ends with that call, this is its result.
     resume: ToolResume | None = None
     # Which attempt at the run this is: > 1 when another process ran it and died; the run then
@@ -172,6 +175,7 @@ class AgentExecutor:
                 resume=request.resume,
                 graph_version=request.graph_version,
                 attempt=request.attempt,
+                available=request.tools_available,
             )
             stopped = request.stop is not None and request.stop.is_set()
         except asyncio.CancelledError:

@@ -7,7 +7,9 @@ failure to a ``ToolError`` that names what was wrong; a tool never crashes its c
 
 A tool that has something to work on only in some projects has an ``available`` check
 (``search_passages``: the project has documents); an agent's toolset leaves it out in the others,
-so a model is not offered a search that can only come back empty.
+so a model is not offered a search that can only come back empty. The check is a query (the rows
+whose existence makes the tool available), so a chat turn reads it in its admission's statement
+(``availability_reads``) rather than in a round trip of its own before the model's first request.
 
 A tool whose arguments name the graph's own types (``query_paths``) has a ``schema_for``: given
 a project's ``GraphVocabulary`` (its entity types and relationship types) it narrows the schema to
@@ -25,6 +27,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from django.db.models import QuerySet, Value
 from pydantic import BaseModel, ConfigDict
 from pydantic import ValidationError as PydanticValidationError
 
@@ -85,8 +88,8 @@ class GraphVocabulary:
 
 
 SchemaFor = Callable[[dict[str, Any], GraphVocabulary], dict[str, Any]]
-# Whether a tool has anything to work on in a project (a synchronous database read).
-Availability = Callable[[uuid.UUID], bool]
+# Whether a tool has anything to work on in a project: the rows whose existence says so.
+Availability = Callable[[uuid.UUID], QuerySet[Any]]
 
 
 @dataclass(frozen=True)
@@ -152,6 +155,21 @@ def tool_list(*, read_only: bool | None = None) -> list[GraphTool]:
 
 def tool_names(*, read_only: bool | None = None) -> list[str]:
     return [t.name for t in tool_list(read_only=read_only)]
+
+
+def availability_reads(project_id: uuid.UUID) -> dict[str, QuerySet[Any]]:
+    """Each availability check of the registry in ``project_id``, by tool name, as a one-value
+    read (true, or NULL when the tool has nothing to work on) for ``apps.core.db.rows_write``."""
+    return {
+        t.name: t.available(project_id).order_by().values(found=Value(True))[:1]
+        for t in _REGISTRY.values()
+        if t.available is not None
+    }
+
+
+def tool_available(tool: GraphTool, project_id: uuid.UUID) -> bool:
+    """Whether ``tool`` has anything to work on in ``project_id`` (a database read)."""
+    return tool.available is None or tool.available(project_id).exists()
 
 
 def tool_get(name: str) -> GraphTool:

@@ -12,11 +12,12 @@ from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
 from asgiref.sync import sync_to_async
+from django.db.models import QuerySet
 from pydantic import Field, StringConstraints
 
 from apps.graph_tools import graph_queries, paths, search, selectors, writes
 from apps.graph_tools.documents.search import passages_pending_count, passages_search
-from apps.graph_tools.documents.selectors import documents_exist
+from apps.graph_tools.documents.selectors import documents_of_project
 from apps.graph_tools.embeddings import get_embedder
 from apps.graph_tools.errors import ApprovalRequired, ToolArgumentError
 from apps.graph_tools.registry import GraphTool, ToolArgs, ToolContext, register
@@ -225,8 +226,8 @@ async def _query_paths(ctx: ToolContext, args: paths.QueryPathsArgs) -> dict[str
     return result
 
 
-def _has_documents(project_id: uuid.UUID) -> bool:
-    return documents_exist(project_id=project_id)
+def _documents(project_id: uuid.UUID) -> QuerySet[Any]:
+    return documents_of_project(project_id=project_id)
 
 
 def _passages_ranked(**arguments: Any) -> dict[str, Any]:
@@ -389,7 +390,7 @@ GRAPH_TOOLS: tuple[GraphTool, ...] = (
         handler=_search_passages,
         # Not offered to an agent in a project without documents: it could only find nothing, and
         # the offline model's prompt for a graph-only project stays what it was.
-        available=_has_documents,
+        available=_documents,
     ),
     GraphTool(
         name="list_entity_types",

@@ -13,7 +13,7 @@ import logging
 import sys
 import uuid
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import aclosing
 from typing import Any
 
@@ -99,11 +99,13 @@ def build_agent(
     share: bool = False,
     gate_for: Callable[[AgentDefinition], WriteGate] | None = None,
     graph_version: int | None = None,
+    available: Mapping[str, bool] | None = None,
 ) -> LlmAgent:
     """The ``LlmAgent`` of a definition, its tools, and its sub-agents (one level deep: no cycles).
 
     ``graph_version``: the project's, when known; a tool whose schema names the project's types
-    reads them once per version."""
+    reads them once per version. ``available``: what the tools' availability checks said in the
+    project, when the caller read them (by tool name); the others are read once a run."""
     adapter = ModelAdapter.for_provider(
         provider,
         temperature=definition.model_choice.temperature,
@@ -119,7 +121,9 @@ def build_agent(
     gate = gate_for(definition) if gate_for is not None else None
     graph = graph_tools(list(definition.tools or []), project_id=project_id, gate=gate)
     tools: list[Any] = (
-        [GraphToolset(graph, project_id=project_id, graph_version=graph_version)] if graph else []
+        [GraphToolset(graph, project_id=project_id, graph_version=graph_version, available=available)]
+        if graph
+        else []
     )
     tools += mcp_toolsets(list(definition.mcp_servers or []))
     subs: list[BaseAgent] = [
@@ -131,6 +135,7 @@ def build_agent(
             sub_definitions=[],
             gate_for=gate_for,
             graph_version=graph_version,
+            available=available,
         )
         for sub in sub_definitions
     ]
@@ -167,6 +172,7 @@ async def adk_run(
     graph_version: int | None = None,
     attempt: int = 1,
     event_store: Any = None,
+    available: Mapping[str, bool] | None = None,
 ) -> None:
     """Run one turn of ``definition`` on ADK's runner, recording into ``state`` as it goes.
 
@@ -179,7 +185,8 @@ async def adk_run(
     ``attempt`` > 1: the run's process died, and this one resumes it with ADK's resumption from
     its stored events: no new message; a model step that finished is not called again, a stored
     tool result is not fetched again, a call recorded but never answered is run. ``event_store``
-    replaces ``apps.agents.services`` as where the events go (tests of a run without a row).
+    replaces ``apps.agents.services`` as where the events go (tests of a run without a row);
+    ``available``: the tools' availability in the project, when the caller read it (``build_agent``).
     """
     agent = build_agent(
         definition,
@@ -190,6 +197,7 @@ async def adk_run(
         share=share_provider,
         gate_for=gate_for,
         graph_version=graph_version,
+        available=available,
     )
     session_id = str(run_id)
     service = _session(definition, agent, history, run_id=run_id, attempt=attempt, store=event_store)

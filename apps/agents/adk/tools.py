@@ -7,6 +7,7 @@ import json
 import logging
 import re
 import uuid
+from collections.abc import Mapping
 from typing import Any, cast
 
 from asgiref.sync import sync_to_async
@@ -37,7 +38,7 @@ from apps.agents.mcp_servers import (
 )
 from apps.core.errors import ServiceError
 from apps.core.timeouts import wait_within
-from apps.graph_tools.registry import GraphTool, GraphVocabulary, tool_call, tool_get
+from apps.graph_tools.registry import GraphTool, GraphVocabulary, tool_available, tool_call, tool_get
 from apps.graph_tools.selectors import graph_vocabulary
 
 logger = logging.getLogger(__name__)
@@ -171,14 +172,17 @@ class GraphToolset(BaseToolset):
         *,
         project_id: uuid.UUID | None = None,
         graph_version: int | None = None,
+        available: Mapping[str, bool] | None = None,
     ) -> None:
         super().__init__()
-        self.tools: list[BaseTool] = list(tools)
+        known = available or {}
+        # What the caller read already (a chat turn, with its admission): no read of its own.
+        self.tools: list[BaseTool] = [t for t in tools if known.get(t.name, True)]
         self._per_project = [t for t in tools if t.graph_tool.per_project]
         self._project_id = project_id
         self._graph_version = graph_version
         # Whether the tools with an availability check were checked (none: nothing to check).
-        self._checked = not any(t.graph_tool.available is not None for t in tools)
+        self._checked = all(t.graph_tool.available is None or t.name in known for t in tools)
 
     async def get_tools(self, readonly_context: ReadonlyContext | None = None) -> list[BaseTool]:
         if self._project_id is not None and not self._checked:
@@ -196,13 +200,7 @@ class GraphToolset(BaseToolset):
 
 def _available_tools(tools: list[BaseTool], project_id: uuid.UUID) -> list[BaseTool]:
     """``tools`` without the graph tools whose ``available`` check says no in the project."""
-    return [
-        t
-        for t in tools
-        if not isinstance(t, GraphAdkTool)
-        or t.graph_tool.available is None
-        or t.graph_tool.available(project_id)
-    ]
+    return [t for t in tools if not isinstance(t, GraphAdkTool) or tool_available(t.graph_tool, project_id)]
 
 
 class SafeMcpToolset(McpToolset):

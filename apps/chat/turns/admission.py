@@ -63,6 +63,7 @@ from apps.core.db import (
 from apps.core.errors import ServiceError
 from apps.core.prepared import QueryTemplate
 from apps.graph_tools.models import GraphVersion, WriteApproval
+from apps.graph_tools.registry import availability_reads
 from apps.graph_tools.selectors import approval_result
 from apps.graph_tools.versions import graph_version_current
 from apps.projects.models import Project
@@ -335,7 +336,9 @@ def turn_admit(
     query), then inserts the conversation, the user message and the run while reading the graph
     version (one statement, atomic without a transaction). A follow-up, in a transaction, reads the
     conversation (one query), claims it, reads its history window and inserts its rows while
-    reading the graph version and the rate. A refused turn (rate, claim, approvals) creates nothing."""
+    reading the graph version and the rate. An agent turn's statement also reads the graph tools'
+    availability checks (``search_passages``: the project has documents). A refused turn (rate,
+    claim, approvals) creates nothing."""
     try:
         turn_id = uuid.uuid4()
         # A new conversation's rows go in one statement after plain reads: no transaction needed.
@@ -380,15 +383,23 @@ def turn_admit(
                     graph_version=graph_version_value(project.id),
                 )
                 rows.append(turn.run)
-            version, recent = rows_write(
+            # An agent turn reads what its tools have to work on in the project here, not in a
+            # round trip before the model's first request.
+            checks = availability_reads(project.id) if definition is not None else {}
+            version, recent, *available = rows_write(
                 inserts=rows,
                 reads=[
                     graph_version_query(project.id),
                     None if created else rate_count(principal),
+                    *checks.values(),
                 ],
             )
             rate_enforce(recent)  # a follow-up's: its claim and rows roll back
             turn.graph_version = int(version or 0)
+            if definition is not None:
+                turn.tools_available = {
+                    name: bool(found) for name, found in zip(checks, available, strict=True)
+                }
             if turn.run is not None:
                 turn.run.graph_version = turn.graph_version
         return turn, [approval_event(approval) for approval in expired]

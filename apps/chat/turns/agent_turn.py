@@ -183,6 +183,7 @@ async def run_agent_turn(turn: Turn, provider: Provider | None) -> Answer | None
             run_id=turn.run_id,
             run=turn.run,
             graph_version=turn.graph_version,
+            tools_available=turn.tools_available,
             writer_user_id=turn.conversation.user_id,
             resume=turn.resume,
             attempt=turn.attempt,

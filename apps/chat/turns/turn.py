@@ -54,6 +54,9 @@ class Turn:
     resume: ToolResume | None = None
     # The project's graph version when the turn was admitted: what its answer is computed at.
     graph_version: int = 0
+    # What the graph tools' availability checks said when an agent turn was admitted (read in the
+    # admission's statement), by tool name; None: not read (the run reads them).
+    tools_available: dict[str, bool] | None = None
     # The run row opened with the turn's admission (agent turns), and whether the executor took it
     # over (it closes the run); one never taken over is closed by the turn service.
     run: AgentRun | None = None

@@ -24,9 +24,9 @@ def _documents(project_id: uuid.UUID) -> QuerySet[Document]:
     )
 
 
-def documents_exist(*, project_id: uuid.UUID) -> bool:
-    """Whether the project has any document (what ``search_passages`` could find something in)."""
-    return Document.objects.filter(project_id=project_id).exists()
+def documents_of_project(*, project_id: uuid.UUID) -> QuerySet[Document]:
+    """The project's documents (none: ``search_passages`` could find nothing)."""
+    return Document.objects.filter(project_id=project_id)
 
 
 def document_list(*, principal: Principal, project_ref: object) -> QuerySet[Document]:

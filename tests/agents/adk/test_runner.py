@@ -94,6 +94,23 @@ async def test_graph_tools_reach_adk_as_one_toolset_and_the_model_is_offered_eac
     assert "".join(state.text) == "Nothing to look up."
 
 
+async def test_a_toolset_told_what_its_tools_have_to_work_on_reads_nothing_itself() -> None:
+    # No database here (no django_db mark): a read of its own would fail the test.
+    from apps.agents.adk.tools import GraphToolset, graph_tools
+
+    names = ["hybrid_search", "search_passages"]
+    project_id = uuid.uuid4()
+    without = GraphToolset(
+        graph_tools(names, project_id=project_id), project_id=project_id, available={"search_passages": False}
+    )
+    with_documents = GraphToolset(
+        graph_tools(names, project_id=project_id), project_id=project_id, available={"search_passages": True}
+    )
+
+    assert [t.name for t in await without.get_tools()] == ["hybrid_search"]
+    assert [t.name for t in await with_documents.get_tools()] == names
+
+
 @pytest.mark.django_db(transaction=True)
 async def test_query_paths_is_offered_with_the_projects_relationship_and_entity_types() -> None:
     from asgiref.sync import sync_to_async

@@ -11,6 +11,7 @@ from apps.agents.llm.scripted import text
 from apps.agents.models import AgentRun
 from apps.chat.models import Conversation, Message
 from apps.chat.turns import admission, claim
+from apps.graph_tools.documents.services import document_upload
 from apps.graph_tools.versions import graph_version_bump
 from apps.projects.selectors import principal_from_user
 from tests.chat.conftest import adb, agent_request, sse_turn, types
@@ -115,3 +116,36 @@ async def test_a_new_conversation_by_project_slug_still_finds_its_definition(wor
 
     assert status == 200 and types(frames)[-1] == "done"
     assert await adb(lambda: Conversation.objects.get().agent_definition_id)() == agent.id
+
+
+def test_an_agent_turn_reads_what_its_tools_have_to_work_on_in_its_admission_statement(world, agent):
+    project = str(world["project"].id)
+    turn, _ = _admit(world, project_id=project, agent_definition_id=str(agent.id))
+    claim.claim_release(turn.conversation.id, turn.turn_id)
+    document_upload(project=world["project"], name="guide.md", data=b"The Eiffel Tower is in Paris.\n")
+
+    with CaptureQueriesContext(connection) as queries:
+        with_documents, _ = _admit(world, project_id=project, agent_definition_id=str(agent.id))
+    plain, _ = _admit(world, project_id=project)
+
+    assert turn.tools_available == {"search_passages": False}
+    assert len(queries.captured_queries) == 2
+    assert with_documents.tools_available == {"search_passages": True}
+    assert plain.tools_available is None
+
+
+async def test_an_agent_is_offered_the_passage_search_only_in_a_project_with_documents(
+    world, agent, scripted
+):
+    scripted.turns += [text("Without."), text("With.")]
+    await sse_turn(world["client"], agent_request(world, agent))
+    await adb(document_upload)(
+        project=world["project"], name="guide.md", data=b"The Eiffel Tower is in Paris.\n"
+    )
+
+    status, frames = await sse_turn(world["client"], agent_request(world, agent))
+
+    assert status == 200 and types(frames)[-1] == "done"
+    offered = [{t.name for t in call.tools} for call in scripted.calls]
+    assert "search_passages" not in offered[0] and "search_passages" in offered[1]
+    assert offered[0] | {"search_passages"} == offered[1]
