@@ -46,33 +46,65 @@ def _wake_future(waiter: asyncio.Future[None]) -> None:
         waiter.set_result(None)
 
 
+# How many of a running turn's latest frames its log keeps as objects; the ones before them are
+# kept as their text (``_TurnLog.fold``).
+LIVE_FRAMES = 32
+
+
 @dataclass
 class _TurnLog:
+    """A turn's frames in publication order, read by position (``at``): the latest as frame
+    objects, the ones before them as their JSON texts and ``seq``s.
+
+    A frame object is three or four objects the garbage collector walks at every full collection.
+    Kept as objects for ``RETENTION_SECONDS`` after their turn, they were most of what it walked
+    (docs/benchmarks.md, session 22); kept while their turn runs (a 300-token answer holds 300),
+    they were a sixth of it at 3 turns/s (session 25). The subscribers following a turn read its
+    frames as they come, among the ``LIVE_FRAMES`` latest; one that joins late or falls behind
+    gets the older ones rebuilt from their text (``frame_from_text``), as from Redis."""
+
     turn_id: str
-    frames: list[AnyFrame] = field(default_factory=list)
+    # Every frame by position; None once folded (``seqs`` and ``texts`` then have it).
+    frames: list[AnyFrame | None] = field(default_factory=list)
+    # The folded frames' ``seq``s and JSON texts, positions 0 to ``len(texts) - 1``.
+    seqs: array[int] = field(default_factory=lambda: array("q"))
+    texts: list[str] = field(default_factory=list)
     finished: bool = False
     cancel: asyncio.Event = field(default_factory=asyncio.Event)
     # One future per subscriber waiting for the next frame (a plain future: an ``asyncio.Event``
     # per wait built a future of its own anyway, plus its waiter list).
     waiters: list[asyncio.Future[None]] = field(default_factory=list)
-    # A finished turn's frames, kept for late subscribers as their JSON texts and their ``seq``s
-    # (``compact``): a frame object is two or three objects the garbage collector walks at every
-    # full collection, and with hundreds of frames a turn kept ``RETENTION_SECONDS`` they were
-    # most of what it walked (docs/benchmarks.md, session 22). A replay rebuilds them.
-    kept: tuple[array[int], list[str]] | None = None
+
+    def __len__(self) -> int:
+        return len(self.frames)
+
+    def append(self, frame: AnyFrame) -> None:
+        self.frames.append(frame)
+        if len(self.frames) - len(self.texts) >= 2 * LIVE_FRAMES:
+            self.fold(len(self.frames) - LIVE_FRAMES)
+
+    def fold(self, end: int) -> None:
+        """Keep the frames before position ``end`` as their text from now on. The texts are there
+        before the objects go: a subscriber on another thread finds one or the other."""
+        start = len(self.texts)
+        for position in range(start, end):
+            frame = self.frames[position]
+            assert frame is not None
+            self.seqs.append(frame.seq)
+            self.texts.append(frame.text())
+        for position in range(start, end):
+            self.frames[position] = None
 
     def compact(self) -> None:
-        """Keep the frames as text from now on. A new list: subscribers still reading the old one
-        (woken by ``finish``, not yet run) read it to its end."""
-        frames, self.frames = self.frames, []
-        self.kept = (array("q", (frame.seq for frame in frames)), [frame.text() for frame in frames])
+        """The turn is over: every frame kept as text, for the late subscribers."""
+        self.fold(len(self.frames))
 
-    def replay(self, after_seq: int) -> list[AnyFrame]:
-        """The compacted frames after ``after_seq``, rebuilt from their text."""
-        if self.kept is None:
-            return []
-        seqs, texts = self.kept
-        return [frame_from_text(text) for seq, text in zip(seqs, texts, strict=True) if seq > after_seq]
+    def at(self, position: int) -> tuple[int, AnyFrame | str]:
+        """The frame at ``position``: its ``seq`` and the frame, or its text once folded."""
+        frame = self.frames[position]
+        if frame is None:
+            return self.seqs[position], self.texts[position]
+        return frame.seq, frame
 
     def wake(self) -> None:
         if not self.waiters:
@@ -155,7 +187,7 @@ class InProcessFrameBus:
         log = self._logs.get(conversation_id)
         if log is None or log.finished:
             return
-        log.frames.append(frame)
+        log.append(frame)
         if frame.type == "done":
             # ``done`` ends the turn: from now on a cancel answers "not running".
             await self.finish(conversation_id)
@@ -193,25 +225,20 @@ class InProcessFrameBus:
         log = self._logs.get(conversation_id)
         if log is None or (log.finished and not include_finished):
             return
-        if log.kept is not None:
-            for frame in log.replay(after_seq):
-                yield frame
-            return
         loop = asyncio.get_running_loop()
-        frames = log.frames
-        index = 0
+        position = 0
         while True:
-            while index < len(frames):
-                frame = frames[index]
-                index += 1
-                if frame.seq > after_seq:
-                    yield frame
+            while position < len(log):
+                seq, frame = log.at(position)
+                position += 1
+                if seq > after_seq:
+                    yield frame_from_text(frame) if isinstance(frame, str) else frame
             if log.finished:
                 return
             waiter: asyncio.Future[None] = loop.create_future()
             log.waiters.append(waiter)
             try:
-                if index >= len(frames) and not log.finished:  # (a publisher on another thread)
+                if position >= len(log) and not log.finished:  # (a publisher on another thread)
                     await waiter
             finally:
                 if not waiter.done():  # cancelled while waiting: no longer a waiter

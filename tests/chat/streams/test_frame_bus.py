@@ -279,3 +279,68 @@ async def test_a_finished_turn_replays_its_frames_as_they_were_sent_and_keeps_on
 
 async def collect_frames(bus, conversation: str, after_seq: int = 0) -> list:
     return [f async for f in bus.subscribe(conversation, after_seq=after_seq)]
+
+
+async def test_a_running_turn_keeps_only_its_latest_frames_as_objects_and_a_late_subscriber_gets_every_frame():
+    from apps.chat.streams.local_bus import LIVE_FRAMES
+
+    bus = InProcessFrameBus()
+    await bus.begin("conv-l", "turn-1")
+    # The subscribers keep what a socket would have sent, not the frames.
+    following = asyncio.create_task(collect_sent(bus, "conv-l"))
+    await asyncio.sleep(0.01)
+    await bus.publish("conv-l", meta(1))
+    published = []
+    for seq in range(2, 302):
+        frame = TokenFrame(seq=seq, token=f"w{seq} ")
+        published.append(weakref.ref(frame))
+        await bus.publish("conv-l", frame)
+        if seq % 50 == 0:
+            await asyncio.sleep(0)  # the live subscriber reads as the turn goes
+    del frame
+    gc.collect()
+
+    # While the turn runs: its earlier frames are kept as text, only the latest as objects.
+    alive = [ref for ref in published if ref() is not None]
+    late = asyncio.create_task(collect_sent(bus, "conv-l"))
+    resumed = asyncio.create_task(collect_sent(bus, "conv-l", after_seq=290))
+    await asyncio.sleep(0.01)
+    await bus.publish("conv-l", DoneFrame(seq=302, messageId="m", runId=None))
+
+    assert 0 < len(alive) <= 2 * LIVE_FRAMES
+    expected = [("meta", 1), *(("token", seq) for seq in range(2, 302)), ("done", 302)]
+    for reader in (following, late):
+        sent = [json.loads(text) for text in await asyncio.wait_for(reader, 10)]
+        assert [(f["type"], f["seq"]) for f in sent] == expected
+        assert "".join(f.get("token", "") for f in sent) == "".join(f"w{s} " for s in range(2, 302))
+    assert [json.loads(t)["seq"] for t in await asyncio.wait_for(resumed, 10)] == list(range(291, 303))
+
+
+async def collect_sent(bus, conversation: str, after_seq: int = 0) -> list[str]:
+    return [f.text() async for f in bus.subscribe(conversation, after_seq=after_seq)]
+
+
+async def test_a_subscriber_on_another_thread_reads_every_frame_once_while_the_log_folds():
+    import threading
+
+    bus = InProcessFrameBus()
+    await bus.begin("conv-t", "turn-1")
+    seen: list[int] = []
+
+    def follow() -> None:
+        async def read() -> None:
+            seen.extend([f.seq async for f in bus.subscribe("conv-t")])
+
+        asyncio.run(read())
+
+    reader = threading.Thread(target=follow)
+    reader.start()
+    await asyncio.sleep(0.05)
+    for seq in range(1, 2001):
+        await bus.publish("conv-t", TokenFrame(seq=seq, token="x"))
+        if seq % 7 == 0:
+            await asyncio.sleep(0)
+    await bus.publish("conv-t", DoneFrame(seq=2001, messageId=None, runId=None))
+    await asyncio.to_thread(reader.join, 10)
+
+    assert seen == list(range(1, 2002))
