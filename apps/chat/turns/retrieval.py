@@ -36,12 +36,14 @@ class Retrieval:
 
 
 def format_entities(entities: list[dict[str, Any]]) -> str:
-    """Format search results for the prompt: one block per entity with its id for citations."""
+    """Format search results for the prompt: one block per entity, its name written as the link
+    that cites it. A small model writes the names as it read them: with ``Paris (City), id …``
+    it wrote "Myanmar (Country), id 2759…" into answers, an id shown to the user and no citation."""
     if not entities:
         return NO_RESULTS
     blocks = []
     for e in entities:
-        lines = [f"- {e['name']} ({e['type']}), id {e['id']}, key {e['key']}"]
+        lines = [f"- [{e['name']}](entity:{e['id']}) ({e['type']}), key {e['key']}"]
         if e.get("description"):
             lines.append(f"  {e['description']}")
         if e.get("properties"):

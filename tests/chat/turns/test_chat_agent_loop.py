@@ -113,7 +113,7 @@ async def test_tool_execution_returns_formatted_results(world):
     retrieval = await AlwaysRetrieveStrategy().retrieve(project_id=world["project"].id, query="Paris capital")
 
     assert retrieval.entities[0]["key"] == "paris"
-    assert f"- Paris (City), id {world['paris'].id}, key paris" in retrieval.context
+    assert f"- [Paris](entity:{world['paris'].id}) (City), key paris" in retrieval.context
     assert "Capital city of France" in retrieval.context
 
 
