@@ -183,9 +183,12 @@ class CitationFilter:
         citation = self.known.get(ref, scheme)
         if citation is None:
             return label
+        self._cited(citation)
+        return f"[{label.strip() or citation.name}]({scheme}:{citation.id})"
+
+    def _cited(self, citation: Citation) -> None:
         if all(c.id != citation.id for c in self.citations):
             self.citations.append(citation)
-        return f"[{label.strip() or citation.name}]({scheme}:{citation.id})"
 
     def _strip(self, text: str) -> str:
         """``text`` with its unknown refs removed (a finished piece: nothing is held back)."""
@@ -193,7 +196,8 @@ class CitationFilter:
         return out
 
     def _enclosed(self, buf: str, i: int, close: str, final: bool) -> tuple[str, int] | str:
-        """``[entity:<ref>]`` or ``(entity:<ref>)`` (or ``passage:``) at ``i``: removed when ``ref`` is unknown."""
+        """``[entity:<ref>]`` or ``(entity:<ref>)`` (or ``passage:``) at ``i``: removed when ``ref`` is
+        unknown; ``(entity:<ref>)`` is removed when known too, and cites it."""
         bare = next((b for b in BARES if buf.startswith(b, i + 1)), None)
         if bare is not None:
             head = i + 1 + len(bare)
@@ -201,6 +205,12 @@ class CitationFilter:
             if end < len(buf) and buf[end] == close and 0 < end - head <= MAX_REF:
                 ref = buf[head:end]
                 known = self.known.get(ref, bare[:-1])
+                if known is not None and close == ")":
+                    # "Asmara (entity:<id>)": the link a small model wrote without its brackets
+                    # (plain chat's prompt lists each entity as its link). The entity is cited;
+                    # its id is not for the reader.
+                    self._cited(known)
+                    return "", end + 1
                 return ("" if known is None else buf[i : end + 1]), end + 1
         if not final and _may_become_enclosed(buf[i:], close):
             return _WAIT

@@ -103,6 +103,20 @@ def test_a_ref_that_ends_the_stream_is_decided_when_it_ends():
     assert stream(["Capital: entity:par", "is"]) == ("Capital: entity:paris", [])
 
 
+# How the offline model writes a link when plain chat's prompt lists each entity as one
+# ("- [Asmara](entity:<id>) (City)"): the name, then the ref in parentheses.
+PAREN_TEXT = "The capital is Paris (entity:11111111-1111-1111-1111-111111111111). Lyon (entity:paris) too."
+
+
+def test_a_known_ref_in_parentheses_after_its_name_cites_the_entity_and_shows_no_id():
+    expected = ("The capital is Paris . Lyon  too.", ["paris"])
+
+    assert stream([PAREN_TEXT]) == expected
+    assert stream(list(PAREN_TEXT)) == expected
+    for cut in range(len(PAREN_TEXT) + 1):
+        assert stream([PAREN_TEXT[:cut], PAREN_TEXT[cut:]]) == expected, cut
+
+
 # Passages of documents (issue 26): their own link kind, checked the same way.
 PASSAGE = {
     "id": "33333333-3333-3333-3333-333333333333",
@@ -140,6 +154,15 @@ def test_a_cited_passage_a_tool_returned_survives_and_an_unknown_one_is_removed(
     assert cited["kind"] == "passage" and cited["key"] == f"passage:{PASSAGE['id']}"
     assert cited["documentId"] == PASSAGE["document_id"]
     assert cited["snippet"].startswith("The lighthouse of Porto Velho")
+
+
+def test_a_returned_passage_in_parentheses_is_cited_and_its_id_not_shown():
+    text, citations = check_citations(
+        "Built in 1871, harbour.md (passage:33333333-3333-3333-3333-333333333333).", known_with_passage()
+    )
+
+    assert text == "Built in 1871, harbour.md ."
+    assert [(c.type, c.name) for c in citations] == [("passage", "harbour.md")]
 
 
 def test_every_split_of_a_text_with_passages_gives_the_same_text():
