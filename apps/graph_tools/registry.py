@@ -27,11 +27,12 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from django.db.models import QuerySet, Value
+from django.db.models import QuerySet
 from pydantic import BaseModel, ConfigDict
 from pydantic import ValidationError as PydanticValidationError
 
 from apps.core.inputs import input_problem
+from apps.core.prepared import QueryTemplate
 from apps.graph_tools.errors import ToolArgumentError, UnknownTool
 
 
@@ -157,14 +158,22 @@ def tool_names(*, read_only: bool | None = None) -> list[str]:
     return [t.name for t in tool_list(read_only=read_only)]
 
 
-def availability_reads(project_id: uuid.UUID) -> dict[str, QuerySet[Any]]:
+def availability_reads(project_id: uuid.UUID) -> dict[str, tuple[str, list[Any]]]:
     """Each availability check of the registry in ``project_id``, by tool name, as a one-value
-    read (true, or NULL when the tool has nothing to work on) for ``apps.core.db.rows_write``."""
+    read (a row's id, or NULL when the tool has nothing to work on) for ``apps.core.db.rows_write``:
+    its SQL built once per process (``QueryTemplate``)."""
     return {
-        t.name: t.available(project_id).order_by().values(found=Value(True))[:1]
+        t.name: _availability_template(t.name).sql_with_params(project_id=project_id)
         for t in _REGISTRY.values()
         if t.available is not None
     }
+
+
+@functools.cache
+def _availability_template(name: str) -> QueryTemplate[Any]:
+    available = _REGISTRY[name].available
+    assert available is not None
+    return QueryTemplate(lambda project_id: available(project_id).order_by().values("pk")[:1])
 
 
 def tool_available(tool: GraphTool, project_id: uuid.UUID) -> bool:
