@@ -99,15 +99,14 @@ BATCH_SECONDS = 0.025
 class _StreamWriter:
     """One running turn's frames on their way to its Redis stream, through the process's
     ``_Batcher``: in publication order, behind the frames published before them. ``close`` waits
-    until they and (``last``, ``end``) the turn's last frame and its end are written, those two in
-    one transaction."""
+    until they, the turn's ``last`` frame (if any) and its end are written, those two in one
+    transaction."""
 
     def __init__(self, batcher: _Batcher, conversation_id: str) -> None:
         self.batcher = batcher
         self.key = _stream(conversation_id)
         self.conversation_id = conversation_id
         self.last: str | None = None
-        self.end = False
         self.abandoned = False
         self.error: BaseException | None = None
         self.closed: asyncio.Future[None] | None = None
@@ -124,8 +123,8 @@ class _StreamWriter:
         """Write nothing more of this turn (what is waiting is dropped)."""
         self.abandoned = True
 
-    async def close(self, *, last: str | None = None, end: bool = True) -> None:
-        self.last, self.end = last, end
+    async def close(self, *, last: str | None = None) -> None:
+        self.last = last
         self.closed = asyncio.get_running_loop().create_future()
         self.batcher.close(self)
         await self.closed  # the write's error, if Redis failed, is the caller's
@@ -190,8 +189,7 @@ class _Batcher:
                     if writer.last is not None:
                         pipe.xadd(writer.key, {"frame": writer.last})
                         owners.append(writer)
-                    if writer.end:
-                        owners.extend([writer] * self.bus._end(pipe, writer.conversation_id))
+                    owners.extend([writer] * self.bus._end(pipe, writer.conversation_id))
                 replies = await pipe.execute(raise_on_error=False) if owners else []
         except Exception as exc:  # Redis unreachable: every turn of the batch is told
             replies = [exc] * len(owners)
@@ -364,7 +362,7 @@ class RedisFrameBus:
         writer = self._writers.pop(conversation_id, None)
         if writer is not None:
             try:
-                await writer.close(end=True)  # its frames reach this process's sockets first
+                await writer.close()  # its frames reach this process's sockets first
             finally:
                 await self._local.finish(conversation_id)
                 self._forget(conversation_id)
