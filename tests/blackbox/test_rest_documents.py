@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from tests.blackbox.covers import covers
 from tests.blackbox.world import World
 from tests.graph_tools.documents_files import pdf_encrypted, pdf_scanned, pdf_with_pages
@@ -81,6 +83,49 @@ def test_each_unreadable_file_gets_its_own_error(world: World) -> None:
 
     listed = bob.call("GET /api/projects/{project_id}/documents", 200, project_id=project).json()
     assert "x.pdf" not in [d["name"] for d in listed["items"]]
+
+
+@covers("POST /api/projects/{project_id}/documents", "201", "400 document_encrypted")
+@covers("POST /api/projects/{project_id}/graph/tools/{tool_name}", "200")
+@pytest.mark.parametrize("algorithm", ["RC4-128", "AES-256"])
+def test_a_pdf_with_only_an_owner_password_is_read_and_one_that_asks_for_a_password_is_refused(
+    world: World, algorithm: str
+) -> None:
+    bob, project = world.api("bob"), world.project_id
+    owner_only = pdf_encrypted(
+        (f"The harbour statement {algorithm} lists quayside moorings.",),
+        user_password="",
+        algorithm=algorithm,
+    )
+    locked = pdf_encrypted(
+        (f"The sealed ledger {algorithm} lists vault codes.",), user_password="secret", algorithm=algorithm
+    )
+
+    read = bob.call(
+        UPLOAD, 201, files=_file(f"bb-owner-only-{algorithm}.pdf", owner_only), project_id=project
+    )
+    bob.call(
+        UPLOAD,
+        400,
+        "document_encrypted",
+        files=_file(f"bb-locked-{algorithm}.pdf", locked),
+        project_id=project,
+    )
+
+    assert read.json()["document"]["passages"] == 1
+    found = bob.call(
+        "POST /api/projects/{project_id}/graph/tools/{tool_name}",
+        200,
+        json={"query": "quayside moorings"},
+        project_id=project,
+        tool_name="search_passages",
+    ).json()["results"]
+    assert (
+        f"bb-owner-only-{algorithm}.pdf",
+        f"The harbour statement {algorithm} lists quayside moorings.",
+    ) in [(r["document_name"], r["text"]) for r in found]
+    listed = bob.call("GET /api/projects/{project_id}/documents", 200, project_id=project).json()
+    assert f"bb-locked-{algorithm}.pdf" not in [d["name"] for d in listed["items"]]
 
 
 @covers("DELETE /api/projects/{project_id}/documents/{document_id}", "204", "404 document_not_found")

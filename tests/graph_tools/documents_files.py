@@ -42,13 +42,17 @@ def pdf_with_pages(pages: list[list[str]]) -> bytes:
     return out.getvalue()
 
 
-def pdf_encrypted() -> bytes:
+def pdf_encrypted(
+    lines: tuple[str, ...] = ("A secret page.",), *, user_password: str = "secret", algorithm: str = "AES-128"
+) -> bytes:
+    """A PDF encrypted by ``pypdf``: ``user_password`` opens it (empty: any viewer opens it without
+    asking, as for a bank statement restricted by an owner password only)."""
     from pypdf import PdfReader, PdfWriter
 
     writer = PdfWriter()
-    for page in PdfReader(io.BytesIO(pdf_with_pages([["A secret page."]]))).pages:
+    for page in PdfReader(io.BytesIO(pdf_with_pages([list(lines)]))).pages:
         writer.add_page(page)
-    writer.encrypt(user_password="secret", owner_password="owner", algorithm="AES-128")
+    writer.encrypt(user_password=user_password, owner_password="owner", algorithm=algorithm)
     out = io.BytesIO()
     writer.write(out)
     return out.getvalue()

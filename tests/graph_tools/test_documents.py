@@ -176,6 +176,17 @@ def test_an_unreadable_file_gets_its_error_and_nothing_is_stored(editor, name, d
     assert not Document.objects.exists() and not Passage.objects.exists()
 
 
+@pytest.mark.parametrize("algorithm", ["RC4-40", "RC4-128", "AES-128", "AES-256"])
+def test_a_pdf_with_only_an_owner_password_is_read(editor, algorithm):
+    client, project = editor
+    data = pdf_encrypted(("The harbour statement lists moorings.",), user_password="", algorithm=algorithm)
+
+    response = upload(client, project, "statement.pdf", data)
+
+    assert response.status_code == 201, response.json()
+    assert list(Passage.objects.values_list("text", flat=True)) == ["The harbour statement lists moorings."]
+
+
 def test_a_bad_new_version_leaves_the_stored_document_as_it_was(editor):
     client, project = editor
     upload(client, project, "report.pdf", pdf_with_pages([["The harbour opens at dawn."]]))

@@ -12,6 +12,7 @@ import logging
 import re
 from dataclasses import dataclass
 from html.parser import HTMLParser
+from typing import TYPE_CHECKING
 
 from apps.graph_tools.documents.errors import (
     DocumentCorrupt,
@@ -21,6 +22,9 @@ from apps.graph_tools.documents.errors import (
     UnsupportedDocumentType,
 )
 from apps.graph_tools.models import DocumentFormat
+
+if TYPE_CHECKING:
+    from pypdf import PdfReader
 
 log = logging.getLogger("kgchat.documents")
 
@@ -167,6 +171,25 @@ def html_text(html: str) -> str:
     return parser.text()
 
 
+def _pdf_open_without_password(reader: PdfReader) -> None:
+    """Decrypt an encrypted PDF as every viewer does, with the empty user password; refuse it as
+    encrypted only when that does not open it (a real user password, or a security handler pypdf
+    cannot use). An owner password alone (bank statements, exported reports) restricts printing or
+    copying in viewers that honour it; it does not keep the text from a reader."""
+    from pypdf import PasswordType
+    from pypdf.errors import DependencyError, PyPdfError
+
+    refused = "the PDF is encrypted (it asks for a password to open): upload an unprotected copy"
+    try:
+        opened = reader.decrypt("")
+    except (DependencyError, NotImplementedError) as exc:  # an encryption pypdf cannot undo
+        raise DocumentEncrypted(f"{refused} ({exc})") from None
+    except (PyPdfError, ValueError, KeyError, TypeError, AttributeError, IndexError) as exc:
+        raise DocumentCorrupt(f"the PDF's encryption could not be read: {exc}") from None
+    if opened == PasswordType.NOT_DECRYPTED:
+        raise DocumentEncrypted(refused)
+
+
 def pdf_read(data: bytes, *, max_pages: int) -> ParsedDocument:
     """A PDF's text, page by page (pages joined by a blank line), with where each page's text lies."""
     # pypdf is imported here: only an upload of a PDF needs it.
@@ -179,7 +202,7 @@ def pdf_read(data: bytes, *, max_pages: int) -> ParsedDocument:
     except (PyPdfError, ValueError, KeyError, TypeError, AttributeError, IndexError, OSError) as exc:
         raise DocumentCorrupt(f"the PDF could not be read (it may be damaged or cut short): {exc}") from None
     if encrypted:
-        raise DocumentEncrypted("the PDF is encrypted (password-protected): upload an unprotected copy")
+        _pdf_open_without_password(reader)
     try:
         count = len(reader.pages)
     except (PyPdfError, ValueError, KeyError, TypeError, AttributeError, IndexError, OSError) as exc:
