@@ -9,7 +9,8 @@ write tool needs an editor's or owner's token and ``KGCHAT_DIRECT_WRITES``, else
 HTTP: ``Authorization: Bearer <api token>`` only. The project is the token's, or the one named
 by ``X-Project-ID`` (id or slug), which must be a project the token's user may see. The
 transport is stateless with JSON responses, so any of several server processes can answer any
-request. Daphne sends no ASGI lifespan events, so the SDK's session manager is started on the
+request; it offers no stream of its own, so a GET (or any method but POST) answers ``405`` at once
+with ``Allow: POST``, as the transport's specification lets a server without one. Daphne sends no ASGI lifespan events, so the SDK's session manager is started on the
 first request (once per event loop).
 """
 
@@ -40,6 +41,8 @@ from apps.projects.selectors import Principal, principal_from_token, project_get
 
 log = logging.getLogger("kgchat.mcp")
 
+# What /mcp answers: JSON-RPC messages POSTed (the streamable HTTP transport, stateless).
+ALLOWED_METHODS = "POST"
 PROJECT_SCOPE_KEY = "kgchat.project_id"
 PRINCIPAL_SCOPE_KEY = "kgchat.principal"
 INSTRUCTIONS = (
@@ -207,6 +210,13 @@ class McpHttpApp:
         host, _port = split_domain_port(headers.get("host", ""))
         if not host or not validate_host(host, settings.ALLOWED_HOSTS):
             await _send_json(send, 400, {"error": "host not allowed", "code": "bad_host"}, [])
+            return
+        if scope.get("method") != "POST":
+            # The transport is stateless and pushes nothing: no listening GET stream (which would
+            # only carry pings, holding a connection for ever), no session to DELETE.
+            message = f"method not allowed: {scope.get('method')} /mcp; MCP requests are POSTed here"
+            body = {"error": message, "code": "method_not_allowed"}
+            await _send_json(send, 405, body, [(b"allow", ALLOWED_METHODS.encode())])
             return
         scheme, _, value = headers.get("authorization", "").partition(" ")
         secret = value.strip() if scheme.lower() == "bearer" else None

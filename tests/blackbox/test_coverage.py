@@ -36,6 +36,7 @@ OTHER_SURFACES = {
     "MCP tools/list": {"tools"},
     "MCP tools/call": {"result", "isError"},
     "MCP initialize": {"401"},
+    "MCP GET": {"405"},
     "PAGE /chat/": {"log in", "ask", "tool chip", "tokens", "reload"},
 }
 

@@ -104,3 +104,23 @@ def test_mcp_without_a_token_is_refused(world: World) -> None:
     )
 
     assert refused.status_code == 401
+
+
+@covers("MCP GET", "405")
+@pytest.mark.parametrize("method", ["GET", "DELETE", "PUT"])
+def test_mcp_answers_a_method_other_than_post_at_once_with_405_and_allow(
+    world: World, token: str, method: str
+) -> None:
+    listening = {
+        "Authorization": f"Bearer {token}",
+        "X-Project-ID": world.project_id,
+        "Accept": "text/event-stream",
+    }
+
+    # A few seconds bound a hang: the stream this replaces sent its first byte after 15 s.
+    answer = httpx.request(method, f"{world.url}/mcp", headers=listening, timeout=5.0)
+
+    assert answer.status_code == 405
+    assert answer.headers["allow"] == "POST"
+    assert answer.headers["content-type"] == "application/json"
+    assert answer.json()["code"] == "method_not_allowed"
