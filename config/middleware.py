@@ -17,7 +17,13 @@ from django.middleware import common
 
 from apps.core.inputs import InvalidInput, input_check
 
-CODES = {404: "not_found", 405: "method_not_allowed", 413: "payload_too_large", 500: "internal_error"}
+CODES = {
+    400: "invalid_request",
+    404: "not_found",
+    405: "method_not_allowed",
+    413: "payload_too_large",
+    500: "internal_error",
+}
 
 
 def _as_json(request: HttpRequest, response: HttpResponse) -> HttpResponse:

@@ -128,6 +128,63 @@ def test_a_pdf_with_only_an_owner_password_is_read_and_one_that_asks_for_a_passw
     assert f"bb-locked-{algorithm}.pdf" not in [d["name"] for d in listed["items"]]
 
 
+def _base64_part_cut_short() -> tuple[bytes, dict[str, str]]:
+    body = (
+        b"--bb-boundary\r\n"
+        b'Content-Disposition: form-data; name="file"; filename="bb-b64.txt"\r\n'
+        b"Content-Type: text/plain\r\nContent-Transfer-Encoding: base64\r\n\r\n"
+        b"abcde\r\n--bb-boundary--\r\n"
+    )
+    return body, {"Content-Type": "multipart/form-data; boundary=bb-boundary"}
+
+
+REFUSED_REQUESTS = {
+    "a 12,000-character file name": (
+        400,
+        "invalid_request",
+        {"files": _file("bb-" + "l" * 11993 + ".txt", b"A long name.")},
+    ),
+    "1,100 form fields": (
+        400,
+        "invalid_request",
+        {"data": {f"f{i}": "v" for i in range(1100)}, "files": _file("bb-fields.txt", b"Fields.")},
+    ),
+    "101 files": (
+        400,
+        "invalid_request",
+        {"files": [("file", (f"bb-files-{i}.txt", b"File.", "text/plain")) for i in range(101)]},
+    ),
+    "base64 cut short": (
+        400,
+        "invalid_request",
+        dict(zip(("content", "headers"), _base64_part_cut_short(), strict=True)),
+    ),
+    "a form field over 50 MiB": (
+        413,
+        "payload_too_large",
+        {"data": {"name": "q" * (50 * 1024 * 1024 + 1)}, "files": _file("bb-big.txt", b"Big.")},
+    ),
+}
+
+
+@covers("POST /api/projects/{project_id}/documents", "400 invalid_request", "413 payload_too_large")
+@pytest.mark.parametrize("case", list(REFUSED_REQUESTS))
+def test_a_request_django_refuses_for_its_size_or_shape_answers_its_json_error(
+    world: World, case: str
+) -> None:
+    bob, project = world.api("bob"), world.project_id
+    status, code, request = REFUSED_REQUESTS[case]
+
+    refused = bob.call(UPLOAD, status, code, project_id=project, **request).json()
+
+    assert refused["error"]
+    listed = bob.call(
+        "GET /api/projects/{project_id}/documents", 200, project_id=project, params={"limit": 500}
+    )
+    names = [d["name"] for d in listed.json()["items"]]
+    assert not [n for n in names if n.startswith(("bb-lll", "bb-fields", "bb-files", "bb-b64", "bb-big"))]
+
+
 @covers("DELETE /api/projects/{project_id}/documents/{document_id}", "204", "404 document_not_found")
 @covers("GET /api/projects/{project_id}/documents/{document_id}", "404 document_not_found")
 def test_a_deleted_document_is_gone(world: World) -> None:

@@ -9,7 +9,16 @@ import uuid
 from pathlib import Path
 
 import pytest
+from django.core.exceptions import (
+    BadRequest,
+    RequestDataTooBig,
+    SuspiciousFileOperation,
+    TooManyFieldsSent,
+    TooManyFilesSent,
+)
 from django.db import DataError, OperationalError
+from django.http import UnreadablePostError
+from django.http.multipartparser import MultiPartParserError
 from psycopg_pool import PoolTimeout
 
 from apps.core.errors import NotFound
@@ -51,6 +60,31 @@ def test_a_value_the_database_refused_is_the_clients_400():
     failure = error_classify(DataError("invalid byte sequence for encoding UTF8: 0x00"), where="test")
 
     assert (failure.status, failure.code) == (400, "invalid_request")
+
+
+@pytest.mark.parametrize(
+    ("exc", "status", "code"),
+    [
+        (
+            RequestDataTooBig("Request body exceeded settings.DATA_UPLOAD_MAX_MEMORY_SIZE."),
+            413,
+            "payload_too_large",
+        ),
+        (TooManyFieldsSent("The number of GET/POST parameters exceeded"), 400, "invalid_request"),
+        (TooManyFilesSent("The number of files exceeded"), 400, "invalid_request"),
+        (MultiPartParserError("Request max total header size exceeded."), 400, "invalid_request"),
+        (MultiPartParserError("Could not decode base64 data."), 400, "invalid_request"),
+        (UnreadablePostError("connection reset"), 400, "invalid_request"),
+        (SuspiciousFileOperation("Detected path traversal attempt"), 400, "invalid_request"),
+        (BadRequest("malformed"), 400, "invalid_request"),
+    ],
+)
+def test_a_request_django_refused_for_its_size_or_shape_is_the_clients_4xx(exc, status, code, caplog):
+    failure = error_classify(exc, where="POST /api/x")
+
+    assert (failure.status, failure.code) == (status, code)
+    assert failure.message and "Traceback" not in failure.message
+    assert [r.levelno for r in caplog.records] == [logging.WARNING]
 
 
 def test_anything_else_is_internal_error_500_logged_with_its_traceback(caplog):
