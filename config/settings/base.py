@@ -230,6 +230,13 @@ KGCHAT_LOCAL_LLM_KEY_FILE = os.environ.get("KGCHAT_LOCAL_LLM_KEY_FILE") or str(
 GOOGLE_API_KEY = os.environ.get("GOOGLE_API_KEY", "")
 
 DATA_UPLOAD_MAX_MEMORY_SIZE = KGCHAT_IMPORT_MAX_BYTES
+# Django's two (memory, then a temporary file), behind one that keeps each file's name whole:
+# Django cuts an upload's name to 255 characters, a document's name may have 300 (#47).
+FILE_UPLOAD_HANDLERS = [
+    "apps.core.uploads.ClientFileNames",
+    "django.core.files.uploadhandler.MemoryFileUploadHandler",
+    "django.core.files.uploadhandler.TemporaryFileUploadHandler",
+]
 
 LOGGING = {
     "version": 1,

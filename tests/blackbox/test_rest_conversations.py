@@ -87,19 +87,28 @@ def test_a_conversation_is_read_with_its_messages_by_its_owner_only(world: World
     )
 
 
-@covers("PATCH /api/chat/conversations/{conversation_id}", "200")
+@covers("PATCH /api/chat/conversations/{conversation_id}", "200", "400 invalid_request")
 @covers("DELETE /api/chat/conversations/{conversation_id}", "204")
-def test_a_conversation_is_renamed_and_deleted(world: World) -> None:
+def test_a_conversation_is_renamed_with_its_title_kept_whole_and_deleted(world: World) -> None:
     ada = world.api("ada")
     turn = ada.stream({"message": "A question to forget", "projectId": world.project_id})
     conversation_id = turn.meta["conversationId"]
+    title = "Renamed " + "t" * 192
 
     renamed = ada.call(
-        "PATCH " + CONVERSATION, 200, json={"title": "Renamed"}, conversation_id=conversation_id
+        "PATCH " + CONVERSATION, 200, json={"title": title}, conversation_id=conversation_id
+    ).json()
+    too_long = ada.call(
+        "PATCH " + CONVERSATION,
+        400,
+        "invalid_request",
+        json={"title": title + "!"},
+        conversation_id=conversation_id,
     ).json()
     ada.call("DELETE " + CONVERSATION, 204, conversation_id=conversation_id)
 
-    assert renamed["title"] == "Renamed"
+    assert renamed["title"] == title
+    assert too_long["field"] == "title"
     ada.call("GET " + CONVERSATION, 404, "conversation_not_found", conversation_id=conversation_id)
     ada.call("DELETE " + CONVERSATION, 404, "conversation_not_found", conversation_id=conversation_id)
 

@@ -128,6 +128,48 @@ def test_a_pdf_with_only_an_owner_password_is_read_and_one_that_asks_for_a_passw
     assert f"bb-locked-{algorithm}.pdf" not in [d["name"] for d in listed["items"]]
 
 
+@covers("POST /api/projects/{project_id}/documents", "201", "400 invalid_request")
+@covers("GET /api/projects/{project_id}/documents/{document_id}", "200")
+def test_a_file_name_is_kept_whole_up_to_300_characters_and_refused_past_them(world: World) -> None:
+    bob, project = world.api("bob"), world.project_id
+    name_280, name_300 = "bb-" + "n" * 273 + ".txt", "bb-" + "m" * 293 + ".txt"
+    emoji_300 = "bb-" + "\U0001f4c4" * 293 + ".txt"  # over Django's part headers as a file name
+
+    kept = [
+        bob.call(UPLOAD, 201, files=_file(name, b"Whole names."), project_id=project).json()["document"]
+        for name in (name_280, name_300)
+    ]
+    by_field = bob.call(
+        UPLOAD, 201, data={"name": emoji_300}, files=_file("x.txt", b"Emoji."), project_id=project
+    ).json()["document"]
+    too_long = bob.call(
+        UPLOAD, 400, "invalid_request", files=_file("bb-" + "o" * 393 + ".txt", b"Cut?"), project_id=project
+    ).json()
+    too_long_field = bob.call(
+        UPLOAD,
+        400,
+        "invalid_request",
+        data={"name": "p" * 301},
+        files=_file("x.txt", b"?"),
+        project_id=project,
+    ).json()
+
+    assert [d["name"] for d in kept] == [name_280, name_300]
+    read = bob.call(
+        "GET /api/projects/{project_id}/documents/{document_id}",
+        200,
+        project_id=project,
+        document_id=kept[0]["id"],
+    ).json()
+    assert read["name"] == name_280
+    assert by_field["name"] == emoji_300
+    assert too_long["field"] == too_long_field["field"] == "name"
+    listed = bob.call(
+        "GET /api/projects/{project_id}/documents", 200, project_id=project, params={"limit": 500}
+    )
+    assert not [d["name"] for d in listed.json()["items"] if d["name"].startswith(("bb-ooo", "ppp"))]
+
+
 def _base64_part_cut_short() -> tuple[bytes, dict[str, str]]:
     body = (
         b"--bb-boundary\r\n"

@@ -187,6 +187,22 @@ def test_a_pdf_with_only_an_owner_password_is_read(editor, algorithm):
     assert list(Passage.objects.values_list("text", flat=True)) == ["The harbour statement lists moorings."]
 
 
+def test_a_file_name_is_stored_whole_up_to_300_characters_and_refused_past_them(editor):
+    client, project = editor
+    whole = "n" * 276 + ".txt"
+
+    stored = upload(client, project, whole, b"A long name.")
+    refused = upload(client, project, "o" * 396 + ".txt", b"A longer name.")
+
+    assert (stored.status_code, stored.json()["document"]["name"]) == (201, whole)
+    assert (refused.status_code, refused.json()["code"], refused.json()["field"]) == (
+        400,
+        "invalid_request",
+        "name",
+    )
+    assert list(Document.objects.values_list("name", flat=True)) == [whole]
+
+
 def test_a_bad_new_version_leaves_the_stored_document_as_it_was(editor):
     client, project = editor
     upload(client, project, "report.pdf", pdf_with_pages([["The harbour opens at dawn."]]))

@@ -12,17 +12,19 @@ from django.utils import timezone
 from apps.chat import selectors
 from apps.chat.models import Conversation
 from apps.chat.streams.bus import get_bus
-from apps.chat.turns import admission
+from apps.core.inputs import InvalidInput
 from apps.projects.selectors import Principal
 
 log = logging.getLogger("kgchat.chat")
+
+MAX_TITLE = Conversation._meta.get_field("title").max_length or 200
 
 
 def conversation_rename(*, principal: Principal, conversation_id: object, title: str) -> Conversation:
     conversation = selectors.conversation_get(principal=principal, conversation_id=conversation_id)
     title = (title or "").strip()
-    if not title or len(title) > 200:
-        raise admission.InvalidMessage("title must be 1 to 200 characters")
+    if not title or len(title) > MAX_TITLE:
+        raise InvalidInput(f"title: 1 to {MAX_TITLE} characters", field="title")
     Conversation.objects.filter(id=conversation.id).update(title=title, updated_at=timezone.now())
     conversation.refresh_from_db()
     return conversation

@@ -14,6 +14,7 @@ from pydantic import Field
 
 from apps.core.inputs import ListLimit, ListOffset
 from apps.core.paging import page_of
+from apps.core.uploads import client_file_name
 from apps.graph_tools.documents import change_sets, extraction, selectors, services
 from apps.graph_tools.documents.errors import DocumentTooLarge
 from apps.graph_tools.models import ChangeSet, Document, Passage
@@ -111,7 +112,7 @@ def upload_document(
     result = services.document_upload_as_member(
         principal=principal_of(request),
         project_ref=project_id,
-        name=name if name is not None else (file.name or ""),
+        name=name if name is not None else client_file_name(request, "file", file),
         data=file.read(),
         content_type=file.content_type or "",
     )

@@ -12,9 +12,10 @@ from django.db import transaction
 from django.utils import timezone
 
 from apps.core.errors import NotFound, ServiceError
-from apps.core.inputs import input_check
+from apps.core.inputs import InvalidInput, input_check
 from apps.graph_tools.documents.resolution import entity_match, key_for, normalised_name
 from apps.graph_tools.embeddings import get_embedder
+from apps.graph_tools.importer import MAX_NAME, MAX_TYPE
 from apps.graph_tools.models import (
     ChangeAuthority,
     ChangeSet,
@@ -273,16 +274,14 @@ def change_set_get(*, principal: Principal, change_set_id: object) -> ChangeSet:
 
 def _edit(values: dict[str, Any], edit: dict[str, Any]) -> dict[str, Any]:
     out = dict(values)
-    for field in ("name", "type"):
+    for field, limit in (("name", MAX_NAME), ("type", MAX_TYPE)):
         if field in edit:
             value = edit[field]
             input_check(value, field=f"edits.{field}")
-            if (
-                not isinstance(value, str)
-                or not value.strip()
-                or len(value) > (512 if field == "name" else 128)
-            ):
-                raise ServiceError(f"edits: {field} must be a non-empty string", code="invalid_request")
+            if not isinstance(value, str) or not value.strip() or len(value) > limit:
+                raise InvalidInput(
+                    f"edits: {field} must be a string of 1 to {limit} characters", field=f"edits.{field}"
+                )
             out[field] = " ".join(value.split())
     return out
 
