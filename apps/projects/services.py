@@ -43,6 +43,7 @@ def _unique_slug(name: str) -> str:
 
 MAX_NAME = Project._meta.get_field("name").max_length or 200
 MAX_SLUG = Project._meta.get_field("slug").max_length or 100
+MAX_TOKEN_NAME = ApiToken._meta.get_field("name").max_length or 100
 SLUG_PATTERN = re.compile(r"[-a-zA-Z0-9_]+")
 
 
@@ -95,6 +96,9 @@ def membership_set(*, project: Project, user: User, role: str) -> ProjectMembers
 
 def api_token_create(*, user: User, project: Project | None = None, name: str = "") -> tuple[ApiToken, str]:
     """Create an API token; return it with its secret, which is not stored and cannot be shown again."""
+    input_check(name, field="name")
+    if len(name) > MAX_TOKEN_NAME:
+        raise InvalidInput(f"name: at most {MAX_TOKEN_NAME} characters", field="name")
     if project is not None and not ProjectMembership.objects.filter(project=project, user=user).exists():
         raise ServiceError("the user is not a member of that project", code="not_a_member")
     secret = TOKEN_PREFIX + secrets.token_urlsafe(32)
