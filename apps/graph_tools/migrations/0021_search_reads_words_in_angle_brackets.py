@@ -14,11 +14,16 @@ again (the entities' with the bounded pending list of migration 0006), and the c
 hybrid_search tells common words by the column's statistics (``search.COMMON_WORD_ROWS``), which
 a new column does not have until the next ANALYZE.
 
-Cost: each table is rewritten under an ACCESS EXCLUSIVE lock (no reads or writes of it meanwhile):
-every row's vector is computed again and every index of the table rebuilt. Measured on the
-embedded PostgreSQL 18 (2 cores, shared): see ``MEASURED`` below; at bench scale (1M entities)
-that is minutes of downtime for the graph, so run it in a maintenance window. Passages are a few
-per document, a few seconds per 100k.
+Cost: each table is rewritten under an ACCESS EXCLUSIVE lock (no search, import or write of the
+graph meanwhile) and needs room for a second copy of itself and its indexes: every row's vector is
+computed again and every index of the table rebuilt. Measured on the embedded PostgreSQL 18 with
+its tuning (maintenance_work_mem 2 GB; a server left at PostgreSQL's 64 MB builds the GIN indexes
+more slowly), on 2 cores shared with a load average of 13,
+entities with 8-word descriptions as the bench makes them: 100,000 entities 4.1-5.7 s, 300,000
+16.3 s (rewrite 12.9, GIN index 2.8, analyze 0.4): linear, so about a minute for bench scale's 1M
+entities (a ~0.8 GB table), less on an idle machine. ``kb.search_text`` itself costs nothing
+measurable (the old expression took 4.1-5.7 s too). Passages of ~600 characters: 20,000 in
+4.4-6.1 s, about 0.3 ms each. Run it when a minute without the graph is acceptable.
 """
 
 from django.db import migrations, models
@@ -26,8 +31,6 @@ from django.db import migrations, models
 import apps.graph_tools.text_search
 import django.contrib.postgres.search
 import django.db.models.functions.text
-
-MEASURED = ""
 
 FUNCTION = """
 CREATE OR REPLACE FUNCTION kb.search_text(text) RETURNS text
