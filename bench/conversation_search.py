@@ -18,6 +18,7 @@ from django.contrib.auth import get_user_model
 from django.db import connection
 
 from apps.chat.conversations.search import conversation_search
+from apps.graph_tools.text_search import websearch_tsquery_sql
 from apps.projects.selectors import Principal
 from apps.projects.services import project_create
 
@@ -87,7 +88,7 @@ def run() -> None:
         with connection.cursor() as cursor:
             cursor.execute(
                 "EXPLAIN SELECT conversation_id FROM kb.chat_messages WHERE role IN ('user', 'assistant') AND "
-                "search_vector @@ websearch_to_tsquery('english', 'zeppelin')"
+                f"search_vector @@ {websearch_tsquery_sql(repr('zeppelin'))}"
             )
             plan = " ".join(r[0] for r in cursor.fetchall())
         print("rare word uses chat_msg_search_vector:", "chat_msg_search_vector" in plan)

@@ -6,12 +6,12 @@ import uuid
 
 from django.conf import settings
 from django.contrib.postgres.indexes import GinIndex
-from django.contrib.postgres.search import SearchVector, SearchVectorField
+from django.contrib.postgres.search import SearchVectorField
 from django.db import models
 from django.db.models.functions import Left, Lower
 from pgvector.django import VectorField
 
-from apps.graph_tools.text_search import SEARCH_DESCRIPTION_CHARS, TEXT_SEARCH_CONFIG
+from apps.graph_tools.text_search import SEARCH_DESCRIPTION_CHARS, text_search_vector
 from apps.projects.models import Project
 
 
@@ -27,8 +27,8 @@ class GraphObject(models.Model):
     # worker's queue. The vectors themselves are rows of GraphObjectEmbedding, one per model.
     embedding_pending = models.BooleanField(default=True, db_default=True)
     search_vector = models.GeneratedField(
-        expression=SearchVector("name", weight="A", config=TEXT_SEARCH_CONFIG)
-        + SearchVector(Left("description", SEARCH_DESCRIPTION_CHARS), weight="B", config=TEXT_SEARCH_CONFIG),
+        expression=text_search_vector("name", weight="A")
+        + text_search_vector(Left("description", SEARCH_DESCRIPTION_CHARS), weight="B"),
         output_field=SearchVectorField(),
         db_persist=True,
     )

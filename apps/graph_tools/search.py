@@ -16,8 +16,8 @@ from typing import Any
 from django.db import connection, transaction
 
 from apps.graph_tools.embeddings import Embedder, entity_text
-from apps.graph_tools.models import TEXT_SEARCH_CONFIG
 from apps.graph_tools.names import ALIAS_MATCH, mention_candidates
+from apps.graph_tools.text_search import tsvector_sql, websearch_tsquery_sql
 
 # Reciprocal-rank fusion constant (Cormack et al. 2009).
 RRF_K = 60
@@ -207,7 +207,7 @@ def text_search(
     }
     where = _type_clause([type] if type else None, params)
     sql = f"""
-        WITH q AS (SELECT websearch_to_tsquery('{TEXT_SEARCH_CONFIG}', %(q)s) AS tsq)
+        WITH q AS (SELECT {websearch_tsquery_sql("%(q)s")} AS tsq)
         SELECT {ENTITY_COLUMNS}
         FROM kb.graph_objects o, q
         WHERE o.project_id = %(project)s {where}
@@ -247,8 +247,8 @@ def _query_words(query: str) -> tuple[list[str], list[str], bool]:
               AND e.frequency * (SELECT c.reltuples FROM pg_class c
                                  WHERE c.oid = 'kb.graph_objects'::regclass) > %(rows)s
         )
-        SELECT w.word, tsvector_to_array(to_tsvector('{TEXT_SEARCH_CONFIG}', w.word)) AS lexemes,
-               coalesce(tsvector_to_array(to_tsvector('{TEXT_SEARCH_CONFIG}', w.word)) <@ c.lexemes, false)
+        SELECT w.word, tsvector_to_array({tsvector_sql("w.word")}) AS lexemes,
+               coalesce(tsvector_to_array({tsvector_sql("w.word")}) <@ c.lexemes, false)
         FROM regexp_split_to_table(%(q)s, '\\s+') WITH ORDINALITY AS w(word, n), common c
         WHERE w.word <> ''
         ORDER BY w.n
@@ -271,7 +271,7 @@ def _text_branch(params: dict[str, Any], where: str, lexemes: list[str], dropped
     """The full-text ranking: the entities with all the words first, then those with some, at most
     FTS_RANKED in all; a GIN bitmap cannot be read in rank order, so ranking every match of a
     common word would dominate the latency (and such a word carries little signal)."""
-    all_words = f"websearch_to_tsquery('{TEXT_SEARCH_CONFIG}', %(q)s)"
+    all_words = websearch_tsquery_sql("%(q)s")
     any_word = f"replace({all_words}::text, ' & ', ' | ')::tsquery"
     # Some of the words: only the words that are not common find candidates (all the words still
     # rank them), and none when every word is common.

@@ -6,6 +6,7 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
+from apps.graph_tools.text_search import tsvector_sql, websearch_tsquery_sql
 from tests.support.migrations import migrate, migrate_to_latest
 
 BEFORE = [("chat", "0001_initial")]
@@ -114,5 +115,36 @@ def test_search_migration_keeps_existing_messages_and_makes_them_searchable(tran
             found = cursor.fetchall()
 
         assert found == [("An old answer about lighthouses",)]
+    finally:
+        migrate_to_latest()
+
+
+def test_rebuilt_message_vectors_and_title_index_read_the_words_inside_angle_brackets(transactional_db):
+    apps = migrate([("chat", "0011_active_turn_shown")])
+    try:
+        (conversation_id,) = insert_conversations(apps, 1)
+        Conversation = apps.get_model("chat", "Conversation")
+        Conversation.objects.filter(id=conversation_id).update(title="Map<Gadget> notes")
+        apps.get_model("chat", "Message").objects.create(
+            conversation_id=conversation_id,
+            role="user",
+            content="Sort a List<Widget>",
+            created_at=timezone.now(),
+        )
+
+        migrate_to_latest()
+
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"SELECT content FROM kb.chat_messages WHERE search_vector @@ {websearch_tsquery_sql(repr('widget'))}"
+            )
+            messages = cursor.fetchall()
+            cursor.execute(
+                "SELECT title FROM kb.chat_conversations "
+                f"WHERE {tsvector_sql('title')} @@ {websearch_tsquery_sql(repr('gadget'))}"
+            )
+            titles = cursor.fetchall()
+        assert messages == [("Sort a List<Widget>",)]
+        assert titles == [("Map<Gadget> notes",)]
     finally:
         migrate_to_latest()

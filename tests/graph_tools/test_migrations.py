@@ -1,4 +1,5 @@
-"""Migration 0010: entity vectors move from the entity row to kb.graph_object_embeddings."""
+"""Migration 0010: entity vectors move from the entity row to kb.graph_object_embeddings; migration
+0021: the entities' and passages' search vectors are rebuilt to read the words inside angle brackets."""
 
 from collections.abc import Sequence
 
@@ -94,3 +95,43 @@ def test_moving_vectors_to_their_own_table_keeps_every_vector_its_model_and_its_
     assert index_table(index) == "graph_object_embeddings"
     assert "embedding" not in columns("graph_objects") and "embedding_model" not in columns("graph_objects")
     assert [r["key"] for r in nearest] == ["east"]
+
+
+def found_by(table: str, column: str, word: str) -> list[str]:
+    """The rows whose stored search vector holds ``word`` (a plain word: read alike before and after)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT {column} FROM kb.{table} WHERE search_vector @@ websearch_to_tsquery('english', %s)",
+            [word],
+        )
+        return [r[0] for r in cursor.fetchall()]
+
+
+def test_rebuilt_search_vectors_read_the_words_inside_angle_brackets_of_existing_rows(transactional_db):
+    apps = migrate([("graph_tools", "0020_passage_vector_indexes")])
+    try:
+        project = apps.get_model("projects", "Project").objects.create(name="Legacy", slug="legacy-markup")
+        apps.get_model("graph_tools", "GraphObject").objects.create(
+            project=project, key="list", type="Type", name="List<String>"
+        )
+        document = apps.get_model("graph_tools", "Document").objects.create(
+            project=project, name="parts.md", format="markdown", content_hash="h", size_bytes=1, text="t"
+        )
+        apps.get_model("graph_tools", "Passage").objects.create(
+            project=project,
+            document=document,
+            ordinal=0,
+            text="Keep a List<Gizmo>.",
+            content_hash="h",
+            char_start=0,
+            char_end=1,
+        )
+        before = (found_by("graph_objects", "name", "string"), found_by("document_passages", "text", "gizmo"))
+
+        migrate_to_latest()
+
+        assert before == ([], [])
+        assert found_by("graph_objects", "name", "string") == ["List<String>"]
+        assert found_by("document_passages", "text", "gizmo") == ["Keep a List<Gizmo>."]
+    finally:
+        migrate_to_latest()

@@ -1,9 +1,12 @@
 """Full-text search over my conversations: titles and the text of messages (PROTOCOL §2, ``?q=``).
 
-PostgreSQL full text with the GIN indexes of migration 0007: the stored ``search_vector`` of
-messages and an expression index on titles (the title expression below must stay identical to it). The query string is parsed as a web search
+PostgreSQL full text with the GIN indexes of migrations 0007 and 0012: the stored ``search_vector``
+of messages and an expression index on titles (the title expression below is the index's, both
+built by ``text_search.tsvector_sql``). The query string is parsed as a web search
 (``websearch_to_tsquery``): quotes make phrases, ``or`` and ``-`` work, and no input is a syntax
-error. Conversations rank by their best matching title or message, then by recency.
+error. Words in angle brackets ("List<String>") are words, as in every full-text search of kgchat
+(``apps/graph_tools/text_search.py``). Conversations rank by their best matching title or
+message, then by recency.
 """
 
 from __future__ import annotations
@@ -16,23 +19,33 @@ from typing import Any
 from django.db import connection
 
 from apps.chat.models import Conversation
+from apps.graph_tools.text_search import headline_sql, tsvector_sql, websearch_tsquery_sql
 from apps.projects.selectors import Principal, project_list
 
 # ts_headline marks matches with these private-use characters (removed from the text first), so
 # the snippet can be HTML-escaped before the marks become <mark> tags.
 _START, _STOP = "\ue000", "\ue001"
 _HEADLINE_OPTIONS = f"StartSel={_START}, StopSel={_STOP}, MaxWords=30, MinWords=10"
+# ts_headline parses the text it shows with the default parser, which replaces "<String>" with a
+# space as a tag. So the text it reads has its angle brackets as these control characters (blanks
+# to the parser in every locale; any already there are removed first, with the marks): it finds
+# the words search found between them, and the snippet shows the brackets again once escaped.
+_LT, _GT = "\x01", "\x02"
+_HEADLINE_FROM, _HEADLINE_TO = "<>" + _LT + _GT + _START + _STOP, _LT + _GT
+_HEADLINE_TEXT = (
+    "translate(left(coalesce(m.content, page.title), 100000), %(headline_from)s, %(headline_to)s)"
+)
 
-_MATCHES = """
-WITH q AS (SELECT websearch_to_tsquery('english'::regconfig, %(q)s) AS query),
+_MATCHES = f"""
+WITH q AS (SELECT {websearch_tsquery_sql("%(q)s")} AS query),
 mine AS (
     SELECT c.id, c.title, c.updated_at FROM "kb"."chat_conversations" c
     WHERE c.user_id = %(user_id)s AND c.project_id = ANY(%(project_ids)s::uuid[])
 ),
 hits AS (
-    SELECT mine.id AS cid, ts_rank(to_tsvector('english'::regconfig, mine.title), q.query) AS rank,
+    SELECT mine.id AS cid, ts_rank({tsvector_sql("mine.title")}, q.query) AS rank,
            NULL::uuid AS msg_id
-    FROM mine, q WHERE to_tsvector('english'::regconfig, mine.title) @@ q.query
+    FROM mine, q WHERE {tsvector_sql("mine.title")} @@ q.query
     UNION ALL
     SELECT m.conversation_id, ts_rank(m.search_vector, q.query), m.id
     FROM "kb"."chat_messages" m JOIN mine ON mine.id = m.conversation_id, q
@@ -43,10 +56,9 @@ best AS (SELECT DISTINCT ON (cid) cid, rank, msg_id FROM hits ORDER BY cid, rank
 
 _PAGE = (
     _MATCHES
-    + """
+    + f"""
 SELECT page.cid, page.total,
-       ts_headline('english'::regconfig, translate(left(coalesce(m.content, page.title), 100000), %(marks)s, ''), q.query,
-                   %(options)s)
+       {headline_sql(_HEADLINE_TEXT, "q.query", "%(options)s")}
 FROM (
     SELECT best.cid, best.msg_id, best.rank, mine.title, mine.updated_at, count(*) OVER () AS total
     FROM best JOIN mine ON mine.id = best.cid
@@ -68,8 +80,10 @@ class SearchHit:
 
 
 def snippet_html(headline: str) -> str:
-    """Escape a ts_headline result and turn its private-use marks into ``<mark>`` tags."""
-    return html.escape(headline, quote=False).replace(_START, "<mark>").replace(_STOP, "</mark>")
+    """Escape a ts_headline result, show its angle brackets again and turn its private-use marks into
+    ``<mark>`` tags."""
+    escaped = html.escape(headline, quote=False).replace(_LT, "&lt;").replace(_GT, "&gt;")
+    return escaped.replace(_START, "<mark>").replace(_STOP, "</mark>")
 
 
 def conversation_search(
@@ -83,7 +97,8 @@ def conversation_search(
         "q": q,
         "user_id": principal.user_id,
         "project_ids": [str(p) for p in projects.values_list("id", flat=True)],
-        "marks": _START + _STOP,
+        "headline_from": _HEADLINE_FROM,
+        "headline_to": _HEADLINE_TO,
         "options": _HEADLINE_OPTIONS,
         "limit": limit,
         "offset": offset,

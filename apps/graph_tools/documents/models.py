@@ -7,12 +7,12 @@ import uuid
 
 from django.conf import settings
 from django.contrib.postgres.indexes import GinIndex
-from django.contrib.postgres.search import SearchVector, SearchVectorField
+from django.contrib.postgres.search import SearchVectorField
 from django.db import models
 from django.db.models.functions import Left
 from pgvector.django import VectorField
 
-from apps.graph_tools.text_search import SEARCH_DESCRIPTION_CHARS, TEXT_SEARCH_CONFIG
+from apps.graph_tools.text_search import SEARCH_DESCRIPTION_CHARS, text_search_vector
 from apps.projects.models import Project
 
 # Documents (issue 26): an uploaded file's text, split into passages that are searched (full text
@@ -82,7 +82,7 @@ class Passage(models.Model):
     extraction_not_before = models.DateTimeField(null=True, blank=True)
     extracted = models.JSONField(null=True, blank=True)
     search_vector = models.GeneratedField(
-        expression=SearchVector(Left("text", SEARCH_DESCRIPTION_CHARS), config=TEXT_SEARCH_CONFIG),
+        expression=text_search_vector(Left("text", SEARCH_DESCRIPTION_CHARS)),
         output_field=SearchVectorField(),
         db_persist=True,
     )

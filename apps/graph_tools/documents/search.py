@@ -10,8 +10,8 @@ from typing import Any
 from django.db import connection, transaction
 
 from apps.graph_tools.embeddings import Embedder
-from apps.graph_tools.models import TEXT_SEARCH_CONFIG
 from apps.graph_tools.search import HNSW_EF_SEARCH, RRF_K, vector_literal, vector_search_options_set
+from apps.graph_tools.text_search import any_word_tsquery_sql
 
 # Candidates each ranking contributes to the fusion.
 CANDIDATES = 50
@@ -54,7 +54,6 @@ def passages_search(
         "candidates": CANDIDATES,
         "limit": limit,
         "rrf": RRF_K,
-        "config": TEXT_SEARCH_CONFIG,
     }
     document = ""
     if document_id is not None:
@@ -65,10 +64,7 @@ def passages_search(
         params["model"] = embedder.name
         vector_branch = "UNION ALL " + _nearest(embedder, document_id is not None)
     sql = f"""
-        WITH q AS (
-            SELECT to_tsquery(%(config)s::regconfig,
-                              replace(plainto_tsquery(%(config)s::regconfig, %(q)s)::text, ' & ', ' | ')) AS query
-        ),
+        WITH q AS (SELECT {any_word_tsquery_sql("%(q)s")} AS query),
         ranked AS (
             SELECT id, row_number() OVER (ORDER BY rank DESC, id) AS r FROM (
                 SELECT p.id, ts_rank_cd(p.search_vector, q.query) AS rank

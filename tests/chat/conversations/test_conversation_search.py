@@ -7,6 +7,7 @@ from django.db import connection
 from django.test import Client
 
 from apps.chat.conversations.search import snippet_html
+from apps.graph_tools.text_search import tsvector_sql, websearch_tsquery_sql
 from apps.projects.selectors import Principal
 from apps.projects.services import member_remove
 from tests.factories import add_member, make_conversation, make_project, make_token, make_user
@@ -146,6 +147,25 @@ def test_snippet_escapes_html_from_messages_and_marks_only_matches():
     assert snippet_html("a \ue000b\ue001 <i>") == "a <mark>b</mark> &lt;i&gt;"
 
 
+def test_words_inside_angle_brackets_find_a_message_and_a_title_whose_snippet_shows_the_brackets():
+    user = make_user()
+    project = make_project(owner=user)
+    by_message = make_conversation(user, project, "Java", [("user", "How do I sort a List<Widget> by name?")])
+    by_title = make_conversation(user, project, "Map<Gadget> notes", [("user", "Nothing else")])
+    make_conversation(user, project, "Lists", [("user", "A shopping list")])
+    client = client_for(user)
+
+    widgets = search(client, "widgets").json()["items"]
+    gadgets = search(client, "gadget").json()["items"]
+    phrase = search(client, '"List<Widget>"').json()["items"]
+
+    assert [i["id"] for i in widgets] == [str(by_message.id)]
+    assert "a List&lt;<mark>Widget</mark>&gt; by name" in widgets[0]["snippet"]
+    assert [i["id"] for i in gadgets] == [str(by_title.id)]
+    assert gadgets[0]["snippet"] == "Map&lt;<mark>Gadget</mark>&gt; notes"
+    assert [i["id"] for i in phrase] == [str(by_message.id)]
+
+
 def test_search_uses_the_gin_indexes():
     with connection.cursor() as cursor:
         cursor.execute("SET enable_seqscan = off")
@@ -156,7 +176,7 @@ def test_search_uses_the_gin_indexes():
         messages_plan = " ".join(r[0] for r in cursor.fetchall())
         cursor.execute(
             "EXPLAIN SELECT id FROM kb.chat_conversations WHERE "
-            "to_tsvector('english'::regconfig, title) @@ websearch_to_tsquery('english', 'x')"
+            f"{tsvector_sql('title')} @@ {websearch_tsquery_sql(repr('x'))}"
         )
         titles_plan = " ".join(r[0] for r in cursor.fetchall())
 
