@@ -43,6 +43,7 @@ from apps.agents.llm.resolve import effective_model_name, resolve_model
 from apps.agents.models import AgentDefinition, AgentRun, RunStatus
 from apps.agents.selectors import agent_definition_check_enabled, agent_definitions_by_names
 from apps.agents.services import agent_run_finish, agent_run_start
+from apps.agents.tool_results import as_the_model_saw
 from apps.core.errors import ServiceError
 
 logger = logging.getLogger(__name__)
@@ -88,7 +89,8 @@ class ExecuteRequest:
 
 class ExecuteResult(BaseModel):
     """The outcome. ``messages`` are the new messages after the user's (assistant with tool calls,
-    tool results, final assistant), ready for ``kb.chat_messages``; ``text`` is all streamed text."""
+    tool results as the model was given them, final assistant), ready for ``kb.chat_messages``;
+    ``tool_calls`` hold the whole results (the audit trail's); ``text`` is all streamed text."""
 
     run_id: uuid.UUID
     status: RunStatus
@@ -240,7 +242,7 @@ class AgentExecutor:
             error=error.message if error else None,
             error_code=error.code if error else None,
             tool_calls=list(state.tool_calls),
-            messages=[m for m in state.messages if m.role != "user"],
+            messages=[as_the_model_saw(m) for m in state.messages if m.role != "user"],
             usage=state.usage,
             model=model,
             steps=state.steps,
