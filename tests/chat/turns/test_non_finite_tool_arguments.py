@@ -45,6 +45,7 @@ async def assert_a_tool_error_and_the_turn_answers(frames, *, call_id, argument,
     json.dumps(frames, allow_nan=False)  # every frame is JSON a browser reads
     stored = await adb(lambda: list(AgentRunToolCall.objects.filter(call_id=call_id)))()
     assert len(stored) == 1 and "not a finite number" in stored[0].error
+    assert tool_frames[0]["input"] == stored[0].input  # sent as it is stored
     return stored[0]
 
 
