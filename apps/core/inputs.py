@@ -120,6 +120,31 @@ def input_check(value: object, *, field: str = "", code: str | None = None) -> N
         raise InvalidInput(f"{path or 'the request'} {problem}", field=path or None, code=code)
 
 
+class _NotFinite(Exception):
+    """A number that is not finite, met while parsing: ``json_parse`` then walks to name where."""
+
+
+def _not_finite(constant: str) -> float:
+    raise _NotFinite(constant)
+
+
+def _finite_float(literal: str) -> float:
+    value = float(literal)
+    if math.isinf(value):  # a literal beyond the double range, such as 1e999
+        raise _NotFinite(literal)
+    return value
+
+
+# One decoder for every document (``json.loads`` with hooks would build one per call).
+_FINITE_DECODER = json.JSONDecoder(parse_constant=_not_finite, parse_float=_finite_float)
+
+
+def _finite_loads(data: str | bytes) -> Any:
+    """``json.loads`` refusing a number that is not finite (``_NotFinite``)."""
+    text = data if isinstance(data, str) else data.decode(json.detect_encoding(data), "surrogatepass")
+    return _FINITE_DECODER.decode(text)
+
+
 def json_parse(data: str | bytes, *, field: str = "", code: str | None = None, what: str = "the body") -> Any:
     """Parse a JSON document a client sent and ``input_check`` it; raise ``InvalidInput`` when it fails.
 
@@ -127,24 +152,26 @@ def json_parse(data: str | bytes, *, field: str = "", code: str | None = None, w
     """
     where = field or what
     try:
-        value = json.loads(data)
+        try:
+            value, walk = _finite_loads(data), False
+        except _NotFinite:  # parsed again as Python reads it, for the walk to name where it is
+            value, walk = json.loads(data), True
     except RecursionError:
         raise InvalidInput(f"{where} {TOO_DEEP_PROBLEM}", field=field or None, code=code) from None
     except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError (bytes that are not UTF-8)
         raise InvalidInput(f"{where} is invalid JSON ({exc})", field=field or None, code=code) from None
-    if _may_hold_a_problem(data):
+    if walk or _may_hold_a_problem(data):
         input_check(value, field=field, code=code)
     return value
 
 
 # Parsed JSON can only hold a NUL or a lone surrogate through one of these escapes (a raw NUL in a
-# string is invalid JSON, a raw surrogate in bytes is invalid UTF-8), a number that is not finite only
-# through Python's constants or a literal with an exponent of three digits or 309 digits before its
-# point, and can only nest as deep as it has brackets: a document with none of these needs no walk
-# (imports parse every line through here).
-_RISKY = r"\\u(?:0000|[dD][89a-fA-F])|NaN|Infinity|[eE][+-]?[0-9]{3}|[0-9]{309}"
-_RISKY_TEXT = re.compile(_RISKY)
-_RISKY_BYTES = re.compile(_RISKY.encode())
+# string is invalid JSON, a raw surrogate in bytes is invalid UTF-8), and can only nest as deep as it has
+# brackets: a document with neither needs no walk (imports parse every line through here). A number
+# that is not finite is met by the parser itself (``_not_finite``, ``_finite_float``).
+_RISKY_ESCAPE = r"\\u(?:0000|[dD][89a-fA-F])"
+_RISKY_TEXT = re.compile(_RISKY_ESCAPE)
+_RISKY_BYTES = re.compile(_RISKY_ESCAPE.encode())
 
 
 def _may_hold_a_problem(data: str | bytes) -> bool:
