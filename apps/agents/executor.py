@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import re
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -38,12 +37,12 @@ from apps.agents.events import (
     TraceMessage,
 )
 from apps.agents.history import HistoryMessage
-from apps.agents.llm.base import LLMError, Provider, Usage
+from apps.agents.llm.base import Provider, Usage
 from apps.agents.llm.resolve import effective_model_name, resolve_model
 from apps.agents.models import AgentDefinition, AgentRun, RunStatus
 from apps.agents.selectors import agent_definition_check_enabled, agent_definitions_by_names
 from apps.agents.services import agent_run_finish, agent_run_start
-from apps.core.errors import ServiceError
+from apps.core.failures import error_classify
 
 logger = logging.getLogger(__name__)
 
@@ -112,22 +111,6 @@ class Outcome:
     error: Failure | None = None
 
 
-_AGENT_NOT_FOUND = re.compile(r"agent '?([\w.-]+)'? not found", re.IGNORECASE)
-
-
-def describe_failure(exc: BaseException) -> Failure:
-    """The failure an exception that ended a run stands for."""
-    if isinstance(exc, LLMError):
-        return Failure(str(exc), "llm_error")
-    if isinstance(exc, ServiceError):
-        return Failure(exc.message, exc.code)
-    text = str(exc)
-    match = _AGENT_NOT_FOUND.search(text)
-    if match:
-        return Failure(f"failed to find agent: {match.group(1)}", "agent_not_found")
-    return Failure(f"{type(exc).__name__}: {text}", "internal_error")
-
-
 class AgentExecutor:
     """Runs agent turns. Stateless: one instance may serve many concurrent turns."""
 
@@ -182,8 +165,10 @@ class AgentExecutor:
             stopped = True
             raise
         except Exception as exc:
-            logger.info("agent run %s failed: %s", run.id, exc, exc_info=not isinstance(exc, LLMError))
-            state.error = describe_failure(exc)
+            # What a user is told is decided once for every transport and every turn: a service's
+            # own error as it says, a busy database as such, anything else only in the log.
+            failure = error_classify(exc, where=f"agent run {run.id}")
+            state.error = Failure(failure.message, failure.code)
         finally:
             result = await asyncio.shield(
                 self._finish(run, state, model, request.stop if stopped else None, stopped)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib.util
 import logging
+import re
 import sys
 import uuid
 import warnings
@@ -42,10 +43,23 @@ from apps.agents.llm.base import LLMError, Provider
 from apps.agents.llm.resolve import effective_model_name, resolve_model
 from apps.agents.loop.values import reading_graph
 from apps.agents.models import AgentDefinition
+from apps.core.errors import ServiceError
 
 logger = logging.getLogger(__name__)
 
 APP_NAME = "kgchat"
+
+
+class AgentNotFound(ServiceError):
+    """The model handed the turn to an agent that is not one of this agent's sub-agents."""
+
+    status = 502
+    code = "agent_not_found"
+
+
+# How ADK says so (a ``ValueError``: "Transfer target agent 'x' not found.", "Agent 'x' not
+# found."; tests/agents/test_batch.py makes a model name a sub-agent that does not exist).
+_ADK_AGENT_NOT_FOUND = re.compile(r"agent '?([\w.-]+)'? not found", re.IGNORECASE)
 # Every run is resumable: another process may continue it from its stored events (issue #27).
 # ADK marks the config experimental (a warning per instance): one, built once, quietly.
 with warnings.catch_warnings():
@@ -232,6 +246,11 @@ async def adk_run(
             with reading_graph(project_id, graph_version):
                 async for event in events:
                     await state.on_event(event)
+    except ValueError as exc:
+        found = _ADK_AGENT_NOT_FOUND.search(str(exc))
+        if found is None:
+            raise
+        raise AgentNotFound(f"failed to find agent: {found.group(1)}") from exc
     finally:
         state.messages = list(service.appended.get(session_id, []))
         state.events_stored = service.stored
