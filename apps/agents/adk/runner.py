@@ -14,8 +14,8 @@ import re
 import sys
 import uuid
 import warnings
-from collections.abc import Callable, Mapping, Sequence
-from contextlib import aclosing
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import aclosing, contextmanager
 from typing import Any
 
 from django.conf import settings
@@ -60,6 +60,20 @@ class AgentNotFound(ServiceError):
 # How ADK says so (a ``ValueError``: "Transfer target agent 'x' not found.", "Agent 'x' not
 # found."; tests/agents/test_batch.py makes a model name a sub-agent that does not exist).
 _ADK_AGENT_NOT_FOUND = re.compile(r"agent '?([\w.-]+)'? not found", re.IGNORECASE)
+
+
+@contextmanager
+def _agent_not_found_named() -> Iterator[None]:
+    """ADK's missing agent, as ``AgentNotFound`` (the rest of the code does not read ADK's words)."""
+    try:
+        yield
+    except ValueError as exc:
+        found = _ADK_AGENT_NOT_FOUND.search(str(exc))
+        if found is None:
+            raise
+        raise AgentNotFound(f"failed to find agent: {found.group(1)}") from exc
+
+
 # Every run is resumable: another process may continue it from its stored events (issue #27).
 # ADK marks the config experimental (a warning per instance): one, built once, quietly.
 with warnings.catch_warnings():
@@ -243,14 +257,9 @@ async def adk_run(
                 abort_signal=stop.event if stop is not None else None,
             )
         ) as events:
-            with reading_graph(project_id, graph_version):
+            with reading_graph(project_id, graph_version), _agent_not_found_named():
                 async for event in events:
                     await state.on_event(event)
-    except ValueError as exc:
-        found = _ADK_AGENT_NOT_FOUND.search(str(exc))
-        if found is None:
-            raise
-        raise AgentNotFound(f"failed to find agent: {found.group(1)}") from exc
     finally:
         state.messages = list(service.appended.get(session_id, []))
         state.events_stored = service.stored
