@@ -24,10 +24,11 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from apps.agents.adk.run_state import Failure, RunState
-from apps.agents.adk.runner import adk_run
+from apps.agents.adk.runner import adk_run, run_state_restore
 from apps.agents.approvals import WriteGate
 from apps.agents.events import (
     CANCELLED,
+    ERROR_STOPS,
     ApprovalPending,
     RunError,
     StopSignal,
@@ -127,6 +128,11 @@ class AgentExecutor:
             run_id=request.run_id,
             graph_version=request.graph_version,
         )
+        if request.attempt > 1 and request.stop is not None and request.stop.is_set():
+            # Its process died and it was stopped meanwhile (a cancel, too many attempts).
+            return await self.end(
+                run, request.stop, callback=request.stream_callback, attempt=request.attempt
+            )
         state = RunState(callback=request.stream_callback, max_steps=max(1, definition.max_steps))
         model = run.model
         stopped = False
@@ -175,12 +181,34 @@ class AgentExecutor:
             )
         return result
 
+    async def end(
+        self, run: AgentRun, stop: StopSignal, *, callback: StreamCallback | None = None, attempt: int = 2
+    ) -> ExecuteResult:
+        """Close a run whose process died, stopped (``stop``) before any of it ran here, exactly as
+        a run stopped while it runs: what it did is taken from its stored events (its finished
+        steps, the tool calls that have a result, its messages) and the text it had shown (kept on
+        the run as it streamed); ``callback`` is told as a running one's is (``RunResumed``, that
+        text as a ``TextDelta``, the ``RunError``), and ``agent_run_finish`` stores it all."""
+        state = RunState(callback=callback, max_steps=1)
+        try:
+            await run_state_restore(state, run_id=run.id, attempt=attempt)
+        except Exception as exc:
+            failure = error_classify(exc, where=f"agent run {run.id} taken over")
+            logger.warning("agent run %s: its stored events could not be read (%s)", run.id, failure.code)
+        restored = "".join(state.text)
+        if len(run.final_text) > len(restored):
+            # The step that was streaming when its process died left no event: its text is what
+            # the run kept of what it had shown, and it counts as a step as it would have there.
+            state.steps += 1
+            await state.stream_text(run.final_text[len(restored) :])
+        return await asyncio.shield(self._finish(run, state, run.model, stop, True))
+
     async def _outcome(self, state: RunState, stop: StopSignal | None, stopped: bool) -> Outcome:
         if stopped:
             reason = await stop.reason() if stop is not None else CANCELLED
             failure = Failure(reason.message, reason.code)
-            if reason.code == "timeout":
-                return Outcome(RunStatus.ERROR, "timeout", failure)
+            if reason.code in ERROR_STOPS:
+                return Outcome(RunStatus.ERROR, reason.code, failure)
             return Outcome(RunStatus.CANCELLED, "cancelled", failure)
         if state.stop_reason == "approval_required":
             # Not a failure: the run did its part and waits; the decision starts the next run.

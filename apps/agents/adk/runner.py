@@ -301,6 +301,15 @@ async def _resume_point(
     return (None, invocation_id) if invocation_id is not None else (first, None)
 
 
+async def run_state_restore(state: RunState, *, run_id: uuid.UUID, attempt: int) -> None:
+    """Restore into ``state`` what a run's earlier attempts did (its stored events), as a resumed
+    run does before it goes on, and its messages: for a run that ends without going on."""
+    service = RunSessionService(run_id=run_id, resume=True)
+    await _resume_point(service, state, "", attempt, _first_message("", None))
+    state.messages = list(service.appended.get(str(run_id), []))
+    state.events_stored = service.stored
+
+
 def _answered(events: Sequence[Event]) -> bool:
     """Whether a run's stored events end with its answer: the agent's end, or a model response
     with text and no tool call (the final response, before ADK stored the agent's end)."""
