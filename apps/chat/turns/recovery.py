@@ -221,7 +221,14 @@ def runs_of_deleted_conversations() -> list[AgentRun]:
         conversation_id__isnull=False,
         started_at__lt=now - timedelta(seconds=lease_seconds()),
     )
-    return list(runs[:TAKE_AT_ONCE])
+    # A run whose process, on this host, is alive ends itself: its lease's renewal finds the
+    # conversation gone within a third of the lease.
+    host = socket.gethostname()
+    return [
+        run
+        for run in runs[:TAKE_AT_ONCE]
+        if run.worker.rpartition(":")[0] != host or worker_is_dead(run.worker, None)
+    ]
 
 
 def interrupted_turns_recover() -> int:

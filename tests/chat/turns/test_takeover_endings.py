@@ -20,6 +20,7 @@ import pytest
 from apps.agents.llm.base import Done, ErrorEvent, TextDelta, Usage
 from apps.agents.llm.scripted import Delay, ScriptedProvider, tool_call
 from apps.agents.models import AgentRun, AgentRunMessage, AgentRunToolCall
+from apps.agents.services import worker_name
 from apps.chat.conversations.lifecycle import conversation_delete
 from apps.chat.models import Conversation, Message
 from apps.chat.streams.bus import get_bus
@@ -241,3 +242,17 @@ async def test_a_turn_whose_conversation_was_deleted_after_its_process_died_stor
     assert stored == in_process
     assert stored["run"][:3] == ("cancelled", "cancelled", "the conversation was deleted")
     assert stored["tool_calls"][0][:2] == ("c1", "list_entity_types")
+
+
+async def test_a_run_of_a_deleted_conversation_whose_process_here_is_alive_is_left_to_end_itself(
+    world, agent
+):
+    conversation, run = await _dead(world, agent)
+    await AgentRun.objects.filter(id=run.id).aupdate(
+        worker=worker_name(), started_at=run.started_at - timedelta(minutes=1)
+    )
+
+    await conversation_delete(principal=Principal(user=world["user"]), conversation_id=conversation.id)
+    await turns_take_over(ScriptedProvider())
+
+    assert (await AgentRun.objects.aget(id=run.id)).status == "running"
