@@ -126,42 +126,64 @@ def word_kind(token: str) -> str:
     return GLUE if not word or word.casefold() in NAME_GLUE else OTHER
 
 
-def name_spans(text: str) -> dict[str, list[tuple[int, int]]]:
-    """The word sequences of ``text`` written as a name could be, lower case, with their spans.
+# What comes before a sentence's first word: nothing, a line break, or the end of a sentence (its
+# closing quotes and brackets aside); and before a list item's first word: its marker.
+_SENTENCE_START = re.compile(r"(?:\A|\n|[.!?][\"'”’)\]*_]*)\s*\Z")
+_LIST_ITEM = re.compile(r"(?:\A|\n)\s*(?:[-*•+]|\d{1,3}[.)])\s*\Z")
+
+
+def _starts_sentence(before: str) -> bool:
+    """Whether a word after ``before`` is a sentence's first (a list item's first is not)."""
+    tail = before[-40:]
+    return bool(_SENTENCE_START.search(tail)) and not _LIST_ITEM.search(tail)
+
+
+def _alone_no_name(name: str, first_of_sentence: bool) -> bool:
+    """Whether one word alone is no candidate: a common word, a number shorter than a year, or the
+    first word of a sentence (capitalised wherever it stands: MetaQA has the films "Following",
+    "Heat" and "Signs", the tags "Country" and "Book")."""
+    return (
+        first_of_sentence
+        or name.casefold() in NOT_NAMES_ALONE
+        or (name.isdigit() and len(name) < NAME_NUMBER_DIGITS)
+    )
+
+
+def name_spans(text: str, before: str = "") -> dict[str, list[tuple[int, int]]]:
+    """The word sequences of ``text`` written as a name could be, lower case, with their spans;
+    ``before`` is the text that came before it (where its sentence starts).
 
     A name is written capitalised: a run of words that start with a capital letter or a digit, with
     ``NAME_GLUE`` words inside it; every part of a run that starts and ends with such a word (up to
-    ``MENTION_MAX_WORDS``) is a candidate, without the punctuation at its ends. A word of
-    ``NOT_NAMES_ALONE`` or a number shorter than a year is no candidate alone. Lower-case words are
-    never a name here: "a good film" does not name MetaQA's rating "good" or tag "film".
+    ``MENTION_MAX_WORDS``) is a candidate, without the punctuation at its ends. One word alone is
+    no candidate when it is a sentence's first, a word of ``NOT_NAMES_ALONE`` or a number shorter
+    than a year (``_alone_no_name``). Lower-case words are never a name here: "a good film" does
+    not name MetaQA's rating "good" or tag "film".
     """
-    tokens = [(m.start(), m.group()) for m in _TOKEN.finditer(text)]
-    runs: list[list[tuple[int, int, bool]]] = []  # (start, end, capital) of each word of each run
-    run: list[tuple[int, int, bool]] = []
+    runs: list[list[tuple[int, int, bool, bool]]] = []  # (start, end, capital, first of a sentence)
+    run: list[tuple[int, int, bool, bool]] = []
     last_end = 0
-    for at, token in tokens:
+    for match in _TOKEN.finditer(text):
+        at, token = match.start(), match.group()
         kind = word_kind(token)
         if "\n" in text[last_end:at] or kind == OTHER:
             runs.append(run)
             run = []
         if kind != OTHER:
             start, end = _core(token)
-            run.append((at + start, at + end, kind == CAPITAL))
+            first = _starts_sentence(before + text[:at]) if kind == CAPITAL else False
+            run.append((at + start, at + end, kind == CAPITAL, first))
         last_end = at + len(token)
     runs.append(run)
     found: dict[str, list[tuple[int, int]]] = {}
     for words in runs:
-        for i, (start, _, capital) in enumerate(words):
+        for i, (start, _, capital, first) in enumerate(words):
             if not capital:
                 continue
             for j in range(i, min(len(words), i + MENTION_MAX_WORDS)):
                 end = words[j][1]
-                if not words[j][2]:
-                    continue
                 name = text[start:end]
-                if i == j and (
-                    name.casefold() in NOT_NAMES_ALONE or (name.isdigit() and len(name) < NAME_NUMBER_DIGITS)
-                ):
+                if not words[j][2] or (i == j and _alone_no_name(name, first)):
                     continue
                 found.setdefault(name.lower(), []).append((start, end))
     return found

@@ -43,6 +43,8 @@ from apps.graph_tools.selectors import entities_named
 LEFT_OUT = "(a name no tool returned)"
 # An open run of words longer than this is checked up to its last MENTION_MAX_WORDS words.
 RUN_MAX_WORDS = 2 * MENTION_MAX_WORDS
+# How much of the text already checked a check reads before its own (where its sentence starts).
+BEFORE_CHARS = 40
 
 Lookup = Callable[[Iterable[str]], dict[str, set[str]]]
 
@@ -86,14 +88,16 @@ class Grounding:
 
 def _masked(text: str) -> str:
     """``text`` with its links blanked (their labels are the link's, checked as citations), each
-    one a line break, so that no name runs across it."""
-    return ANY_LINK.sub(lambda m: "\n" + " " * (len(m.group(0)) - 1), text)
+    one a lower-case word, so that no name runs across it."""
+    return ANY_LINK.sub(lambda m: "x" + " " * (len(m.group(0)) - 1), text)
 
 
-def invented_spans(text: str, grounding: Grounding, lookup: Lookup) -> list[tuple[int, int]]:
-    """The spans of ``text`` that name an entity of the graph that nothing in ``grounding`` holds:
-    the longest names first, each part of a name already decided left out."""
-    candidates = name_spans(_masked(text))
+def invented_spans(
+    text: str, grounding: Grounding, lookup: Lookup, before: str = ""
+) -> list[tuple[int, int]]:
+    """The spans of ``text`` (after ``before``) that name an entity of the graph that nothing in
+    ``grounding`` holds: the longest names first, each part of a name already decided left out."""
+    candidates = name_spans(_masked(text), _masked(before))
     open_names = [n for n in candidates if not grounding.holds_words(n)]
     found = lookup(open_names) if open_names else {}
     decided: list[tuple[int, int, bool]] = []
@@ -107,10 +111,10 @@ def invented_spans(text: str, grounding: Grounding, lookup: Lookup) -> list[tupl
     return sorted((start, end) for start, end, held in decided if not held)
 
 
-def without_invented(text: str, grounding: Grounding, lookup: Lookup) -> str:
+def without_invented(text: str, grounding: Grounding, lookup: Lookup, before: str = "") -> str:
     """``text`` with every name of ``invented_spans`` replaced by ``LEFT_OUT``."""
     out, at = [], 0
-    for start, end in invented_spans(text, grounding, lookup):
+    for start, end in invented_spans(text, grounding, lookup, before):
         out += [text[at:start], LEFT_OUT]
         at = end
     return "".join([*out, text[at:]])
@@ -156,13 +160,15 @@ class NameFilter:
         self.grounding = grounding
         self._lookup = sync_to_async(lookup)
         self._pending = ""
+        self._before = ""  # the end of the text checked so far (where a sentence starts)
 
     async def _checked(self, text: str) -> str:
-        names = [n for n in name_spans(_masked(text)) if not self.grounding.holds_words(n)]
+        before, self._before = self._before, (self._before + text)[-BEFORE_CHARS:]
+        names = [n for n in name_spans(_masked(text), _masked(before)) if not self.grounding.holds_words(n)]
         if not names:
             return text
         found = await self._lookup(names)
-        return without_invented(text, self.grounding, lambda _: found)
+        return without_invented(text, self.grounding, lambda _: found, before)
 
     async def feed(self, delta: str) -> str:
         self._pending += delta

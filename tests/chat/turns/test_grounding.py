@@ -10,7 +10,8 @@ from apps.chat.turns.citations import KnownEntities
 from apps.chat.turns.grounding import LEFT_OUT, Grounding, NameFilter, without_invented
 
 # The graph: every lower-cased name (or alias) with the ids of the entities it names. MetaQA's graph
-# holds such words as entities: the film "Yes", the tags "film" and "3", the rating "good".
+# holds such words as entities: the films "Yes" and "Following", the tags "film" and "3", the
+# rating "good".
 GRAPH = {
     "paris": {"e-paris"},
     "berlin": {"e-berlin"},
@@ -20,6 +21,7 @@ GRAPH = {
     "1911": {"e-1911"},
     "1912": {"e-1912"},
     "yes": {"e-yes"},
+    "following": {"e-following"},
     "film": {"e-film"},
     "3": {"e-3"},
     "good": {"e-good"},
@@ -62,19 +64,27 @@ def test_years_no_tool_returned_are_left_out_but_a_count_is_not_a_name():
 
 def test_lower_case_words_and_a_sentence_first_word_are_not_taken_for_names():
     given = grounding()
-    answer = "Yes, it is a good film. It is good."
+    answer = "Yes, it is a good film. Following the search, it is good."
 
     checked = without_invented(answer, given, lookup)
 
     assert checked == answer
 
 
+def test_one_word_in_a_list_item_is_taken_for_a_name():
+    given = grounding()
+
+    checked = without_invented("Films:\n- Following\n2. Following", given, lookup)
+
+    assert checked == f"Films:\n- {LEFT_OUT}\n2. {LEFT_OUT}"
+
+
 def test_a_name_a_tool_result_holds_in_its_text_is_grounded_though_no_tool_returned_its_entity():
     given = grounding(texts=['{"description": "Sister city of Berlin"}'])
 
-    checked = without_invented("Paris is twinned with Berlin.", given, lookup)
+    checked = without_invented("It is twinned with Berlin, not Paris.", given, lookup)
 
-    assert checked == f"{LEFT_OUT} is twinned with Berlin."
+    assert checked == f"It is twinned with Berlin, not {LEFT_OUT}."
 
 
 def test_a_part_of_a_returned_name_is_not_checked_alone():
