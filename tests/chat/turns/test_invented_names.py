@@ -76,7 +76,7 @@ async def test_a_native_tools_model_does_not_stream_or_store_a_name_of_the_graph
 ):
     scripted.turns += [
         [tool_call("get_entity_edges", {"entity_id": "paris"}, id="call-1")],
-        text("Paris is the capital of France. Ber", "lin is the capital of Germany; Atlantis of nothing."),
+        text("Paris is the capital of France, and Ber", "lin that of Germany; Atlantis of nothing."),
     ]
 
     _, frames = await sse_turn(world["client"], agent_request(world, agent, "Where is Paris?"))
@@ -84,7 +84,7 @@ async def test_a_native_tools_model_does_not_stream_or_store_a_name_of_the_graph
     stored = await _answer(frames)
     assert tokens(frames) == stored.content
     assert stored.content == (
-        f"Paris is the capital of France. {LEFT_OUT} is the capital of {LEFT_OUT}; Atlantis of nothing."
+        f"Paris is the capital of France, and {LEFT_OUT} that of {LEFT_OUT}; Atlantis of nothing."
     )
 
 
