@@ -126,6 +126,19 @@ def word_kind(token: str) -> str:
     return GLUE if not word or word.casefold() in NAME_GLUE else OTHER
 
 
+_CLOSING = "\"'”’)]*_"
+
+
+def ends_name(token: str) -> bool:
+    """Whether a name cannot go on past this word: it ends with a comma, a semicolon, "!" or "?",
+    or a full stop after four letters or more ("Washington." but not "Mr.", "Inc." or "M.D.")."""
+    word = token.rstrip(_CLOSING)
+    if word[-1:] in (",", ";", "!", "?"):
+        return True
+    core = word[:-1].lstrip(EDGE_PUNCTUATION)
+    return word.endswith(".") and len(core) >= 4 and "." not in core
+
+
 # What comes before a sentence's first word: nothing, a line break, or the end of a sentence (its
 # closing quotes and brackets aside); and before a list item's first word: its marker.
 _SENTENCE_START = re.compile(r"(?:\A|\n|[.!?][\"'”’)\]*_]*)\s*\Z")
@@ -154,7 +167,7 @@ def name_spans(text: str, before: str = "") -> dict[str, list[tuple[int, int]]]:
     ``before`` is the text that came before it (where its sentence starts).
 
     A name is written capitalised: a run of words that start with a capital letter or a digit, with
-    ``NAME_GLUE`` words inside it; every part of a run that starts and ends with such a word (up to
+    ``NAME_GLUE`` words inside it, ended by a line break or a word ``ends_name``; every part of a run that starts and ends with such a word (up to
     ``MENTION_MAX_WORDS``) is a candidate, without the punctuation at its ends. One word alone is
     no candidate when it is a sentence's first, a word of ``NOT_NAMES_ALONE`` or a number shorter
     than a year (``_alone_no_name``). Lower-case words are never a name here: "a good film" does
@@ -173,6 +186,9 @@ def name_spans(text: str, before: str = "") -> dict[str, list[tuple[int, int]]]:
             start, end = _core(token)
             first = _starts_sentence(before + text[:at]) if kind == CAPITAL else False
             run.append((at + start, at + end, kind == CAPITAL, first))
+            if ends_name(token):
+                runs.append(run)
+                run = []
         last_end = at + len(token)
     runs.append(run)
     found: dict[str, list[tuple[int, int]]] = {}

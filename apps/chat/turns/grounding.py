@@ -36,13 +36,22 @@ from typing import Any
 from asgiref.sync import sync_to_async
 
 from apps.chat.turns.citations import ANY_LINK, KnownEntities
-from apps.graph_tools.names import CAPITAL, EDGE_PUNCTUATION, MENTION_MAX_WORDS, OTHER, name_spans, word_kind
+from apps.graph_tools.names import (
+    CAPITAL,
+    EDGE_PUNCTUATION,
+    MENTION_MAX_WORDS,
+    OTHER,
+    ends_name,
+    name_spans,
+    word_kind,
+)
 from apps.graph_tools.selectors import entities_named
 
 # What stands in the answer where it named an entity no tool of the turn returned.
 LEFT_OUT = "(a name no tool returned)"
-# An open run of words longer than this is checked up to its last MENTION_MAX_WORDS words.
-RUN_MAX_WORDS = 2 * MENTION_MAX_WORDS
+# An open run of words longer than this is checked and sent but its last RUN_KEPT_WORDS words.
+RUN_MAX_WORDS = MENTION_MAX_WORDS
+RUN_KEPT_WORDS = 6
 # How much of the text already checked a check reads before its own (where its sentence starts).
 BEFORE_CHARS = 40
 
@@ -129,9 +138,12 @@ def _open_run_start(text: str) -> int:
     """Where the last run of words that may still grow into a longer name starts (``len(text)``
     when none is open): the text before it may be checked and sent. The run's last word may still
     be being written: it is in the run whatever it is so far."""
+    tokens = list(_TOKEN.finditer(text))
+    if tokens and ends_name(tokens[-1].group()):
+        return len(text)
     run: list[re.Match[str]] = []
-    for match in reversed(list(_TOKEN.finditer(text))):
-        if run and "\n" in text[match.end() : run[-1].start()]:
+    for match in reversed(tokens):
+        if run and ("\n" in text[match.end() : run[-1].start()] or ends_name(match.group())):
             break
         if match.end() < len(text) and word_kind(match.group()) == OTHER:
             break
@@ -147,8 +159,9 @@ def _open_run_start(text: str) -> int:
     if not starts:
         return len(text)
     if len(run) - starts[0] > RUN_MAX_WORDS:
-        # A very long run (a table's row, a heading in capitals): checked but its last words.
-        return run[-MENTION_MAX_WORDS].start()
+        # A very long run (a heading in capitals, words with no comma between): checked but its
+        # last words.
+        return run[-RUN_KEPT_WORDS].start()
     return run[starts[0]].start()
 
 

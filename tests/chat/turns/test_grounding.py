@@ -39,10 +39,13 @@ def entity(entity_id: str, name: str) -> dict[str, str]:
 
 
 def grounding(*returned: dict[str, str], texts: Iterable[str] = ()) -> Grounding:
-    known = KnownEntities()
+    """What a turn was given: the entities its tools returned (as the agent's stream adds them)
+    and ``texts``."""
+    given = Grounding(KnownEntities(), texts)
     for e in returned:
-        known.add_result(e)
-    return Grounding(known, texts)
+        given.known.add_result(e)
+        given.add_result(e)
+    return given
 
 
 def test_a_name_of_the_graph_no_tool_returned_is_left_out_and_one_a_tool_returned_stays():
@@ -135,3 +138,15 @@ async def test_text_streams_at_once_and_only_a_name_still_being_written_waits():
     assert second == ""
     assert third == f"{LEFT_OUT}, not "
     assert last == ""
+
+
+async def test_a_comma_ends_a_name_so_a_list_streams_name_by_name():
+    returned = grounding(entity("e-paris", "Paris"), entity("e-gbu", "The Good, the Bad and the Ugly"))
+    names = NameFilter(returned, lookup)
+
+    first = await names.feed("Paris, ")
+    second = await names.feed("Berlin, ")
+    third = await names.feed("The Good, the Bad and the Ugly")
+
+    assert (first, second, third) == ("Paris, ", f"{LEFT_OUT}, ", "The Good, the ")
+    assert await names.flush() == "Bad and the Ugly"
