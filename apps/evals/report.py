@@ -18,7 +18,7 @@ from apps.evals.services import QuestionResult
 ORDER = (*KINDS, *METAQA_KINDS, "all")
 COLUMNS = (
     ("set", 10), ("mode", 6), ("model", 26), ("kind", 13), ("n", 3), ("correct", 7), ("recall", 6), ("cite_prec", 9),
-    ("no_cite", 7), ("tools/ans", 9), ("steps", 5), ("tok_in", 7), ("tok_out", 7), ("ttft_p50", 8), ("done_p50", 8),
+    ("no_cite", 7), ("inv_cite", 8), ("inv_names", 9), ("tools/ans", 9), ("steps", 5), ("tok_in", 7), ("tok_out", 7), ("ttft_p50", 8), ("done_p50", 8),
 )  # fmt: skip
 
 
@@ -54,6 +54,11 @@ def summarise(results: list[QuestionResult]) -> list[dict[str, Any]]:
                 "recall": _mean(r.recall for r in group),
                 "citation_precision": _mean(r.citation_precision for r in group),
                 "answers_without_citations": sum(1 for r in group if r.cited == 0),
+                # Answers whose model cited an entity no tool of the turn returned (its raw text).
+                "invented_citations": sum(1 for r in group if r.cited > r.valid_citations),
+                # Answers that name, as stored, an entity of the graph nothing the turn was given holds.
+                "invented_names": sum(1 for r in group if r.invented_names),
+                "raw_invented_names": sum(1 for r in group if r.raw_invented_names),
                 "tool_calls_per_answer": _mean(r.tool_calls for r in group),
                 "steps": _mean(r.steps for r in group),
                 "input_tokens": _mean(r.input_tokens for r in group),
@@ -189,7 +194,7 @@ def _cell(value: Any) -> str:
 
 def table(rows: list[dict[str, Any]]) -> str:
     keys = ("set", "mode", "model", "kind", "n", "correct", "recall", "citation_precision", "answers_without_citations",
-            "tool_calls_per_answer", "steps", "input_tokens", "output_tokens", "ttft_p50_s", "done_p50_s")  # fmt: skip
+            "invented_citations", "invented_names", "tool_calls_per_answer", "steps", "input_tokens", "output_tokens", "ttft_p50_s", "done_p50_s")  # fmt: skip
     lines = ["  ".join(name.ljust(width) for name, width in COLUMNS)]
     for row in rows:
         lines.append(

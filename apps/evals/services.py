@@ -11,6 +11,7 @@ filter) and, in plain chat, its token usage.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import time
 import uuid
@@ -23,10 +24,11 @@ from django.conf import settings
 
 from apps.agents.llm.base import ModelUnavailable, Provider
 from apps.agents.models import AgentDefinition, AgentRun, AgentRunToolCall
-from apps.chat.models import Message
+from apps.chat.models import Conversation, Message
 from apps.chat.streams.bus import get_bus
 from apps.chat.turns.admission import RateLimited
-from apps.chat.turns.citations import iter_entities
+from apps.chat.turns.citations import KnownEntities, iter_entities
+from apps.chat.turns.grounding import Grounding, graph_lookup, invented_spans
 from apps.chat.turns.service import turn_start
 from apps.core.errors import ServiceError
 from apps.evals import metaqa
@@ -78,6 +80,10 @@ class QuestionResult:
     prelude: list[str] = field(default_factory=list)
     cited: int = 0
     valid_citations: int = 0
+    # Names of entities of the graph that nothing the turn was given holds (``grounding``): in the
+    # stored answer (what the user reads), and in the model's own text before the chat's filters.
+    invented_names: list[str] = field(default_factory=list)
+    raw_invented_names: list[str] = field(default_factory=list)
     citation_precision: float | None = None
     tool_calls: int = 0
     # The turn's tool calls in order, ``{"tool", "arguments"}``: what the model (or its loop) looked up.
@@ -115,6 +121,28 @@ def _read_turn(project: Project, message_id: str | None, run_id: uuid.UUID | Non
             for e in iter_entities(output):
                 out["returned"] |= {e["id"], e["key"]}
     return out
+
+
+@sync_to_async
+def _invented_names(
+    project: Project, conversation_id: str, message_id: str | None, run: AgentRun | None, texts: list[str]
+) -> list[list[str]]:
+    """For each of ``texts``, the names of the graph's entities in it that nothing the turn was given
+    holds: the entities tools returned in the conversation (its known entities), the words of its
+    other messages (questions, tool results, earlier answers), the run's tool results and the
+    agent's instructions (``apps.chat.turns.grounding``, as the chat checks answers)."""
+    conversation = Conversation.objects.filter(id=conversation_id).first()
+    known = KnownEntities(conversation.known_entities if conversation is not None else {})
+    messages = Message.objects.filter(conversation_id=conversation_id)
+    if message_id:
+        messages = messages.exclude(id=message_id)
+    given = list(messages.values_list("content", flat=True))
+    if run is not None:
+        given.append(run.agent_definition.system_prompt if run.agent_definition is not None else "")
+        given += [json.dumps(o, default=str) for o in run.tool_calls.values_list("output", flat=True)]
+    grounding = Grounding(known, given)
+    lookup = graph_lookup(project.id)
+    return [[text[s:e] for s, e in invented_spans(text, grounding, lookup)] for text in texts]
 
 
 @sync_to_async
@@ -259,6 +287,9 @@ async def eval_question_run(
         check.cited,
         check.valid,
         check.precision,
+    )
+    result.invented_names, result.raw_invented_names = await _invented_names(
+        project, turn.conversation_id, turn.message_id, run, [result.answer, raw]
     )
     return result
 

@@ -205,3 +205,30 @@ async def test_perfect_planner_answers_metaqa_questions_of_every_hop_count(monke
 
     assert [r.kind for r in results] == ["1-hop", "2-hop", "3-hop"]
     assert [(r.question, r.answer) for r in results if r.score < 1 or r.recall != 1] == []
+
+
+async def test_an_answer_naming_an_entity_no_tool_returned_is_counted_and_the_agent_does_not_show_it(
+    fictional_project,
+):
+    world = fictional_world(seed=SEED)
+    plan = await eval_plan(
+        set_name="fictional", project_ref=fictional_project.slug, agent_name="graph-query-agent",
+        models=[PLANNER_MODEL], plain=False, per_kind=1, seed=SEED, limit=1,
+    )  # fmt: skip
+    asked = plan.questions[0].text
+    invented = next(c.name for c in world.countries.values() if c.name not in asked)
+    provider = ScriptedProvider(responder=lambda messages, tools: text(f"It is {invented}, I believe."))
+    register_script("names-from-memory", provider)
+    try:
+        plan = await eval_plan(
+            set_name="fictional", project_ref=fictional_project.slug, agent_name="graph-query-agent",
+            models=["scripted/names-from-memory"], plain=True, per_kind=1, seed=SEED, limit=1,
+        )  # fmt: skip
+
+        agent, plain = await eval_run(plan=plan)
+    finally:
+        unregister_script("names-from-memory")
+
+    assert invented not in agent.answer and agent.invented_names == []
+    assert agent.raw_invented_names == [invented]
+    assert plain.answer == f"It is {invented}, I believe." and plain.invented_names == [invented]

@@ -101,3 +101,28 @@ def test_metaqa_dev_weighted_hits_at_1_weighs_each_question_type_by_its_share_of
     text = metaqa_table(summarise(results), metaqa_rows(results))
     assert "0.50 (0.50) n=2" in text  # the sample's own mean
     assert f"dev-weighted              {weighted['hits_at_1']:.2f} ({weighted['recall']:.2f})" in text
+
+
+def test_answers_naming_an_entity_no_tool_returned_are_counted_beside_invented_citations():
+    results = [
+        result(
+            cited=2,
+            valid_citations=1,
+            invented_names=["The Dark Knight"],
+            raw_invented_names=["The Dark Knight"],
+        ),
+        result(question_id="demo-count-0", kind="count", raw_invented_names=["1911"]),
+        result(question_id="demo-count-1", kind="count", cited=1, valid_citations=1),
+    ]
+
+    rows = summarise(results)
+
+    everything = rows[-1]
+    assert (
+        everything["invented_citations"],
+        everything["invented_names"],
+        everything["raw_invented_names"],
+    ) == (1, 1, 2)
+    header, *lines = table(rows).splitlines()
+    assert "inv_cite" in header and "inv_names" in header
+    assert lines[-1].split()[9:11] == ["1", "1"]

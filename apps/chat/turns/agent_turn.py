@@ -26,6 +26,7 @@ from apps.agents.plain import Provider
 from apps.chat.models import Message, MessageRole
 from apps.chat.streams.frames import ApprovalRequiredFrame, ErrorFrame, McpToolFrame, TokenFrame
 from apps.chat.turns.citations import CitationFilter, is_passage, iter_entities
+from apps.chat.turns.grounding import Grounding, NameFilter, graph_lookup
 from apps.chat.turns.turn import Answer, Turn, emit, progress_text
 from apps.core.inputs import storable
 
@@ -77,12 +78,18 @@ def _chat_rows(turn: Turn, messages: list[HistoryMessage], *, waiting: str | Non
 
 class _AgentStream:
     """What one agent turn streams: its run's events as frames, its text through the citation
-    filter, and the entities its tool results gave (which citations may name)."""
+    filter and the name filter, and the entities its tool results gave (which citations and names
+    may name)."""
 
     def __init__(self, turn: Turn) -> None:
         self.turn = turn
         self.known = turn.known
         self.citations = CitationFilter(turn.known)
+        instructions = turn.agent_definition.system_prompt if turn.agent_definition is not None else ""
+        self.grounding = Grounding(
+            turn.known, [turn.user_message.content, instructions, *(m.content for m in turn.history)]
+        )
+        self.names = NameFilter(self.grounding, graph_lookup(turn.project.id))
         self.parts: list[str] = []
         progress_text(turn, self.parts)
         self.waiting: list[ApprovalPending] = []
@@ -100,8 +107,17 @@ class _AgentStream:
             if text:
                 await emit(self.turn, TokenFrame(token=text))
 
+    async def send_checked(self, text: str) -> None:
+        """Model text, through the citation filter and then the name filter."""
+        await self.send_text(await self.names.feed(self.citations.feed(text)))
+
+    async def flush(self) -> None:
+        """The text both filters still hold (the text ended)."""
+        await self.send_text(await self.names.feed(self.citations.flush()) + await self.names.flush())
+
     def use(self, result: Any) -> None:
         self.known.add_result(result)
+        self.grounding.add_result(result)
         self.used.update((e["id"], None) for e in iter_entities(result))
 
     async def on_event(self, event: RunEvent) -> None:
@@ -124,7 +140,7 @@ class _AgentStream:
         elif isinstance(event, ToolCallEnd) and self.waiting and event.call_id == self.waiting[0].call_id:
             return  # not completed: the approval frame stands for it until the decision
         elif isinstance(event, TextDelta):
-            await self.send_text(self.citations.feed(event.text))
+            await self.send_checked(event.text)
         elif isinstance(event, ToolCallStart | ToolCallEnd) and event.call_id in turn.completed_calls:
             if isinstance(event, ToolCallEnd) and not event.error:
                 self.use(event.output)
@@ -144,9 +160,9 @@ class _AgentStream:
             for record in event.tool_calls:
                 if not record.error:
                     self.use(record.output)
-            await self.send_text(self.citations.feed(event.text))
+            await self.send_checked(event.text)
         elif isinstance(event, RunError):
-            await self.send_text(self.citations.flush())
+            await self.flush()
             await emit(turn, ErrorFrame(error=event.message, code=event.code))
 
     def _tool_end(self, tool: str, call_id: str, output: Any, error: str | None) -> McpToolFrame:
@@ -194,7 +210,7 @@ async def run_agent_turn(turn: Turn, provider: Provider | None) -> Answer | None
             attempt=turn.attempt,
         )
     )
-    await stream.send_text(stream.citations.flush())
+    await stream.flush()
     return _answer(turn, stream, result)
 
 

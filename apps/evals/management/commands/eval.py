@@ -126,6 +126,7 @@ class Command(BaseCommand):
             self.stdout.write(
                 f"{mark} {r.set:9} {r.mode:5} {r.kind:7} {r.question}  ->  {r.answer[:140]!r}"
                 + (f"  [{r.error}]" if r.error else "")
+                + (f"  invented: {r.invented_names}" if r.invented_names else "")
             )
 
         if o["plain_only"] and (o["models"] or [PLANNER_MODEL]) == [PLANNER_MODEL]:
