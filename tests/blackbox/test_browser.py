@@ -251,13 +251,19 @@ def test_a_decision_whose_socket_closes_before_the_server_answers_is_offered_aga
     page: Page, world: World
 ) -> None:
     ada = world.api("ada")
+    # A project of its own: the approved write must not change the shared world's graph, which
+    # other tests count.
+    project = str(ada.call("POST /api/projects", 201, json={"name": "Decisions"}).json()["id"])
+    ada.call("POST /api/admin/projects/{project_id}/install-default-agents", 200, project_id=project)
+    agents = ada.call("GET /api/projects/{project_id}/agent-definitions", 200, project_id=project).json()
+    curator = next(a["id"] for a in agents["items"] if a["name"] == "graph-curator-agent")
     key = f"grace-hopper-{uuid.uuid4().hex[:8]}"
     proposal = {"key": key, "type": "Person", "name": "Grace Hopper"}
     paused = ada.stream(
         {
             "message": f"#tool create_entity {json.dumps(proposal)}\nPlease add Grace Hopper.",
-            "projectId": world.project_id,
-            "agentDefinitionId": world.agents["graph-curator-agent"],
+            "projectId": project,
+            "agentDefinitionId": curator,
         }
     )
     kgchat = KgchatSide(page)
@@ -280,6 +286,6 @@ def test_a_decision_whose_socket_closes_before_the_server_answers_is_offered_aga
     ada.call(
         "GET /api/projects/{project_id}/graph/entities/{id_or_key}",
         200,
-        project_id=world.project_id,
+        project_id=project,
         id_or_key=key,
     )

@@ -81,7 +81,8 @@ def targets(kgchat: Kgchat, world: World) -> Targets:
     members = ada.call("GET /api/projects/{project_id}/members", 200, project_id=project).json()["items"]
     agents = ada.call("GET /api/projects/{project_id}/agent-definitions", 200, project_id=project).json()
     by_name = {a["name"]: a["id"] for a in agents["items"]}
-    plain = ada.stream({"message": "Tell me about London", "projectId": project})
+    # Not "London": the conversation search test counts ada's conversations that say it.
+    plain = ada.stream({"message": "Tell me about Ada Lovelace", "projectId": project})
     proposal = {"key": "grace-hopper", "type": "Person", "name": "Grace Hopper"}
     paused = ada.stream(
         {

@@ -33,8 +33,15 @@ WORDS = "".join(f"word{i} " for i in range(10))
 
 
 @pytest.fixture(scope="module")
-def writer(world: World) -> str:
-    """An agent of Atlas that writes to the graph without asking for approval."""
+def project(world: World) -> str:
+    """A project of its own: the cities the turns write must not change the shared world's graph,
+    which other tests count."""
+    return str(world.api("ada").call("POST /api/projects", 201, json={"name": "Takeover"}).json()["id"])
+
+
+@pytest.fixture(scope="module")
+def writer(world: World, project: str) -> str:
+    """An agent that writes to the graph without asking for approval."""
     created = world.api("ada").call(
         "POST /api/projects/{project_id}/agent-definitions",
         201,
@@ -47,7 +54,7 @@ def writer(world: World) -> str:
             "toolPolicy": {"create_entity": {"approval": "never"}},
             "maxSteps": 4,
         },
-        project_id=world.project_id,
+        project_id=project,
     )
     return str(created.json()["id"])
 
@@ -59,11 +66,11 @@ def beside(kgchat: Kgchat, tmp_path: Path) -> Iterator[Beside]:
     process.kill()
 
 
-def _body(world: World, writer: str, city: str, gate: str) -> dict[str, Any]:
+def _body(project: str, writer: str, city: str, gate: str) -> dict[str, Any]:
     arguments = json.dumps({"key": f"city:{city.lower()}", "type": "City", "name": city})
     return {
         "message": f"#tool create_entity {arguments}\n#hold {gate}\nAdd {city}.",
-        "projectId": world.project_id,
+        "projectId": project,
         "agentDefinitionId": writer,
     }
 
@@ -110,16 +117,16 @@ def _ending(frames: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
 
 
 async def test_a_turn_cancelled_after_its_process_died_is_stored_and_reported_as_one_cancelled_in_process(
-    world: World, writer: str, beside: Beside, model: ScriptedModel
+    world: World, project: str, writer: str, beside: Beside, model: ScriptedModel
 ) -> None:
     ada = world.api("ada")
-    with ada.streaming(_body(world, writer, "Lyon", "takeover-here")) as frames:
+    with ada.streaming(_body(project, writer, "Lyon", "takeover-here")) as frames:
         seen = _until_ten_words(frames)
         ada.call(CANCEL, 200, conversation_id=seen[0]["conversationId"])
         in_process = Turn([*seen, *frames])
     model.release("takeover-here")
     on_beside = Api(beside.url, world.openapi).login("ada")
-    with on_beside.streaming(_body(world, writer, "Nantes", "takeover-there")) as frames:
+    with on_beside.streaming(_body(project, writer, "Nantes", "takeover-there")) as frames:
         before = _until_ten_words(frames)
         await asyncio.sleep(2)  # the turn saves where it is at most a second after its last words
         beside.signal(signal.SIGSTOP)
