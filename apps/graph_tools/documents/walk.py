@@ -9,8 +9,9 @@ full text and vectors ranked first; where the walk ends ranks the passages. A br
 director named in the film's passage, whose own passage the question never names) is reached in
 two steps from the question's name, where neither ranking finds it.
 
-Bounded for large projects: only the seeds' neighbourhood is read (each name's first
-``FANOUT`` passages, two hops from the seeds and from the ranked passages), never the whole index.
+Bounded for large projects: only the seeds' neighbourhood is read (each name's first ``FANOUT``
+passages, two hops from the seeds; the ranked passages and the names they mention), never the
+whole index.
 
 Weights measured on the docqa development sample (``make eval --set docqa``, issue #48), Recall@5
 through ``search_passages``: full text and vectors fused 0.71 (2Wiki) / 0.68 (MuSiQue); the
@@ -19,14 +20,22 @@ walk 0.96 / 0.79-0.82. Source: Gutiérrez et al., "From RAG to Memory" (HippoRAG
 
 from __future__ import annotations
 
+import heapq
 import math
+import os
 import uuid
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import igraph
 from django.db import connection
+
+# igraph's PageRank (PRPACK) runs its loops on the OpenMP threads of the libgomp its wheel bundles,
+# which spin while they wait: on 2 busy cores a 5,500-vertex walk took 98 ms, against 2.5 ms on one
+# thread. A walk is one request's small job, so one thread, set before igraph loads its libgomp
+# (an operator's own OMP_NUM_THREADS is kept; no other library of this process uses OpenMP).
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+import igraph
 
 from apps.graph_tools.documents.recognizer import mentions_find
 
@@ -41,8 +50,10 @@ RANKED_WEIGHT = 0.05
 FUZZY_SIMILARITY = 0.5
 FUZZY_MATCHES = 2
 FUZZY_WEIGHT = 0.7
+# Passages of the walk returned, best first (the search then takes its ``limit``).
+KEEP = 50
 # Passages read per name: a name mentioned more often is a hub that would spread the walk thin.
-FANOUT = 200
+FANOUT = 50
 
 
 @dataclass(frozen=True)
@@ -86,16 +97,17 @@ def _seeds(project_id: uuid.UUID, keys: dict[str, str]) -> dict[uuid.UUID, tuple
 _NEIGHBOURHOOD_SQL = """
 WITH seeds AS (SELECT unnest(%(seeds)s::uuid[]) AS id),
 hop AS (
-    SELECT m.passage_id FROM seeds
+    SELECT DISTINCT m.passage_id FROM seeds
     CROSS JOIN LATERAL (SELECT passage_id FROM kb.passage_mentions
                         WHERE mention_name_id = seeds.id LIMIT %(fanout)s) m
-    UNION SELECT unnest(%(ranked)s::uuid[])
 ),
 near AS (
-    SELECT m.passage_id, m.mention_name_id, m.kind FROM kb.passage_mentions m
-    WHERE m.passage_id IN (SELECT passage_id FROM hop) AND m.project_id = %(project)s
+    SELECT m.passage_id, m.mention_name_id, m.kind, m.passage_id IN (SELECT passage_id FROM hop) AS hop
+    FROM kb.passage_mentions m
+    WHERE m.project_id = %(project)s
+      AND (m.passage_id IN (SELECT passage_id FROM hop) OR m.passage_id = ANY(%(ranked)s::uuid[]))
 ),
-names AS (SELECT DISTINCT mention_name_id AS id FROM near)
+names AS (SELECT DISTINCT mention_name_id AS id FROM near WHERE hop)
 SELECT passage_id, mention_name_id, kind FROM near
 UNION
 SELECT m.passage_id, names.id, m.kind FROM names
@@ -174,9 +186,12 @@ def _ranked_by_walk(
     scores = graph.personalized_pagerank(
         damping=DAMPING, reset=reset, weights=list(weight.values()), directed=False
     )
-    walked = []
-    for passage in passages:
-        matched = tuple(sorted(seeds[n][0] for n in seeds if passage in mentioned[n]))
-        walked.append(Walked(passage_id=passage, score=float(scores[vertex[passage]]), mentions=matched))
-    walked.sort(key=lambda w: (-w.score, str(w.passage_id)))
-    return walked
+    best = heapq.nlargest(KEEP, passages, key=lambda p: (scores[vertex[p]], p.int))
+    return [
+        Walked(
+            passage_id=passage,
+            score=float(scores[vertex[passage]]),
+            mentions=tuple(sorted(seeds[n][0] for n in seeds if passage in mentioned[n])),
+        )
+        for passage in best
+    ]
