@@ -126,6 +126,26 @@ def test_agent_definition_form_validates_and_saves_the_tool_policy(admin_client)
     assert AgentDefinition.objects.get(name="curator").tool_policy == {"delete_entity": {"approval": "never"}}
 
 
+@pytest.mark.parametrize(
+    ("field", "value", "named"),
+    [
+        ("tool_policy", '{"delete_entity": {"approval": "never", "weight": NaN}}', "delete_entity.weight"),
+        ("mcp_servers", '[{"stdio": "graph", "timeout": Infinity}]', "0.timeout"),
+    ],
+    ids=["tool-policy", "mcp-servers"],
+)
+def test_agent_definition_form_json_with_a_non_finite_number_is_a_form_error_naming_it(
+    admin_client, field, value, named
+):
+    project = make_project()
+
+    response = admin_client.post("/admin/agents/agentdefinition/add/", agent_form(project, **{field: value}))
+
+    assert response.status_code == 200
+    assert f"{named} is not a finite number" in response.content.decode()
+    assert not AgentDefinition.objects.filter(name="curator").exists()
+
+
 def test_admin_lists_graph_changes_filtered_by_project_and_action(admin_client):
     project, other = make_project(), make_project()
     graph_import(project=project, lines=['{"kind": "entity", "key": "k1", "type": "T", "name": "Kappa One"}'])

@@ -1,7 +1,9 @@
 """docs/ARCHITECTURE.md's "Who writes which table" is the code's: every module that writes a
 ``kb.`` table (or builds the rows another stores) is listed for it, and every module listed does
 (issue #24 item 5). Read from the source, as a reviewer would: ORM writes on a model's manager,
-rows built from a model class, tables named in INSERT, UPDATE or DELETE statements, and the
+rows built from a model class, rows saved or deleted (``run.save()``, where the code says what
+``run`` is: a parameter annotated with the model, a name bound to ``Model.objects…`` or
+``Model(…)``; issue #47 item 8), tables named in INSERT, UPDATE or DELETE statements, and the
 querysets handed to ``rows_write`` to update."""
 
 from __future__ import annotations
@@ -46,6 +48,43 @@ def _chain_root(node: ast.AST) -> ast.AST:
     return node
 
 
+def _model_of(node: ast.AST | None, models: dict[str, str]) -> str | None:
+    """The model a value is an instance (or a queryset) of, when the code says: ``Model(...)``,
+    ``Model.objects...``, an annotation naming it (``run: AgentRun``, ``AgentRun | None``)."""
+    if node is None:
+        return None
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        names = re.findall(r"\w+", node.value)
+    else:
+        names = [n.id for n in ast.walk(node) if isinstance(n, ast.Name)]
+        root = _chain_root(node)
+        if isinstance(root, ast.Name) and root.id in models:
+            return root.id
+        if not isinstance(node, ast.BinOp | ast.Subscript | ast.Name):
+            return None
+    return next((n for n in names if n in models), None)
+
+
+def _instances(tree: ast.AST, models: dict[str, str]) -> dict[str, str]:
+    """Names bound to a model's rows in a module (parameters, assignments, loop targets)."""
+    bound: dict[str, str] = {}
+    for node in ast.walk(tree):
+        pairs: list[tuple[ast.AST, ast.AST | None]] = []
+        if isinstance(node, ast.arg):
+            pairs.append((ast.Name(id=node.arg), node.annotation))
+        elif isinstance(node, ast.AnnAssign):
+            pairs.append((node.target, node.annotation))
+        elif isinstance(node, ast.Assign):
+            pairs += [(target, node.value) for target in node.targets]
+        elif isinstance(node, ast.For | ast.AsyncFor):
+            pairs.append((node.target, node.iter))
+        for target, value in pairs:
+            model = _model_of(value, models)
+            if isinstance(target, ast.Name) and model is not None:
+                bound[target.id] = model
+    return bound
+
+
 def writers_in_code() -> dict[str, set[str]]:
     models = _tables_by_model()
     found: dict[str, set[str]] = {}
@@ -53,8 +92,18 @@ def writers_in_code() -> dict[str, set[str]]:
         if "migrations" in path.parts:
             continue
         module = str(path.relative_to(ROOT))
-        for node in ast.walk(ast.parse(path.read_text())):
+        tree = ast.parse(path.read_text())
+        instances = _instances(tree, models)
+        for node in ast.walk(tree):
             tables: list[str] = []
+            if (  # a row saved or deleted: ``run.save(update_fields=[...])``
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr in {"save", "asave", "delete", "adelete"}
+                and isinstance(node.func.value, ast.Name)
+                and node.func.value.id in instances
+            ):
+                tables.append(models[instances[node.func.value.id]])
             if (
                 isinstance(node, ast.Call)
                 and isinstance(node.func, ast.Attribute)
@@ -116,3 +165,14 @@ def test_the_writer_table_names_exactly_the_modules_that_write_each_table():
     }
 
     assert mismatches == {}
+
+
+def test_the_agent_audit_trail_has_one_writer():
+    """Issue #47 item 8: turn recovery asks the audit trail's writer; it writes none of it itself."""
+    in_code = writers_in_code()
+
+    audit = {
+        table: in_code.get(table) for table in ("agent_runs", "agent_run_messages", "agent_run_tool_calls")
+    }
+
+    assert audit == {table: {"apps/agents/services.py"} for table in audit}

@@ -12,6 +12,7 @@ from apps.agents.definitions import (
 )
 from apps.agents.mcp_servers import InvalidMcpServer, mcp_servers_validate
 from apps.agents.models import AgentDefinition, AgentRun, AgentRunMessage, AgentRunToolCall
+from apps.core.inputs import JSONFormField
 from apps.graph_tools.registry import tool_names
 from apps.projects.admin import ProjectAdmin
 from apps.projects.models import Project
@@ -32,6 +33,7 @@ class AgentDefinitionForm(forms.ModelForm):
         model = AgentDefinition
         # The model is edited as two fields below (name and temperature).
         fields = ["project", *(f for f in EDITABLE if f != "model"), "disabled_reason"]
+        field_classes = {"mcp_servers": JSONFormField, "tool_policy": JSONFormField}
         help_texts = {
             "mcp_servers": (
                 '[{"stdio": "<name from KGCHAT_MCP_STDIO_SERVERS>"} or {"url": "https://<host in '

@@ -100,12 +100,15 @@ RunEvent = TextDelta | ToolCallStart | ToolCallEnd | RunError | ApprovalPending 
 StreamCallback = Callable[[RunEvent], Awaitable[None] | None]
 
 
-StopCode = Literal["cancelled", "timeout", "conversation_deleted"]
+StopCode = Literal["cancelled", "timeout", "conversation_deleted", "turn_failed_repeatedly"]
+# The stops that close a run as an error (with the code as its stop reason); the rest cancel it.
+ERROR_STOPS = frozenset({"timeout", "turn_failed_repeatedly"})
 
 
 @dataclass(frozen=True)
 class StopReason:
-    """Why a run was stopped from outside. ``timeout`` closes the run as an error, the rest as cancelled."""
+    """Why a run was stopped from outside: a timeout, or its process dying too often
+    (``turn_failed_repeatedly``), close the run as an error; the rest as cancelled."""
 
     code: StopCode
     message: str

@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import re
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -25,10 +24,11 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from apps.agents.adk.run_state import Failure, RunState
-from apps.agents.adk.runner import adk_run
+from apps.agents.adk.runner import adk_run, run_state_restore
 from apps.agents.approvals import WriteGate
 from apps.agents.events import (
     CANCELLED,
+    ERROR_STOPS,
     ApprovalPending,
     RunError,
     StopSignal,
@@ -38,12 +38,13 @@ from apps.agents.events import (
     TraceMessage,
 )
 from apps.agents.history import HistoryMessage
-from apps.agents.llm.base import LLMError, Provider, Usage
+from apps.agents.llm.base import Provider, Usage
 from apps.agents.llm.resolve import effective_model_name, resolve_model
 from apps.agents.models import AgentDefinition, AgentRun, RunStatus
 from apps.agents.selectors import agent_definition_check_enabled, agent_definitions_by_names
 from apps.agents.services import agent_run_finish, agent_run_start
-from apps.core.errors import ServiceError
+from apps.agents.tool_results import as_the_model_saw
+from apps.core.failures import error_classify
 
 logger = logging.getLogger(__name__)
 
@@ -88,7 +89,8 @@ class ExecuteRequest:
 
 class ExecuteResult(BaseModel):
     """The outcome. ``messages`` are the new messages after the user's (assistant with tool calls,
-    tool results, final assistant), ready for ``kb.chat_messages``; ``text`` is all streamed text."""
+    tool results as the model was given them, final assistant), ready for ``kb.chat_messages``;
+    ``tool_calls`` hold the whole results (the audit trail's); ``text`` is all streamed text."""
 
     run_id: uuid.UUID
     status: RunStatus
@@ -112,22 +114,6 @@ class Outcome:
     error: Failure | None = None
 
 
-_AGENT_NOT_FOUND = re.compile(r"agent '?([\w.-]+)'? not found", re.IGNORECASE)
-
-
-def describe_failure(exc: BaseException) -> Failure:
-    """The failure an exception that ended a run stands for."""
-    if isinstance(exc, LLMError):
-        return Failure(str(exc), "llm_error")
-    if isinstance(exc, ServiceError):
-        return Failure(exc.message, exc.code)
-    text = str(exc)
-    match = _AGENT_NOT_FOUND.search(text)
-    if match:
-        return Failure(f"failed to find agent: {match.group(1)}", "agent_not_found")
-    return Failure(f"{type(exc).__name__}: {text}", "internal_error")
-
-
 class AgentExecutor:
     """Runs agent turns. Stateless: one instance may serve many concurrent turns."""
 
@@ -144,6 +130,11 @@ class AgentExecutor:
             run_id=request.run_id,
             graph_version=request.graph_version,
         )
+        if request.attempt > 1 and request.stop is not None and request.stop.is_set():
+            # Its process died and it was stopped meanwhile (a cancel, too many attempts).
+            return await self.end(
+                run, request.stop, callback=request.stream_callback, attempt=request.attempt
+            )
         state = RunState(callback=request.stream_callback, max_steps=max(1, definition.max_steps))
         model = run.model
         stopped = False
@@ -182,20 +173,44 @@ class AgentExecutor:
             stopped = True
             raise
         except Exception as exc:
-            logger.info("agent run %s failed: %s", run.id, exc, exc_info=not isinstance(exc, LLMError))
-            state.error = describe_failure(exc)
+            # What a user is told is decided once for every transport and every turn: a service's
+            # own error as it says, a busy database as such, anything else only in the log.
+            failure = error_classify(exc, where=f"agent run {run.id}")
+            state.error = Failure(failure.message, failure.code)
         finally:
             result = await asyncio.shield(
                 self._finish(run, state, model, request.stop if stopped else None, stopped)
             )
         return result
 
+    async def end(
+        self, run: AgentRun, stop: StopSignal, *, callback: StreamCallback | None = None, attempt: int = 2
+    ) -> ExecuteResult:
+        """Close a run whose process died, stopped (``stop``) before any of it ran here, exactly as
+        a run stopped while it runs: what it did is taken from its stored events (its finished
+        steps, the tool calls that have a result, its messages) and the text it had shown (kept on
+        the run as it streamed); ``callback`` is told as a running one's is (``RunResumed``, that
+        text as a ``TextDelta``, the ``RunError``), and ``agent_run_finish`` stores it all."""
+        state = RunState(callback=callback, max_steps=1)
+        try:
+            await run_state_restore(state, run_id=run.id, attempt=attempt)
+        except Exception as exc:
+            failure = error_classify(exc, where=f"agent run {run.id} taken over")
+            logger.warning("agent run %s: its stored events could not be read (%s)", run.id, failure.code)
+        restored = "".join(state.text)
+        if len(run.final_text) > len(restored):
+            # The step that was streaming when its process died left no event: its text is what
+            # the run kept of what it had shown, and it counts as a step as it would have there.
+            state.steps += 1
+            await state.stream_text(run.final_text[len(restored) :])
+        return await asyncio.shield(self._finish(run, state, run.model, stop, True))
+
     async def _outcome(self, state: RunState, stop: StopSignal | None, stopped: bool) -> Outcome:
         if stopped:
             reason = await stop.reason() if stop is not None else CANCELLED
             failure = Failure(reason.message, reason.code)
-            if reason.code == "timeout":
-                return Outcome(RunStatus.ERROR, "timeout", failure)
+            if reason.code in ERROR_STOPS:
+                return Outcome(RunStatus.ERROR, reason.code, failure)
             return Outcome(RunStatus.CANCELLED, "cancelled", failure)
         if state.stop_reason == "approval_required":
             # Not a failure: the run did its part and waits; the decision starts the next run.
@@ -240,7 +255,7 @@ class AgentExecutor:
             error=error.message if error else None,
             error_code=error.code if error else None,
             tool_calls=list(state.tool_calls),
-            messages=[m for m in state.messages if m.role != "user"],
+            messages=[as_the_model_saw(m) for m in state.messages if m.role != "user"],
             usage=state.usage,
             model=model,
             steps=state.steps,

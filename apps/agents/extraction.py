@@ -416,7 +416,7 @@ async def _answer(
                 arguments = event.arguments
             elif isinstance(event, ErrorEvent):
                 retryable = event.status is None or event.status == 429 or event.status >= 500
-                raise LLMError(event.error, status=event.status, retryable=retryable)
+                raise LLMError(event.error, upstream_status=event.status, retryable=retryable)
             elif isinstance(event, Done):
                 # Where a passage's time goes: almost all of it is the answer's tokens (session 12).
                 log.info(

@@ -1,9 +1,10 @@
 """Every write of the agent audit trail (``kb.agent_runs``, ``agent_run_messages``, ``agent_run_tool_calls``).
 
 A run's whole lifecycle lives here: ``agent_run_start`` opens it, ``agent_run_text_keep`` keeps
-what it has streamed so far (so a crash loses nothing the user saw), ``agent_run_finish`` closes
+what it has streamed so far (so a crash loses nothing the user saw), ``agent_run_take_over`` makes
+the run of a process that died another's (which resumes or ends it), ``agent_run_finish`` closes
 it once with its outcome, and ``agent_runs_interrupt_orphaned`` closes the batch runs of processes that
-died (a chat turn's run is resumed instead). ``agent_run_events_append`` stores its ADK session events. The start and finish are async: the executor runs on the event loop.
+died (a chat turn's run is taken over instead). ``agent_run_events_append`` stores its ADK session events. The start and finish are async: the executor runs on the event loop.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import psutil
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db import transaction
+from django.db.models import F
 from django.utils import timezone
 
 from apps.agents.events import ToolCallRecord, TraceMessage
@@ -125,6 +127,25 @@ async def agent_run_start(
         run_id=run_id,
         graph_version=graph_version,
     )
+
+
+def agent_run_take_over(*, run: AgentRun) -> bool:
+    """Make a running run whose process died this process's: one more attempt, this ``worker``.
+    False (nothing changed) when it ended meanwhile or another process took it first. What
+    becomes of it is the caller's: it resumes, or ends (``AgentExecutor.end``)."""
+    me = worker_name()[:200]
+    taken = AgentRun.objects.filter(id=run.id, status=RunStatus.RUNNING, worker=run.worker).update(
+        attempts=F("attempts") + 1, worker=me
+    )
+    if taken:
+        run.attempts, run.worker = run.attempts + 1, me
+    return bool(taken)
+
+
+def agent_run_close(*, run: AgentRun, status: RunStatus, stop_reason: str, error: str) -> None:
+    """Close a run with nothing more than why (a run whose ending itself failed: nothing of it
+    is read again)."""
+    _close(run, status=status, stop_reason=stop_reason, error=error)
 
 
 def agent_run_text_keep(*, run_id: uuid.UUID, text: str) -> None:

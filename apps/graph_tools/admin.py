@@ -11,6 +11,7 @@ from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
+from apps.core.inputs import JSONFormField
 from apps.graph_tools.documents import admin as documents_admin  # noqa: F401  (registers its pages)
 from apps.graph_tools.errors import ToolError
 from apps.graph_tools.models import (
@@ -73,6 +74,7 @@ class EntityForm(_WriteForm):
     class Meta:
         model = GraphObject
         fields = ["project", "key", "type", "name", "description", "properties"]
+        field_classes = {"properties": JSONFormField}
 
     def planned(self, cleaned: dict[str, Any]) -> Write:
         values = {k: cleaned.get(k) for k in ("name", "description", "properties")}
@@ -101,6 +103,7 @@ class RelationshipForm(_WriteForm):
     class Meta:
         model = GraphRelationship
         fields = ["project", "src", "type", "dst", "properties"]
+        field_classes = {"properties": JSONFormField}
 
     def planned(self, cleaned: dict[str, Any]) -> Write:
         src, dst = cleaned.get("src"), cleaned.get("dst")

@@ -2,7 +2,7 @@
 with language and currency names from ISO data (``pycountry``). Real public data, no network.
 
 About 4,000 entities (continents, countries, cities of at least 200,000 people, US states,
-currencies, languages, time zones) and seven relationship types. GeoNames data is CC BY 4.0.
+currencies, languages, time zones) and six relationship types. GeoNames data is CC BY 4.0.
 """
 
 from __future__ import annotations

@@ -7,8 +7,9 @@
  * and settles the tool chip of the waiting call.
  */
 
+import { api } from "./api.js";
 import { el } from "./dom.js";
-import { wsSend } from "./socket.js";
+import { send } from "./socket.js";
 
 const cards = new Map();
 
@@ -64,7 +65,10 @@ export function approvalCard(approval, onDecide, chip) {
         const msg = { type: "chat.approval", approvalId: approval.approvalId, decision };
         if (reason.value.trim()) msg.reason = reason.value.trim();
         if (onDecide) onDecide(decision);
-        wsSend(msg);
+        send(() => {
+          card.dataset.sent = "true";
+          return msg;
+        });
       });
     }
     buttons.append(approve, reject);
@@ -101,7 +105,29 @@ export function approvalRefused(frame) {
     if (card.dataset.status !== "pending") continue;
     const busy = card.querySelector("button:disabled");
     if (!busy) continue;
-    card.querySelectorAll("button, input").forEach((b) => (b.disabled = false));
-    status.textContent = "Not decided: " + (frame.error || frame.code);
+    reopen(card, status, frame);
   }
+}
+
+/* The socket closed: a decision that left on it and got no answer may not have arrived. Its card
+ * offers the buttons again, and asks REST whether it was decided (its answer was what got lost):
+ * then the card shows the outcome, as its approval_decided event would have. */
+export function approvalsUnanswered(frame) {
+  for (const [approvalId, { card, status }] of cards) {
+    if (card.dataset.status !== "pending" || card.dataset.sent !== "true") continue;
+    reopen(card, status, frame);
+    api("GET", `/approvals/${approvalId}`)
+      .then((a) => {
+        if (a.status !== "pending") approvalDecided({ approvalId, ...a });
+      })
+      .catch(() => {
+        /* the card keeps its buttons */
+      });
+  }
+}
+
+function reopen(card, status, frame) {
+  delete card.dataset.sent;
+  card.querySelectorAll("button, input").forEach((b) => (b.disabled = false));
+  status.textContent = "Not decided: " + (frame.error || frame.code);
 }

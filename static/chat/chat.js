@@ -9,7 +9,8 @@
  * This is the entry module (templates/chat/chat.html loads it with type="module"; no build step):
  * it wires the page's controls and starts it. The parts, each an ES module of this folder:
  *   state.js         config, the page's elements (ui) and the shared state
- *   api.js           the REST client          socket.js     the WebSocket: reconnect, outbox, subscribe
+ *   api.js           the REST client          socket.js     the WebSocket: reconnect, outbox, subscribe;
+ *                                                           every client message goes through its send()
  *   conversation.js  history and live turns   turn_view.js  one turn drawn (text, chips, subgraph)
  *   tool_chip.js     one tool call's chip     sidebar.js    the conversation list, rename, delete
  *   picker.js        projects, agents, the "who answers" picker
@@ -24,6 +25,7 @@ import {
   closeComposer,
   disabledAgentReason,
   loadConversation,
+  onConnectionLost,
   onFrame,
   sendMessage,
   setBusy,
@@ -45,6 +47,12 @@ function autoGrow() {
 function wire() {
   ui.composer.addEventListener("submit", (ev) => {
     ev.preventDefault();
+    // Before the page has drawn the conversation (or chosen the project and agent), the text stays
+    // in the box and is sent once it has.
+    if (!state.ready) {
+      state.sendWhenReady = true;
+      return;
+    }
     if (sendMessage(ui.input.value)) {
       ui.input.value = "";
       autoGrow();
@@ -114,7 +122,7 @@ async function init() {
   wire();
   setBusy(false);
   state.stickToBottom = true;
-  connect(onFrame);
+  connect(onFrame, onConnectionLost);
   await loadProjects();
   if (state.conversationId) {
     ui.picker.hidden = true;
@@ -132,8 +140,10 @@ async function init() {
     await Promise.all([loadAgents(), loadConversations()]);
     renderPicker();
   }
+  state.ready = true;
   document.body.dataset.ready = "true";
   ui.input.focus();
+  if (state.sendWhenReady) ui.composer.requestSubmit();
 }
 
 init();

@@ -10,10 +10,10 @@ import { api } from "./api.js";
 import { el, announce, nearBottom, scrollToBottom } from "./dom.js";
 import * as KGMarkdown from "./markdown.js";
 import { loadConversations, setTitle } from "./sidebar.js";
-import { subscribe, wsSend } from "./socket.js";
+import { send, subscribe } from "./socket.js";
 import { state, ui } from "./state.js";
 import { TurnView, userBubble } from "./turn_view.js";
-import { approvalDecided, approvalRefused } from "./approval_card.js";
+import { approvalDecided, approvalRefused, approvalsUnanswered } from "./approval_card.js";
 
 /* Draw persisted messages. Consecutive assistant/tool messages after a user message form one turn. */
 function renderHistory(messages) {
@@ -284,18 +284,37 @@ export function sendMessage(text) {
   state.stickToBottom = true;
   const bubble = userBubble(message);
   bubble.classList.add("pending");
-  state.pending = new TurnView({ live: true, userText: message, onRetry: sendMessage });
+  const pending = new TurnView({ live: true, userText: message, onRetry: sendMessage });
+  state.pending = pending;
   state.ignoring = false;
   setBusy(true);
-  wsSend(msg);
+  send(() => {
+    pending.sent = true;
+    return msg;
+  });
   scrollToBottom(true);
   return true;
+}
+
+/* The socket closed. A message of mine that left on it and was neither started (its meta) nor
+ * refused may never have arrived: say so, with Retry, rather than wait for an answer that may never
+ * come (a queued one waits for the next socket); a decision likewise offers its buttons again. If it
+ * did arrive and its turn still runs, the reconnect's subscribe shows that turn as one started
+ * elsewhere; what was stored shows on a reload. */
+export function onConnectionLost() {
+  const lost = {
+    type: "error",
+    code: "connection_lost",
+    error: "The connection closed before the server answered.",
+  };
+  if (state.pending && state.pending.sent) onRequestError(lost);
+  approvalsUnanswered(lost);
 }
 
 export function cancelTurn() {
   if (!state.busy) return;
   if (state.turn && state.conversationId) {
-    wsSend({ type: "chat.cancel", conversationId: state.conversationId });
+    send({ type: "chat.cancel", conversationId: state.conversationId });
     ui.stop.disabled = true;
     window.setTimeout(() => {
       ui.stop.disabled = false;

@@ -1,8 +1,15 @@
 /*
  * The chat WebSocket (PROTOCOL.md §4, config.wsPath): one socket per page, reconnected with
- * jittered exponential backoff, with an outbox for what is sent while it is down. On every open it
- * subscribes to the conversation on screen (afterSeq = the last frame seen) and sends the outbox.
- * A 4401 close means the session ended: the login page.
+ * jittered exponential backoff. A 4401 close means the session ended: the login page.
+ *
+ * send() is the one way the page speaks to the server (chat.message, chat.cancel, chat.approval,
+ * chat.subscribe): what it is given waits in the outbox, in order, until a socket is open, so
+ * nothing the page does before its socket connects, or while it reconnects, is dropped. On every
+ * open the page subscribes to the conversation on screen first (afterSeq = the last frame seen),
+ * then the outbox goes: a turn the server started from a queued message is followed from its
+ * start, since a later subscribe would replace that follow. An outbox item may be a function,
+ * called as it goes (it returns the message, or null for nothing): what it says is what the page
+ * knows then, and the page learns the message left.
  */
 
 import { config, state, ui } from "./state.js";
@@ -13,6 +20,7 @@ const socket = {
   timer: null,
   outbox: [],
   onFrame: () => {},
+  onClose: () => {},
 };
 
 function setConnection(status, text) {
@@ -20,9 +28,11 @@ function setConnection(status, text) {
   ui.connection.textContent = text;
 }
 
-/* Open the socket; every frame with a string `type` goes to onFrame. */
-export function connect(onFrame) {
+/* Open the socket; every frame with a string `type` goes to onFrame; onClose() is told when an
+ * open socket closes (what was sent on it and not yet answered may not have arrived). */
+export function connect(onFrame, onClose) {
   socket.onFrame = onFrame;
+  socket.onClose = onClose || (() => {});
   open();
 }
 
@@ -35,9 +45,8 @@ function open() {
   ws.addEventListener("open", () => {
     socket.attempt = 0;
     setConnection("open", "Connected");
-    subscribe();
-    const queued = socket.outbox.splice(0);
-    queued.forEach((msg) => ws.send(JSON.stringify(msg)));
+    socket.outbox = [subscription, ...socket.outbox.filter((item) => item !== subscription)];
+    flush();
   });
   ws.addEventListener("message", (event) => {
     let frame;
@@ -59,18 +68,34 @@ function open() {
     socket.attempt += 1;
     setConnection("closed", "Reconnecting…");
     socket.timer = window.setTimeout(open, delay);
+    socket.onClose();
   });
 }
 
-export function wsSend(msg) {
-  if (socket.ws && socket.ws.readyState === WebSocket.OPEN) socket.ws.send(JSON.stringify(msg));
-  else socket.outbox.push(msg);
+function flush() {
+  const ws = socket.ws;
+  if (!ws || ws.readyState !== WebSocket.OPEN) return;
+  for (const item of socket.outbox.splice(0)) {
+    const msg = typeof item === "function" ? item() : item;
+    if (msg) ws.send(JSON.stringify(msg));
+  }
 }
 
-/* Ask for the current turn of this conversation, replaying frames after the last one seen. */
-export function subscribe() {
-  if (!state.conversationId || !state.historyLoaded) return;
-  if (!socket.ws || socket.ws.readyState !== WebSocket.OPEN) return;
+/* Send a client message now, or as soon as a socket is open (in the order given). */
+export function send(item) {
+  socket.outbox.push(item);
+  flush();
+}
+
+/* The subscription to the conversation on screen, replaying frames after the last one seen (none
+ * before its history is drawn: its first subscribe comes then). */
+function subscription() {
+  if (!state.conversationId || !state.historyLoaded) return null;
   const afterSeq = state.turn ? state.turn.lastSeq : 0;
-  socket.ws.send(JSON.stringify({ type: "chat.subscribe", conversationId: state.conversationId, afterSeq }));
+  return { type: "chat.subscribe", conversationId: state.conversationId, afterSeq };
+}
+
+/* Ask for the current turn of this conversation; while no socket is open, the next open asks. */
+export function subscribe() {
+  if (!socket.outbox.includes(subscription)) send(subscription);
 }

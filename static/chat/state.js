@@ -43,6 +43,8 @@ export const state = {
   conversationId: config.conversationId || null,
   conversation: null,
   historyLoaded: !config.conversationId,
+  ready: false, // the page has loaded what it shows (projects, agents, history): a message may go
+  sendWhenReady: false, // Send was pressed before that: the box's text goes once it is ready
   answered: new Set(), // user message ids whose answer is already drawn
   decidedCalls: new Map(), // tool call id → its approval_decided event (the chip of its outcome)
   pausedTurns: new Map(), // approval id → the turn view that waits for it (drawn from history)

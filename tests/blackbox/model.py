@@ -9,7 +9,8 @@ that tell the model what to do in that turn; anything else is answered at once.
                           (at most a minute), then "Part two."
 ``#tool <name> <json>``   the turn's first model call asks for tool ``name`` with these arguments;
                           once the turn has a tool result, it answers with text that cites the
-                          first entity of the result (a Markdown ``entity:`` link)
+                          first entity of the result (a Markdown ``entity:`` link); or, with a
+                          ``#hold <name>`` line after it, streams ten words and waits as ``#hold``
 
 Plain turns get no tools, so ``#tool`` only changes agent turns.
 
@@ -93,6 +94,12 @@ class ScriptedModel:
                 text_chunks("Part one. ", "Part two."), usage=USAGE, gate=self.gate(argument), gate_after=2
             )
         results = tool_results(request)
+        held = re.search(r"^#hold[ \t]+(\S+)", last_user_text(request), re.MULTILINE)
+        if results and held is not None:
+            # Eleven chunks, then the wait: the last chunk before a pause is held back on its way
+            # (the client's stream reader waits for what follows it), so ten reach the user.
+            words = [f"word{i} " for i in range(11)]
+            return Stream(text_chunks(*words), usage=USAGE, gate=self.gate(held.group(1)), gate_after=11)
         if not request.get("tools") or results:
             return self._after_tools(results)
         name, _, arguments = argument.partition(" ")

@@ -200,3 +200,52 @@ def start(model_base_url: str, workdir: Path) -> Kgchat:
         server.stop()
         raise
     return server
+
+
+@dataclass
+class Beside:
+    """A second server process of the same installation (same environment, same database), as
+    an operator runs more than one: daphne on another port. The test may stop or kill it."""
+
+    port: int
+    process: subprocess.Popen[bytes]
+
+    @property
+    def url(self) -> str:
+        return f"http://{LOOPBACK}:{self.port}"
+
+    def signal(self, number: int) -> None:
+        os.kill(self.process.pid, number)
+
+    def kill(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+        self.process.wait(30)
+
+
+def start_beside(kgchat: Kgchat, log: Path) -> Beside:
+    """Serve ``kgchat``'s installation from a second daphne process; wait until it serves."""
+    port = free_port()
+    with log.open("ab") as out:
+        process = subprocess.Popen(
+            [
+                str(ROOT / ".venv" / "bin" / "daphne"),
+                "-b",
+                LOOPBACK,
+                "-p",
+                str(port),
+                "config.asgi:application",
+            ],
+            cwd=ROOT,
+            env=kgchat.env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    beside = Beside(port=port, process=process)
+    deadline = time.monotonic() + 120
+    while _answers(port, "/accounts/login/") != 200:
+        if process.poll() is not None or time.monotonic() > deadline:
+            beside.kill()
+            raise RuntimeError(f"the second daphne did not serve:\n{log.read_text(errors='replace')[-3000:]}")
+        time.sleep(0.25)
+    return beside

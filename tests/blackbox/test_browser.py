@@ -1,14 +1,18 @@
 """The chat page's main flows in Debian's chromium (Playwright): log in, ask an agent, see its
-tool chip and its streamed tokens, and find the answer stored after a reload."""
+tool chip and its streamed tokens, and find the answer stored after a reload; and a message sent
+before the page's socket is open (the page just opened, or the server closed the socket) is sent
+once it is, or refused visibly with Retry (issue #47)."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import uuid
 from collections.abc import Iterator
 
 import pytest
-from playwright.sync_api import Page, expect, sync_playwright
+from playwright.sync_api import Page, Route, WebSocketRoute, expect, sync_playwright
 
 from tests.blackbox.clients import PASSWORD
 from tests.blackbox.covers import covers
@@ -98,3 +102,184 @@ def test_a_user_logs_in_asks_an_agent_and_finds_the_answer_after_a_reload(
     expect(answers.first.locator(".tool-chip .tool-name")).to_have_text("get_entity_edges")
     expect(answers.first.locator(".md")).to_have_text("Found Charles Babbage.")
     expect(answers.last.locator(".md")).to_have_text("Part one. Part two.")
+
+
+# -- Messages sent while the page's socket is not open (issue #47) ------------------------------
+
+
+def log_in(page: Page, world: World, username: str) -> None:
+    page.goto(f"{world.url}/accounts/login/")
+    page.get_by_label("Username").fill(username)
+    page.get_by_label("Password").fill(PASSWORD)
+    page.get_by_role("button", name="Log in").click()
+    expect(page.locator("body[data-ready='true']")).to_be_attached()
+
+
+def conversation_of(world: World, username: str) -> str:
+    """A plain conversation of the user's, answered once (over SSE)."""
+    turn = world.api(username).stream(
+        {"message": "Who wrote the first program?", "projectId": world.project_id}
+    )
+    return str(turn.meta["conversationId"])
+
+
+class KgchatSide:
+    """The page's sockets go through Playwright on to kgchat, so the test can close the open one
+    as kgchat does when it stops (close code 1012, both ends), and hold back what the page sends."""
+
+    def __init__(self, page: Page) -> None:
+        self.sockets: list[tuple[WebSocketRoute, WebSocketRoute]] = []
+        self.swallow_next: str | None = None  # a message type: the next such message is lost
+        page.route_web_socket(re.compile(r"/ws/chat/$"), self._route)
+
+    def _route(self, ws: WebSocketRoute) -> None:
+        server = ws.connect_to_server()
+        self.sockets.append((ws, server))
+        ws.on_message(lambda message: self._to_kgchat(ws, server, message))
+
+    def _to_kgchat(self, ws: WebSocketRoute, server: WebSocketRoute, message: str | bytes) -> None:
+        if self.swallow_next and f'"{self.swallow_next}"' in str(message):
+            self.swallow_next = None
+            self._close(ws, server)
+            return
+        server.send(message)
+
+    @staticmethod
+    def _close(ws: WebSocketRoute, server: WebSocketRoute) -> None:
+        server.close(code=1012, reason="restarting")
+        ws.close(code=1012, reason="restarting")
+
+    def close(self) -> None:
+        self._close(*self.sockets[-1])
+
+
+@covers("PAGE /chat/", "send as the page opens")
+def test_a_message_sent_the_moment_a_conversation_page_opens_is_answered(
+    page: Page, world: World, model: ScriptedModel
+) -> None:
+    conversation_id = conversation_of(world, "ada")
+    gate = f"first-load-{uuid.uuid4().hex[:8]}"
+    log_in(page, world, "ada")
+    # The conversation's history is held until Enter is pressed: the page is still loading then.
+    held: list[Route] = []
+    page.route(f"**/api/chat/conversations/{conversation_id}", lambda route: held.append(route), times=1)
+
+    page.goto(f"{world.url}/chat/{conversation_id}/", wait_until="domcontentloaded")
+    ask(page, f"#hold {gate}\nAnd the second one?")
+    for _ in range(1500):  # 30 s
+        if held:
+            break
+        page.wait_for_timeout(20)
+    assert held, "the page never asked for the conversation's history"
+    held[0].continue_()
+
+    answers = page.locator("article.message-assistant")
+    expect(answers).to_have_count(2)
+    expect(answers.last.locator(".md")).to_have_text("Part one.")
+    model.release(gate)
+    expect(answers.last).to_have_attribute("data-state", "done")
+    expect(answers.last.locator(".md")).to_have_text("Part one. Part two.")
+    expect(page.locator("article.message-user")).to_have_count(2)
+    expect(page.get_by_role("textbox", name="Message")).to_have_value("")
+    page.reload()
+    expect(page.locator("article.message-assistant")).to_have_count(2)
+    expect(page.locator("article.message-assistant").last.locator(".md")).to_have_text("Part one. Part two.")
+
+
+@covers("PAGE /chat/", "send while reconnecting")
+def test_a_message_typed_while_the_server_has_closed_the_socket_is_sent_on_reconnect(
+    page: Page, world: World
+) -> None:
+    conversation_id = conversation_of(world, "ada")
+    kgchat = KgchatSide(page)
+    log_in(page, world, "ada")
+    page.goto(f"{world.url}/chat/{conversation_id}/")
+    expect(page.locator("#connection-status")).to_have_attribute("data-state", "open")
+    ask(page, "A second question?")
+    expect(page.locator("article.message-assistant")).to_have_count(2)
+    expect(page.locator("article.message-assistant").last).to_have_attribute("data-state", "done")
+
+    page.context.set_offline(True)
+    kgchat.close()
+    expect(page.locator("#connection-status")).to_have_attribute("data-state", "closed")
+    ask(page, "A third, while the connection is down?")
+    expect(page.locator("article.message-user").last).to_have_text("A third, while the connection is down?")
+    expect(page.locator("#connection-status")).to_have_attribute(
+        "data-state", re.compile("closed|connecting")
+    )
+    page.context.set_offline(False)
+
+    answers = page.locator("article.message-assistant")
+    # The page retries with a backoff that grew while the network was down.
+    expect(page.locator("#connection-status")).to_have_attribute("data-state", "open", timeout=20_000)
+    expect(answers).to_have_count(3)
+    expect(answers.last).to_have_attribute("data-state", "done")
+    expect(answers.last.locator(".md")).to_have_text("Here is the answer.")
+    page.reload()
+    expect(page.locator("article.message-assistant")).to_have_count(3)
+
+
+@covers("PAGE /chat/", "send lost in a closing socket")
+def test_a_message_whose_socket_closes_before_the_server_confirms_it_is_refused_with_retry(
+    page: Page, world: World
+) -> None:
+    conversation_id = conversation_of(world, "ada")
+    kgchat = KgchatSide(page)
+    log_in(page, world, "ada")
+    page.goto(f"{world.url}/chat/{conversation_id}/")
+    expect(page.locator("#connection-status")).to_have_attribute("data-state", "open")
+
+    kgchat.swallow_next = "chat.message"
+    ask(page, "Lost on the way?")
+
+    refused = page.locator("article.message-assistant").last
+    expect(page.locator("article.message-user").last).to_have_class(re.compile(r"\brefused\b"))
+    expect(refused.locator(".turn-error-code")).to_have_text("connection_lost")
+    expect(page.locator("#connection-status")).to_have_attribute("data-state", "open")
+    refused.get_by_role("button", name="Retry").click()
+    answers = page.locator("article.message-assistant")
+    expect(answers).to_have_count(3)
+    expect(answers.last).to_have_attribute("data-state", "done")
+    expect(answers.last.locator(".md")).to_have_text("Here is the answer.")
+    page.reload()
+    expect(page.locator("article.message-user").last).to_have_text("Lost on the way?")
+    expect(page.locator("article.message-assistant")).to_have_count(2)
+
+
+@covers("PAGE /chat/", "decision lost in a closing socket")
+def test_a_decision_whose_socket_closes_before_the_server_answers_is_offered_again(
+    page: Page, world: World
+) -> None:
+    ada = world.api("ada")
+    key = f"grace-hopper-{uuid.uuid4().hex[:8]}"
+    proposal = {"key": key, "type": "Person", "name": "Grace Hopper"}
+    paused = ada.stream(
+        {
+            "message": f"#tool create_entity {json.dumps(proposal)}\nPlease add Grace Hopper.",
+            "projectId": world.project_id,
+            "agentDefinitionId": world.agents["graph-curator-agent"],
+        }
+    )
+    kgchat = KgchatSide(page)
+    log_in(page, world, "ada")
+    page.goto(f"{world.url}/chat/{paused.meta['conversationId']}/")
+    expect(page.locator("#connection-status")).to_have_attribute("data-state", "open")
+    card = page.locator("section.approval-card")
+    approve = card.get_by_role("button", name="Approve")
+
+    kgchat.swallow_next = "chat.approval"
+    approve.click()
+
+    expect(card.locator(".approval-status")).to_have_text(
+        "Not decided: The connection closed before the server answered."
+    )
+    expect(page.locator("#connection-status")).to_have_attribute("data-state", "open")
+    approve.click()
+    expect(card).to_have_attribute("data-status", "approved")
+    expect(page.locator("article.message-assistant").last).to_have_attribute("data-state", "done")
+    ada.call(
+        "GET /api/projects/{project_id}/graph/entities/{id_or_key}",
+        200,
+        project_id=world.project_id,
+        id_or_key=key,
+    )

@@ -37,7 +37,17 @@ OTHER_SURFACES = {
     "MCP tools/call": {"result", "isError"},
     "MCP initialize": {"401"},
     "MCP GET": {"405"},
-    "PAGE /chat/": {"log in", "ask", "tool chip", "tokens", "reload"},
+    "PAGE /chat/": {
+        "log in",
+        "ask",
+        "tool chip",
+        "tokens",
+        "reload",
+        "send as the page opens",
+        "send while reconnecting",
+        "send lost in a closing socket",
+        "decision lost in a closing socket",
+    },
 }
 
 

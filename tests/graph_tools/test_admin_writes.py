@@ -203,3 +203,33 @@ def test_admin_cannot_edit_a_relationship_in_place(admin_client, graph):
     assert response.status_code == 403
     rel.refresh_from_db()
     assert rel.type == "CAPITAL_OF" and not GraphChange.objects.exists()
+
+
+@pytest.mark.parametrize("number", ["NaN", "Infinity", "-Infinity", "1e999"])
+@pytest.mark.parametrize("form", ["entity-add", "entity-change", "relationship-add"])
+def test_admin_properties_with_a_non_finite_number_are_a_form_error_naming_it_and_nothing_is_written(
+    admin_client, graph, number, form
+):
+    project, paris, france = graph["project"], graph["paris"], graph["france"]
+    properties = '{"population": {"2020": ' + number + "}}"
+    path, data = {
+        "entity-add": (
+            "/admin/graph_tools/graphobject/add/",
+            {"project": project.id, "key": "lyon", "type": "City", "name": "Lyon", "description": ""},
+        ),
+        "entity-change": (f"/admin/graph_tools/graphobject/{paris.id}/change/", entity_form(paris)),
+        "relationship-add": (
+            "/admin/graph_tools/graphrelationship/add/",
+            {"project": project.id, "src": france.id, "type": "HAS_CITY", "dst": paris.id},
+        ),
+    }[form]
+
+    response = admin_client.post(path, {**data, "properties": properties})
+
+    assert response.status_code == 200
+    assert "population.2020 is not a finite number" in response.content.decode()
+    paris.refresh_from_db()
+    assert paris.properties == {"population": 2}
+    assert not GraphObject.objects.filter(key="lyon").exists()
+    assert not GraphRelationship.objects.filter(type="HAS_CITY").exists()
+    assert not GraphChange.objects.exists()

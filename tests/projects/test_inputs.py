@@ -8,7 +8,7 @@ are not walked) to the same answers as a full walk.
 import pytest
 from django.db import DataError, OperationalError, connection, transaction
 
-from apps.core.inputs import MAX_JSON_DEPTH, InvalidInput, bad_input_from, json_parse
+from apps.core.inputs import MAX_JSON_DEPTH, InvalidInput, bad_input_from, json_parse, storable
 
 
 @pytest.mark.parametrize(
@@ -66,6 +66,46 @@ def test_json_parse_accepts_text_that_only_looks_risky(document, value):
     assert parsed == value
 
 
+@pytest.mark.parametrize(
+    "number",
+    ["NaN", "Infinity", "-Infinity", "1e999", "-1E+400", "0.5e00309", "1" + "0" * 309 + ".0"],
+    ids=["nan", "infinity", "minus-infinity", "overflow", "minus-overflow", "padded-exponent", "309-digits"],
+)
+@pytest.mark.parametrize("as_bytes", [False, True], ids=["str", "bytes"])
+def test_json_parse_refuses_a_number_that_is_not_finite_naming_where(number, as_bytes):
+    document = '{"name": "NaN", "properties": {"sizes": [1, ' + number + "]}}"
+
+    with pytest.raises(InvalidInput) as refused:
+        json_parse(document.encode() if as_bytes else document)
+
+    assert refused.value.code == "invalid_request"
+    assert refused.value.field == "properties.sizes.1"
+    assert "not a finite number" in refused.value.message
+
+
+@pytest.mark.parametrize(
+    ("document", "value"),
+    [
+        ('{"a": "NaN", "b": "Infinity e999"}', {"a": "NaN", "b": "Infinity e999"}),
+        ('{"a": 1e308, "b": 1e-999, "c": -2.5E+300}', {"a": 1e308, "b": 0.0, "c": -2.5e300}),
+        ('{"a": 1' + "0" * 400 + "}", {"a": 10**400}),
+    ],
+    ids=["words", "large-and-tiny", "big-integer"],
+)
+def test_json_parse_accepts_finite_numbers_and_words_that_only_look_non_finite(document, value):
+    parsed = json_parse(document)
+
+    assert parsed == value
+
+
+def test_storable_keeps_a_models_non_finite_number_as_its_json_spelling():
+    arguments = {"a": float("nan"), "b": [float("inf"), -float("inf")], "c": 1.5}
+
+    kept = storable(arguments)
+
+    assert kept == {"a": "NaN", "b": ["Infinity", "-Infinity"], "c": 1.5}
+
+
 def test_json_parse_accepts_the_deepest_allowed_nesting():
     document = "[" * MAX_JSON_DEPTH + "]" * MAX_JSON_DEPTH
 
@@ -95,8 +135,9 @@ def _database_error(sql: str, params: list[object]) -> BaseException:
         ("SELECT %s::text", ["a\ud800"]),
         ("SELECT %s::bigint", ["100000000000000000000"]),
         ("SELECT to_tsvector('simple', %s)", [" ".join(f"w{n:07d}" for n in range(150_000))]),
+        ("SELECT %s::jsonb", ['{"a": NaN}']),
     ],
-    ids=["nul-text", "nul-jsonb", "surrogate", "bigint", "tsvector"],
+    ids=["nul-text", "nul-jsonb", "surrogate", "bigint", "tsvector", "nan-jsonb"],
 )
 def test_last_resort_maps_the_databases_refusals_of_client_values_to_invalid_request(sql, params):
     error = _database_error(sql, params)

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 from collections import deque
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any
@@ -48,6 +47,7 @@ from apps.agents.llm.base import (
     ToolCallRequest,
     ToolSpec,
 )
+from apps.agents.tool_results import model_text
 from apps.core.loop_lag import loop_lag
 
 LLM_ERROR_CODE = "llm_error"
@@ -80,12 +80,12 @@ def system_text(config: types.GenerateContentConfig | None) -> str:
     return "\n".join(texts)
 
 
-def _response_text(response: Any) -> str:
-    return json.dumps(response if response is not None else {}, default=str, ensure_ascii=False)
-
-
 def convert_messages(contents: list[types.Content]) -> list[ChatMessage]:
-    """Map ADK contents to provider messages, keeping FunctionCall ids (fallback ``call_<name>``)."""
+    """Map ADK contents to provider messages, keeping FunctionCall ids (fallback ``call_<name>``).
+
+    This is where the model is given tool results: each one as the model's copy (at most
+    ``KGCHAT_TOOL_RESULT_MAX_CHARS``, ``apps.agents.tool_results``), whether it was just returned,
+    decided, replayed from a resumed run's stored events or read from the history."""
     out: list[ChatMessage] = []
     for content in contents:
         texts: list[str] = []
@@ -104,7 +104,7 @@ def convert_messages(contents: list[types.Content]) -> list[ChatMessage]:
                 results.append(
                     ChatMessage(
                         role="tool",
-                        content=_response_text(fr.response),
+                        content=model_text(fr.response),
                         tool_call_id=call_id(fr),
                         name=fr.name,
                     )

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import importlib.util
 import logging
+import re
 import sys
 import uuid
 import warnings
-from collections.abc import Callable, Mapping, Sequence
-from contextlib import aclosing
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import aclosing, contextmanager
 from typing import Any
 
 from django.conf import settings
@@ -42,10 +43,37 @@ from apps.agents.llm.base import LLMError, Provider
 from apps.agents.llm.resolve import effective_model_name, resolve_model
 from apps.agents.loop.values import reading_graph
 from apps.agents.models import AgentDefinition
+from apps.core.errors import ServiceError
 
 logger = logging.getLogger(__name__)
 
 APP_NAME = "kgchat"
+
+
+class AgentNotFound(ServiceError):
+    """The model handed the turn to an agent that is not one of this agent's sub-agents."""
+
+    status = 502
+    code = "agent_not_found"
+
+
+# How ADK says so (a ``ValueError``: "Transfer target agent 'x' not found.", "Agent 'x' not
+# found."; tests/agents/test_batch.py makes a model name a sub-agent that does not exist).
+_ADK_AGENT_NOT_FOUND = re.compile(r"agent '?([\w.-]+)'? not found", re.IGNORECASE)
+
+
+@contextmanager
+def _agent_not_found_named() -> Iterator[None]:
+    """ADK's missing agent, as ``AgentNotFound`` (the rest of the code does not read ADK's words)."""
+    try:
+        yield
+    except ValueError as exc:
+        found = _ADK_AGENT_NOT_FOUND.search(str(exc))
+        if found is None:
+            raise
+        raise AgentNotFound(f"failed to find agent: {found.group(1)}") from exc
+
+
 # Every run is resumable: another process may continue it from its stored events (issue #27).
 # ADK marks the config experimental (a warning per instance): one, built once, quietly.
 with warnings.catch_warnings():
@@ -229,7 +257,7 @@ async def adk_run(
                 abort_signal=stop.event if stop is not None else None,
             )
         ) as events:
-            with reading_graph(project_id, graph_version):
+            with reading_graph(project_id, graph_version), _agent_not_found_named():
                 async for event in events:
                     await state.on_event(event)
     finally:
@@ -271,6 +299,15 @@ async def _resume_point(
     invocation_id = next((e.invocation_id for e in reversed(service.own_events) if e.invocation_id), None)
     await state.restore(service.own_events, attempt=attempt)
     return (None, invocation_id) if invocation_id is not None else (first, None)
+
+
+async def run_state_restore(state: RunState, *, run_id: uuid.UUID, attempt: int) -> None:
+    """Restore into ``state`` what a run's earlier attempts did (its stored events), as a resumed
+    run does before it goes on, and its messages: for a run that ends without going on."""
+    service = RunSessionService(run_id=run_id, resume=True)
+    await _resume_point(service, state, "", attempt, _first_message("", None))
+    state.messages = list(service.appended.get(str(run_id), []))
+    state.events_stored = service.stored
 
 
 def _answered(events: Sequence[Event]) -> bool:

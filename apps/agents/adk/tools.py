@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import json
 import logging
 import re
 import uuid
@@ -87,7 +86,8 @@ class GraphAdkTool(BaseTool):
             return {"error": exc.message, "code": exc.code}
         except TimeoutError:
             return {"error": f"tool timed out after {limit} s", "code": "timeout"}
-        return shrink_result(result, max_chars=settings.KGCHAT_TOOL_RESULT_MAX_CHARS)
+        # Whole: the model adapter gives the model its copy (``apps.agents.tool_results``).
+        return result
 
 
 @functools.lru_cache(maxsize=256)
@@ -113,34 +113,6 @@ async def project_vocabulary(project_id: uuid.UUID, graph_version: int | None) -
             _VOCABULARIES.pop(next(iter(_VOCABULARIES)))
         _VOCABULARIES[key] = vocabulary
     return vocabulary
-
-
-def _size(value: Any) -> int:
-    return len(json.dumps(value, default=str, ensure_ascii=False))
-
-
-def shrink_result(result: Any, *, max_chars: int) -> Any:
-    """Cap what the model is sent: halve the longest lists of a large result until it fits.
-
-    The model is told the result was shortened (``truncated``) so it can ask for less; the
-    audit trail and the browser get the result as the tool returned it.
-    """
-    if max_chars <= 0 or _size(result) <= max_chars:
-        return result
-    if isinstance(result, dict):
-        shrunk = dict(result)
-        while _size(shrunk) > max_chars:
-            lists = [(len(v), k) for k, v in shrunk.items() if isinstance(v, list) and v]
-            if not lists:
-                break
-            _, key = max(lists)
-            shrunk[key] = shrunk[key][: len(shrunk[key]) // 2]
-        shrunk["truncated"] = True
-        shrunk["note"] = "result shortened to fit the context; ask for fewer results or narrow the query"
-        if _size(shrunk) <= max_chars:
-            return shrunk
-    text = json.dumps(result, default=str, ensure_ascii=False)
-    return {"truncated": True, "preview": text[:max_chars]}
 
 
 def graph_tools(

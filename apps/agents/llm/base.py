@@ -11,13 +11,21 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, Field
 
+from apps.core.errors import ServiceError
 
-class LLMError(Exception):
-    """A model call failed (HTTP error, malformed stream, timeout, refused request)."""
 
-    def __init__(self, message: str, *, status: int | None = None, retryable: bool = False) -> None:
+class LLMError(ServiceError):
+    """A model call failed (HTTP error, malformed stream, timeout, refused request).
+
+    Its text is the model server's answer or ours about it, shown to the user as ``llm_error``;
+    ``upstream_status`` is the model server's HTTP status, when it answered one."""
+
+    status = 502
+    code = "llm_error"
+
+    def __init__(self, message: str, *, upstream_status: int | None = None, retryable: bool = False) -> None:
         super().__init__(message)
-        self.status = status
+        self.upstream_status = upstream_status
         self.retryable = retryable
 
 

@@ -27,6 +27,7 @@ from apps.chat.models import Message, MessageRole
 from apps.chat.streams.frames import ApprovalRequiredFrame, ErrorFrame, McpToolFrame, TokenFrame
 from apps.chat.turns.citations import CitationFilter, is_passage, iter_entities
 from apps.chat.turns.turn import Answer, Turn, emit, progress_text
+from apps.core.inputs import storable
 
 # Stop reasons whose partial answer is kept as the assistant message, with the stop reason.
 KEEP_PARTIAL = {"max_steps", "doom_loop", "cancelled", "timeout"}
@@ -128,8 +129,12 @@ class _AgentStream:
             if isinstance(event, ToolCallEnd) and not event.error:
                 self.use(event.output)
         elif isinstance(event, ToolCallStart):
+            # The arguments as they are stored (a number that is not finite as its spelling).
             await emit(
-                turn, McpToolFrame(tool=event.tool, callId=event.call_id, status="started", input=event.input)
+                turn,
+                McpToolFrame(
+                    tool=event.tool, callId=event.call_id, status="started", input=storable(event.input)
+                ),
             )
         elif isinstance(event, ToolCallEnd):
             await emit(turn, self._tool_end(event.tool, event.call_id, event.output, event.error))

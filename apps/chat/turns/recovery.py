@@ -7,11 +7,15 @@ host, is gone (``turns_expired_take``: ``FOR UPDATE SKIP LOCKED``, so each is ta
 process) and takes them over:
 
 - an agent turn resumes in this process from its run's stored ADK events (``attempts`` + 1);
-- unless a cancel was asked for meanwhile (it ends as cancelled), its run has already had
-  ``KGCHAT_TURN_MAX_ATTEMPTS`` attempts (it ends with ``turn_failed_repeatedly``), or it is a plain
-  turn, which is not resumable (it ends as interrupted, its saved text kept as the answer).
+- unless a cancel was asked for meanwhile (it ends as cancelled) or its run has already had
+  ``KGCHAT_TURN_MAX_ATTEMPTS`` attempts (it ends with ``turn_failed_repeatedly``): it then goes
+  on here stopped, and ends exactly as it would have in its own process (its tool calls, tool
+  rows, partial answer and frames, from its stored events: ``AgentExecutor.end``);
+- a plain turn is not resumable (it ends as interrupted, its saved text kept as the answer).
 
-A deleted conversation has no claim to take over: its run, left ``running``, is closed as cancelled.
+A deleted conversation has no claim to take over: its run, left ``running``, is ended as the
+deletion of a running turn ends it (``runs_of_deleted_conversations``). ``kb.agent_runs`` is
+written only by its writer, ``apps.agents.services``.
 """
 
 from __future__ import annotations
@@ -30,8 +34,15 @@ from django.db import connection, transaction
 from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
+from apps.agents.events import CANCELLED, StopReason
 from apps.agents.models import AgentRun, RunStatus
-from apps.agents.services import agent_runs_interrupt_orphaned, worker_is_dead, worker_name
+from apps.agents.services import (
+    agent_run_close,
+    agent_run_take_over,
+    agent_runs_interrupt_orphaned,
+    worker_is_dead,
+    worker_name,
+)
 from apps.chat.models import Conversation, Message, MessageRole
 from apps.chat.turns.claim import claim_release, lease_seconds
 from apps.graph_tools.models import ApprovalStatus, WriteApproval
@@ -46,7 +57,8 @@ TAKE_AT_ONCE = 20
 class Takeover:
     """A turn whose lease lapsed, now claimed by this process; ``outcome`` says what becomes of it:
     ``resume`` (``run`` goes on here), or it ends: ``cancelled``, ``failed`` (too many attempts),
-    ``interrupted`` (a plain turn, or an agent turn whose run is gone)."""
+    both through its run like a resumed one (``ending``), or ``interrupted`` (a plain turn, or an
+    agent turn whose run is gone)."""
 
     conversation_id: uuid.UUID
     turn_id: uuid.UUID
@@ -54,14 +66,20 @@ class Takeover:
     run: AgentRun | None = None
     # The mark the dead process saved with the turn (``turn.TurnProgress``): where its frames were.
     shown: dict[str, Any] = field(default_factory=dict)
+    # Why its run, taken over here, ends rather than goes on (a cancel, too many attempts): it is
+    # stopped with this before it runs, and ends as a run stopped in its own process would.
+    ending: StopReason | None = None
+    # Its run was closed here already (the ending itself failed before): only its last frames remain.
+    closed: bool = False
 
 
 def turns_expired_take(*, limit: int = TAKE_AT_ONCE, running: Sequence[uuid.UUID] = ()) -> list[Takeover]:
     """Claim the turns whose lease lapsed for this process and decide what becomes of each.
 
     One transaction: the claims move to this process with a fresh lease, and each one's running
-    run counts one more attempt. What ends here is closed here (run, answer, claim); the caller
-    publishes the last frames, and runs the resumed turns.
+    run becomes this process's with one more attempt (``agent_run_take_over``). A plain turn ends
+    here (answer, claim); the caller runs the agent turns, resumed or stopped, and publishes the
+    last frames of the others.
 
     ``running``: the turns this process is running now. Their lease can lapse while they are
     alive (a heartbeat starved of CPU longer than the lease); taking one would run it a second
@@ -133,47 +151,27 @@ def _decide(
             )
         claim_release(conversation_id, turn_id)
         return Takeover(conversation_id, turn_id, "interrupted")
-    run.attempts += 1
-    run.worker = worker_name()[:200]
-    if cancelled:
-        _keep_partial(run, "cancelled")
-        _end_run(run, RunStatus.CANCELLED, "cancelled", "the run was cancelled")
-        claim_release(conversation_id, turn_id)
-        return Takeover(conversation_id, turn_id, "cancelled", run)
-    if run.attempts > settings.KGCHAT_TURN_MAX_ATTEMPTS:
-        _end_run(
-            run,
-            RunStatus.ERROR,
-            "turn_failed_repeatedly",
-            f"the server process running this turn stopped {run.attempts - 1} times; it is not resumed again",
+    agent_run_take_over(run=run)
+    died = run.attempts - 1
+    if run.attempts > settings.KGCHAT_TURN_MAX_ATTEMPTS + 1:
+        # Even ending it failed (its process died reading what it did): nothing of it is read again.
+        agent_run_close(
+            run=run, status=RunStatus.ERROR, stop_reason="turn_failed_repeatedly", error=_failed(died).message
         )
         claim_release(conversation_id, turn_id)
-        return Takeover(conversation_id, turn_id, "failed", run)
-    run.save(update_fields=["attempts", "worker"])
+        return Takeover(conversation_id, turn_id, "failed", run, closed=True)
+    # Ending here, it ends as it would have in its own process: its run goes on in this one, stopped.
+    if cancelled:
+        return Takeover(conversation_id, turn_id, "cancelled", run, ending=CANCELLED)
+    if run.attempts > settings.KGCHAT_TURN_MAX_ATTEMPTS:
+        return Takeover(conversation_id, turn_id, "failed", run, ending=_failed(died))
     return Takeover(conversation_id, turn_id, "resume", run)
 
 
-def _end_run(run: AgentRun, status: RunStatus, stop_reason: str, error: str) -> None:
-    AgentRun.objects.filter(id=run.id).update(
-        status=status,
-        stop_reason=stop_reason,
-        error=error,
-        attempts=run.attempts,
-        worker=run.worker,
-        completed_at=timezone.now(),
-    )
-    run.status, run.stop_reason, run.error = status, stop_reason, error
-
-
-def _keep_partial(run: AgentRun, stop_reason: str) -> None:
-    """The text a stopped agent turn had streamed becomes its answer (as a cancel keeps it)."""
-    if run.conversation_id is None or not run.final_text:
-        return
-    Message.objects.create(
-        conversation_id=run.conversation_id,
-        role=MessageRole.ASSISTANT,
-        content=run.final_text,
-        retrieval_context={"agent_run_id": str(run.id), "stop_reason": stop_reason},
+def _failed(died: int) -> StopReason:
+    return StopReason(
+        code="turn_failed_repeatedly",
+        message=f"the server process running this turn stopped {died} times; it is not resumed again",
     )
 
 
@@ -212,9 +210,10 @@ def decided_approvals_never_continued() -> list[WriteApproval]:
     return found
 
 
-def runs_of_deleted_conversations_close() -> int:
-    """Close the runs left ``running`` whose conversation was deleted while no process ran them
-    (a deletion wins over resumption): cancelled, as the deletion of a running turn closes it."""
+def runs_of_deleted_conversations() -> list[AgentRun]:
+    """The runs left ``running`` whose conversation was deleted while no process ran them (a
+    deletion wins over resumption); the caller takes each over and ends it as the deletion of a
+    running turn does (``AgentExecutor.end``)."""
     now = timezone.now()
     runs = AgentRun.objects.filter(
         ~Exists(Conversation.objects.filter(id=OuterRef("conversation_id"))),
@@ -222,12 +221,14 @@ def runs_of_deleted_conversations_close() -> int:
         conversation_id__isnull=False,
         started_at__lt=now - timedelta(seconds=lease_seconds()),
     )
-    return runs.update(
-        status=RunStatus.CANCELLED,
-        stop_reason="cancelled",
-        error="the conversation was deleted",
-        completed_at=now,
-    )
+    # A run whose process, on this host, is alive ends itself: its lease's renewal finds the
+    # conversation gone within a third of the lease.
+    host = socket.gethostname()
+    return [
+        run
+        for run in runs[:TAKE_AT_ONCE]
+        if run.worker.rpartition(":")[0] != host or worker_is_dead(run.worker, None)
+    ]
 
 
 def interrupted_turns_recover() -> int:

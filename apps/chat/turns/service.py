@@ -125,6 +125,8 @@ async def _launch(turn: Turn, provider: Provider | None) -> TurnHandle:
     else:
         await turn.bus.begin(conversation_key, str(turn.turn_id))
     turn.stop = StopSignal(turn.bus.cancel_signal(conversation_key), explain=turn.explain_stop)
+    if turn.ending is not None:
+        turn.stop.stop(turn.ending)
     turn.progress = TurnProgress(turn, partial(turn_progress_save, turn))
     task = asyncio.create_task(_run_turn(turn, provider), name=f"turn {turn.turn_id}")
     _tasks.add(task)
@@ -325,25 +327,22 @@ class LeaseLost(Exception):
 
 
 async def turns_take_over(provider: Provider | None = None) -> int:
-    """Take over the turns whose lease lapsed (``recovery.turns_expired_take``): resume each agent
-    turn in this process; end the others with their last frames. How many were taken.
+    """Take over the turns whose lease lapsed (``recovery.turns_expired_take``): go on with each
+    agent turn in this process, resumed or stopped; end the others with their last frames; end
+    the runs of deleted conversations. How many turns were taken.
 
     A turn this process still runs is never taken here, even with its lease lapsed (its heartbeat
     starved of CPU): it is alive, and a second run of it would stream and store its answer twice."""
-    expired, uncontinued = await sync_to_async(takeover.expired_take, thread_sensitive=False)(list(_running))
-    for approval in uncontinued:
+    expired = await sync_to_async(takeover.expired_take, thread_sensitive=False)(list(_running))
+    await takeover.runs_of_deleted_end(expired.runs_of_deleted)
+    for approval in expired.approvals:
         await _continue_decided(approval, provider)
-    for taken in expired:
+    for taken in expired.turns:
         try:
-            if taken.outcome == "resume":
-                turn = await sync_to_async(takeover.taken_over_turn, thread_sensitive=False)(taken)
-                if turn is not None:
-                    await _launch(turn, provider)
-                    continue
-            await takeover.taken_over_end(taken)
+            await takeover.taken_over_go(taken, partial(_launch, provider=provider))
         except Exception:
             log.exception("taking over turn %s failed; its lease lapses again", taken.turn_id)
-    return len(expired) + len(uncontinued)
+    return len(expired.turns) + len(expired.approvals)
 
 
 async def _continue_decided(approval: WriteApproval, provider: Provider | None) -> None:

@@ -8,12 +8,17 @@ service runs the resumed ones (``service.turns_take_over``).
 
 from __future__ import annotations
 
+import logging
 import uuid
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 
 from asgiref.sync import sync_to_async
 
-from apps.agents.events import ToolResume
+from apps.agents.events import StopSignal, ToolResume
+from apps.agents.executor import AgentExecutor
+from apps.agents.models import AgentRun
+from apps.agents.services import agent_run_take_over
 from apps.chat.models import Conversation, Message, MessageRole
 from apps.chat.streams.bus import get_bus
 from apps.chat.streams.frames import DoneFrame, ErrorFrame
@@ -22,24 +27,65 @@ from apps.chat.turns.claim import claim_release
 from apps.chat.turns.recovery import (
     Takeover,
     decided_approvals_never_continued,
-    runs_of_deleted_conversations_close,
+    runs_of_deleted_conversations,
     turns_expired_take,
 )
-from apps.chat.turns.turn import Turn
+from apps.chat.turns.turn import CONVERSATION_DELETED, Turn
 from apps.core.db import release_connections
 from apps.graph_tools.models import WriteApproval
 from apps.graph_tools.selectors import approval_result
 from apps.projects.selectors import parse_uuid
 
+log = logging.getLogger("kgchat.chat")
 
-def expired_take(running: Sequence[uuid.UUID] = ()) -> tuple[list[Takeover], list[WriteApproval]]:
+
+@dataclass
+class Expired:
+    """What a takeover pass found: the turns whose lease lapsed, now this process's; the decided
+    approvals whose continuing turn never started; the runs of conversations deleted meanwhile."""
+
+    turns: list[Takeover]
+    approvals: list[WriteApproval]
+    runs_of_deleted: list[AgentRun]
+
+
+def expired_take(running: Sequence[uuid.UUID] = ()) -> Expired:
     """The turns whose lease lapsed, now this process's (but those in ``running``, this process's
-    live turns); the decided approvals whose continuing turn never started (to start here)."""
+    live turns); the decided approvals whose continuing turn never started (to start here); the
+    runs of deleted conversations, each now this process's (to end here)."""
     try:
-        runs_of_deleted_conversations_close()
-        return turns_expired_take(running=running), decided_approvals_never_continued()
+        deleted = [run for run in runs_of_deleted_conversations() if agent_run_take_over(run=run)]
+        return Expired(turns_expired_take(running=running), decided_approvals_never_continued(), deleted)
     finally:
         release_connections()
+
+
+async def runs_of_deleted_end(runs: Sequence[AgentRun]) -> None:
+    """End the runs of conversations deleted while no process ran them, as the deletion of a
+    running turn ends its run: cancelled, with what they did (``AgentExecutor.end``)."""
+    for run in runs:
+        stop = StopSignal()
+        stop.stop(CONVERSATION_DELETED)
+        try:
+            await AgentExecutor().end(run, stop, attempt=run.attempts)
+        except Exception:
+            log.exception("ending run %s of a deleted conversation failed; tried again later", run.id)
+
+
+async def taken_over_go(takeover: Takeover, launch: Callable[[Turn], Awaitable[object]]) -> None:
+    """Go on with a taken-over turn: an agent turn as its run's next attempt in this process
+    (``launch``), resumed or stopped by its ``ending``; else (or when its conversation or agent
+    is gone) it ends here with its last frames."""
+    if takeover.run is not None and not takeover.closed:
+        turn = await sync_to_async(taken_over_turn, thread_sensitive=False)(takeover)
+        if turn is not None:
+            await launch(turn)
+            return
+        if takeover.ending is not None:
+            stop = StopSignal()
+            stop.stop(takeover.ending)
+            await AgentExecutor().end(takeover.run, stop, attempt=takeover.run.attempts)
+    await taken_over_end(takeover)
 
 
 def taken_over_turn(takeover: Takeover) -> Turn | None:
@@ -71,7 +117,7 @@ def taken_over_turn(takeover: Takeover) -> Turn | None:
             run_id=run.id,
             graph_version=run.graph_version or 0,
         )
-        turn.run, turn.attempt = run, run.attempts
+        turn.run, turn.attempt, turn.ending = run, run.attempts, takeover.ending
         # Where the dead process's frames were (its saved mark); a bus that kept its frames
         # (Redis) says it exactly instead (``service._launch``).
         shown = takeover.shown
@@ -99,7 +145,8 @@ def _decided_call(conversation: Conversation) -> ToolResume | None:
 
 
 async def taken_over_end(takeover: Takeover) -> None:
-    """Publish the last frames of a taken-over turn that ends without resuming (closed already)."""
+    """Publish the last frames of a taken-over turn that ends without going on (closed already),
+    and release its claim."""
     bus = get_bus()
     key = str(takeover.conversation_id)
     resumed = await bus.resume(key, str(takeover.turn_id))
@@ -119,11 +166,12 @@ async def taken_over_end(takeover: Takeover) -> None:
     # After the frames the dead process published: as the bus kept them, or as it saved its mark.
     seq = resumed.seq or int(takeover.shown.get("seq") or 0)
     try:
-        frame = frames[takeover.outcome]
+        ending = takeover.ending
+        frame = ErrorFrame(error=ending.message, code=ending.code) if ending else frames[takeover.outcome]
         frame.seq = seq + 1
         await bus.publish(key, frame)
         await bus.publish(key, DoneFrame(messageId=None, runId=run_id, seq=seq + 2))
     finally:
         await bus.finish(key)
-    if takeover.outcome == "resume":
+    if takeover.outcome != "interrupted" and not takeover.closed:
         await sync_to_async(claim_release)(takeover.conversation_id, takeover.turn_id)

@@ -70,6 +70,9 @@ class Turn:
     # ... and the tool calls whose chip it showed completed: a call run again (its result was not
     # stored before the process died; a write answers its first result) is not shown again.
     completed_calls: set[str] = field(default_factory=set)
+    # A taken-over turn that ends rather than goes on (cancelled meanwhile, or its process died
+    # too often): its stop, set before it runs (``recovery.Takeover.ending``).
+    ending: StopReason | None = None
     # The lease's renewal found the claim gone (released, deleted, or taken over by another process).
     lease_lost: bool = False
 

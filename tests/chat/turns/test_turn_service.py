@@ -13,10 +13,10 @@ from django.test import AsyncClient
 from django.utils import timezone
 from psycopg_pool import PoolTimeout
 
-from apps.agents.adk.tools import shrink_result
 from apps.agents.llm.scripted import Delay, text, tool_call
 from apps.agents.models import AgentRun
 from apps.agents.services import worker_is_dead
+from apps.agents.tool_results import shrink_result
 from apps.chat.models import Conversation, Message
 from apps.chat.turns import claim
 from apps.chat.turns import service as services
