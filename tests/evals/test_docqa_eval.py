@@ -17,6 +17,7 @@ from apps.chat.streams.bus import InProcessFrameBus, set_bus
 from apps.evals.docqa import docqa_load
 from apps.evals.docqa_report import docqa_tables
 from apps.evals.docqa_run import answer_summary, docqa_eval, retrieval_summary
+from apps.evals.harness import EvalError
 from apps.graph_tools.models import Document, Passage
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -175,3 +176,13 @@ def test_the_eval_command_says_where_it_looked_when_the_sample_is_missing(tmp_pa
         call_command("eval", sets=["docqa"], docqa_data=str(tmp_path), stdout=io.StringIO())
 
     assert not Document.objects.exists()
+
+
+async def test_a_model_that_cannot_be_asked_is_refused_before_anything_is_uploaded(sample):
+    with pytest.raises(EvalError, match="'scripted/nobody' cannot be used"):
+        await docqa_eval(
+            data=sample, models=["scripted/nobody"], agent_name=None, plain=True,
+            answer_questions=list(sample.questions),
+        )  # fmt: skip
+
+    assert not await Document.objects.aexists()
