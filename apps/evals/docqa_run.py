@@ -257,9 +257,11 @@ async def docqa_answers(
     if plain:
         modes.append(None)
     results = []
+    # Each question in every mode before the next question: a run stopped early has answered the
+    # same questions in each mode.
     for model in models:
-        for mode in modes:
-            for question in questions:
+        for question in questions:
+            for mode in modes:
                 result = await docqa_answer(
                     principal=principal, setup=setup, question=question, agent=mode, model=model
                 )
@@ -291,7 +293,7 @@ def retrieval_summary(results: list[RetrievalResult]) -> list[dict[str, Any]]:
 
 def answer_summary(results: list[AnswerResult]) -> list[dict[str, Any]]:
     rows = []
-    for model, mode, dataset in dict.fromkeys((r.model, r.mode, r.dataset) for r in results):
+    for model, mode, dataset in sorted(dict.fromkeys((r.model, r.mode, r.dataset) for r in results)):
         of = [r for r in results if (r.model, r.mode, r.dataset) == (model, mode, dataset)]
         times = [r.done_s for r in of if r.done_s is not None]
         rows.append(

@@ -115,8 +115,8 @@ async def test_the_sample_is_uploaded_searched_and_answered_with_supporting_cita
     ]
     assert [(a.mode, a.dataset, a.correct, a.cites_supporting, a.invented) for a in score.answers] == [
         ("agent", "2wikimultihopqa", True, True, 1),
-        ("agent", "musique", True, True, 1),
         ("plain", "2wikimultihopqa", True, True, 1),
+        ("agent", "musique", True, True, 1),
         ("plain", "musique", True, True, 1),
     ]
     assert score.answers[0].tools == ["search_passages"]
