@@ -362,6 +362,7 @@ async def docqa_eval(
     plain: bool,
     answer_questions: list[DocQuestion],
     on_result: Callable[[AnswerResult], None] | None = None,
+    on_retrieval: Callable[[DocqaProject, list[RetrievalResult]], None] | None = None,
 ) -> DocqaScore:
     """Upload and embed the sample into a fresh project, score ``search_passages`` on every question,
     then ask ``answer_questions`` of each model (with the agent ``agent_name``, unless None, and in
@@ -369,6 +370,8 @@ async def docqa_eval(
     _models_check(models)
     setup = await sync_to_async(docqa_project_create)(data=data)
     retrieval = await docqa_retrieval(project=setup.project, questions=list(data.questions))
+    if on_retrieval is not None:
+        on_retrieval(setup, retrieval)
     agent = await _agent(setup.project, agent_name) if agent_name else None
     if agent_name and agent is None:
         raise EvalError(f"project {setup.project.slug!r} has no agent definition named {agent_name!r}")

@@ -169,6 +169,10 @@ def test_the_eval_command_prints_our_figures_beside_the_published_table_and_writ
     saved = json.loads((results / "docqa.json").read_text())
     assert saved["documents"] == len(CORPUS) and len(saved["retrieval_results"]) == len(QUESTIONS)
     assert [(a["mode"], a["n"], a["correct"]) for a in saved["answers"]] == [("plain", 1, 1.0)] * 2
+    # Each answer is written as it comes, and the retrieval printed before the first is asked.
+    streamed = (results / "docqa-answers.jsonl").read_text().splitlines()
+    assert [json.loads(line)["question_id"] for line in streamed] == ["q-2wiki", "q-musique"]
+    assert printed.index("docqa retrieval") < printed.index("ok  docqa")
 
 
 def test_the_eval_command_says_where_it_looked_when_the_sample_is_missing(tmp_path):

@@ -12,8 +12,8 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from apps.evals import metaqa, report
 from apps.evals.docqa import DEFAULT_PER_DATASET, DocqaDataMissing, docqa_load, questions_to_answer
-from apps.evals.docqa_report import docqa_tables
-from apps.evals.docqa_run import AnswerResult, docqa_eval
+from apps.evals.docqa_report import docqa_tables, retrieval_table
+from apps.evals.docqa_run import AnswerResult, DocqaProject, RetrievalResult, docqa_eval, retrieval_summary
 from apps.evals.extraction import extraction_eval, extraction_table
 from apps.evals.extraction_answers import extracted_graph_answers
 from apps.evals.planner import PLANNER_MODEL
@@ -146,11 +146,25 @@ class Command(BaseCommand):
             f"({', '.join(f'{k} {v}' for k, v in data.digests.items())}); uploading into a fresh project…"
         )
 
+        out = Path(str(o["out"]))
+        out.mkdir(parents=True, exist_ok=True)
+        answers_path = out / "docqa-answers.jsonl"  # each answer as it comes: a run stopped early keeps them
+        answers_path.write_text("")
+
         def show(r: AnswerResult) -> None:
             mark = "ok " if r.correct else "NO "
             self.stdout.write(
                 f"{mark} docqa {r.dataset[:7]:7} {r.mode:5} {r.question}  ->  {r.answer[:140]!r}"
                 f"  gold {r.answers[0]!r}, cited {r.cited}" + (f"  [{r.error}]" if r.error else "")
+            )
+            with answers_path.open("a") as f:
+                f.write(json.dumps(r.as_dict(), ensure_ascii=False) + "\n")
+
+        def searched(setup: DocqaProject, retrieval: list[RetrievalResult]) -> None:
+            self.stdout.write(
+                f"docqa: {setup.documents} documents ({setup.passages} passages) uploaded in "
+                f"{setup.upload_s:.1f} s, embedded in {setup.embed_s:.1f} s, project {setup.project.slug}\n\n"
+                + retrieval_table(retrieval_summary(retrieval))
             )
 
         score = async_to_sync(docqa_eval)(
@@ -160,15 +174,10 @@ class Command(BaseCommand):
             plain=bool(o["plain"] or o["plain_only"]),
             answer_questions=chosen,
             on_result=show,
+            on_retrieval=searched,
         )
         summary = score.as_json()
-        self.stdout.write(
-            f"docqa: {summary['documents']} documents ({summary['passages']} passages) uploaded in "
-            f"{summary['upload_s']} s, embedded in {summary['embed_s']} s, project {summary['project']}"
-        )
         self.stdout.write("\n" + docqa_tables(summary["retrieval"], summary["answers"]))
-        out = Path(str(o["out"]))
-        out.mkdir(parents=True, exist_ok=True)
         path = out / "docqa.json"
         path.write_text(json.dumps({"data": data.digests, **summary}, indent=2, ensure_ascii=False))
         self.stdout.write(f"docqa: {path}")
