@@ -117,6 +117,8 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule("onnxruntime", required=("*/libonnxruntime.so*",), emulated=ONNXRUNTIME_EMULATED),
     Rule("onnx"),
+    # The walk over the mention index (apps/graph_tools/documents/walk.py): igraph's C core.
+    Rule("igraph", required=("igraph/_igraph*.so",)),
 )
 
 X86_64_FORMATS = ("elf64-x86-64", "pei-x86-64", "pe-x86-64", "mach-o-x86-64")

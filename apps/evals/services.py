@@ -163,7 +163,7 @@ def _is_uuid(value: str) -> bool:
 
 
 @dataclass
-class _Turn:
+class AskedTurn:
     conversation_id: str
     message_id: str | None = None
     run_id: str | None = None
@@ -172,7 +172,7 @@ class _Turn:
     errors: list[str] = field(default_factory=list)
 
 
-async def _turn(
+async def turn_ask(
     *,
     principal: Principal,
     project: Project,
@@ -180,7 +180,7 @@ async def _turn(
     conversation_id: str | None,
     agent: AgentDefinition | None,
     provider: Provider,
-) -> _Turn:
+) -> AskedTurn:
     """Ask one message through the turn service and read its frames to the end, as a transport does."""
     started = time.perf_counter()
     for attempt in range(RATE_LIMIT_RETRIES + 1):
@@ -199,7 +199,7 @@ async def _turn(
                 raise
             await asyncio.sleep(7)
             started = time.perf_counter()
-    turn = _Turn(conversation_id=handle.conversation_id)
+    turn = AskedTurn(conversation_id=handle.conversation_id)
     async for frame in get_bus().subscribe(handle.conversation_id):
         now = time.perf_counter() - started
         if frame.type == "token" and turn.ttft_s is None:
@@ -242,7 +242,7 @@ async def eval_question_run(
     )
     conversation_id: str | None = None
     for earlier in question.prelude:
-        first = await _turn(
+        first = await turn_ask(
             principal=principal,
             project=project,
             message=earlier,
@@ -252,7 +252,7 @@ async def eval_question_run(
         )
         conversation_id = first.conversation_id
     provider = MeteredProvider(eval_provider(model))
-    turn = await _turn(
+    turn = await turn_ask(
         principal=principal,
         project=project,
         message=question.text,

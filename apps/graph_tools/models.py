@@ -313,6 +313,8 @@ from apps.graph_tools.documents.models import (  # noqa: E402, F401
     DocumentFormat,
     ExtractionSettings,
     ExtractionStatus,
+    MentionName,
     Passage,
     PassageEmbedding,
+    PassageMention,
 )

@@ -249,3 +249,43 @@ def test_a_deleted_document_is_gone(world: World) -> None:
         bob.call(
             operation, 404, "document_not_found", project_id=world.project_id, document_id=document["id"]
         )
+
+
+@covers("GET /api/projects/{project_id}/documents/{document_id}/mentions", "200", "404 document_not_found")
+@covers("POST /api/projects/{project_id}/graph/tools/{tool_name}", "200")
+def test_an_upload_indexes_what_its_passages_mention_and_search_walks_from_a_question_to_its_bridge(
+    world: World,
+) -> None:
+    bob = world.api("bob")
+    film = b"The Quiet Harbour (1961 film): The Quiet Harbour is a drama film directed by Maren Voss."
+    director = b"Maren Voss: Maren Voss was a painter and director, born in the town of Kestel."
+
+    uploaded = bob.call(UPLOAD, 201, files=_file("bb-film.txt", film), project_id=world.project_id).json()
+    bob.call(UPLOAD, 201, files=_file("bb-director.txt", director), project_id=world.project_id)
+
+    mentions = bob.call(
+        "GET /api/projects/{project_id}/documents/{document_id}/mentions",
+        200,
+        project_id=world.project_id,
+        document_id=uploaded["document"]["id"],
+    ).json()
+    found = {(m["surface"], m["kind"], m["normalised"]) for m in mentions["items"]}
+    assert ("The Quiet Harbour (1961 film)", "title", "quiet harbour") in found
+    assert ("Maren Voss", "name", "maren voss") in found
+    assert mentions["count"] == len(mentions["items"])
+    results = bob.call(
+        "POST /api/projects/{project_id}/graph/tools/{tool_name}",
+        200,
+        json={"query": "Where was the director of film The Quiet Harbour born?", "limit": 3},
+        project_id=world.project_id,
+        tool_name="search_passages",
+    ).json()["results"]
+    assert {"bb-film.txt", "bb-director.txt"} <= {r["document_name"] for r in results[:3]}
+    assert ["Quiet Harbour"] in [r["mentions"] for r in results]
+    bob.call(
+        "GET /api/projects/{project_id}/documents/{document_id}/mentions",
+        404,
+        "document_not_found",
+        project_id=world.project_id,
+        document_id="00000000-0000-0000-0000-000000000000",
+    )

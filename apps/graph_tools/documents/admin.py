@@ -17,7 +17,7 @@ from django.http import HttpRequest
 from django.urls import reverse
 from django.utils.html import format_html
 
-from apps.graph_tools.models import ChangeSet, ChangeSetItem, Document, Passage
+from apps.graph_tools.models import ChangeSet, ChangeSetItem, Document, MentionName, Passage, PassageMention
 
 # How much of a long text a list or a page shows.
 SNIPPET_CHARS = 120
@@ -231,3 +231,24 @@ class ChangeSetItemAdmin(_ViewOnlyAdmin):
         if obj.action == "create_relationship":
             return f"#{values.get('source')} {values.get('type')} #{values.get('target')}"
         return f"{values.get('type', '')} {values.get('name', '')}".strip()
+
+
+@admin.register(PassageMention)
+class PassageMentionAdmin(_ViewOnlyAdmin):
+    """The mention index (issue #48): what each passage names, read-only like the rest."""
+
+    list_display = ["surface", "kind", "mention_name", "passage", "char_start", "char_end"]
+    list_filter = ["project", "kind"]
+    search_fields = ["surface", "mention_name__normalised"]
+    list_select_related = ["mention_name", "passage"]
+    raw_id_fields = ["passage", "mention_name"]
+
+
+@admin.register(MentionName)
+class MentionNameAdmin(_ViewOnlyAdmin):
+    """A name the passages mention, linked to its entity or a candidate for one."""
+
+    list_display = ["name", "normalised", "entity", "project", "created_at"]
+    list_filter = ["project", ("entity", admin.EmptyFieldListFilter)]
+    search_fields = ["normalised", "name"]
+    raw_id_fields = ["entity"]

@@ -17,7 +17,7 @@ from apps.core.paging import page_of
 from apps.core.uploads import client_file_name
 from apps.graph_tools.documents import change_sets, extraction, selectors, services
 from apps.graph_tools.documents.errors import DocumentTooLarge
-from apps.graph_tools.models import ChangeSet, Document, Passage
+from apps.graph_tools.models import ChangeSet, Document, Passage, PassageMention
 from apps.projects.auth import principal_of
 
 router = Router(tags=["documents"])
@@ -68,6 +68,37 @@ class PassageOut(Schema):
 class PassageList(Schema):
     items: list[PassageOut]
     count: int
+
+
+class MentionOut(Schema):
+    id: int
+    passageId: uuid.UUID
+    surface: str
+    kind: str
+    charStart: int
+    charEnd: int
+    normalised: str
+    nameId: uuid.UUID
+    entityId: uuid.UUID | None
+
+
+class MentionList(Schema):
+    items: list[MentionOut]
+    count: int
+
+
+def mention_out(mention: PassageMention) -> MentionOut:
+    return MentionOut(
+        id=mention.id,
+        passageId=mention.passage_id,
+        surface=mention.surface,
+        kind=mention.kind,
+        charStart=mention.char_start,
+        charEnd=mention.char_end,
+        normalised=mention.mention_name.normalised,
+        nameId=mention.mention_name_id,
+        entityId=mention.mention_name.entity_id,
+    )
 
 
 def document_out(document: Document) -> DocumentOut:
@@ -157,6 +188,17 @@ def list_passages(
     )
     page = page_of(found.passages, limit=limit, offset=offset)
     return PassageList(items=[passage_out(p) for p in page.items], count=page.count)
+
+
+@router.get("/projects/{project_id}/documents/{document_id}/mentions", response=MentionList)
+def list_mentions(
+    request: HttpRequest, project_id: str, document_id: str, limit: ListLimit = 100, offset: ListOffset = 0
+) -> MentionList:
+    found = selectors.mention_list(
+        principal=principal_of(request), project_ref=project_id, document_id=document_id
+    )
+    page = page_of(found.mentions, limit=limit, offset=offset)
+    return MentionList(items=[mention_out(m) for m in page.items], count=page.count)
 
 
 @router.delete("/projects/{project_id}/documents/{document_id}", response={204: None})

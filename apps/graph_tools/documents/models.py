@@ -206,3 +206,59 @@ class ChangeSetItem(models.Model):
 
     def __str__(self) -> str:
         return f"{self.action} {self.values}"
+
+
+# The mention index (issue #48): what each passage names, found without a model
+# (``documents/recognizer.py``), stored as rows beside the graph, never as graph facts.
+class MentionName(models.Model):
+    """A name the project's passages mention, one per project and ``normalised`` key: linked to the
+    entity of the graph it names (by name or alias) when there is one, else a candidate for a new
+    entity. The walk of ``documents/walk.py`` goes from passage to passage through these."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="+")
+    normalised = models.TextField()
+    # The spelling of its first mention.
+    name = models.TextField()
+    entity = models.ForeignKey(
+        "graph_tools.GraphObject", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        db_table = 'kb"."mention_names'
+        constraints = [
+            models.UniqueConstraint(fields=["project", "normalised"], name="mention_name_project_normalised")
+        ]
+        indexes = [
+            GinIndex(fields=["normalised"], opclasses=["gin_trgm_ops"], name="mention_name_trgm"),
+            models.Index(fields=["entity"], name="mention_name_entity"),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class PassageMention(models.Model):
+    """One mention in a passage: where (character offsets into the passage's text), as written,
+    its kind (``title``, ``name``, ``quoted``, ``date``) and the name it is a mention of."""
+
+    id = models.BigAutoField(primary_key=True)
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="+")
+    passage = models.ForeignKey(Passage, on_delete=models.CASCADE, related_name="mentions")
+    mention_name = models.ForeignKey(MentionName, on_delete=models.CASCADE, related_name="mentions")
+    surface = models.TextField()
+    kind = models.CharField(max_length=16)
+    char_start = models.IntegerField()
+    char_end = models.IntegerField()
+
+    class Meta:
+        db_table = 'kb"."passage_mentions'
+        ordering = ["passage", "char_start"]
+        indexes = [
+            models.Index(fields=["passage", "char_start"], name="passage_mention_passage"),
+            models.Index(fields=["mention_name", "passage"], name="passage_mention_name"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.surface} ({self.kind})"

@@ -9,12 +9,15 @@ from typing import Any
 
 from django.db import connection, transaction
 
+from apps.graph_tools.documents.walk import passages_walk
 from apps.graph_tools.embeddings import Embedder
 from apps.graph_tools.search import HNSW_EF_SEARCH, RRF_K, vector_literal, vector_search_options_set
 from apps.graph_tools.text_search import any_word_tsquery_sql
 
 # Candidates each ranking contributes to the fusion.
 CANDIDATES = 50
+# The fused ranking's first passages restart the walk of the question's mentions (``walk.py``).
+WALK_RANKED = 20
 
 PASSAGE_COLUMNS = "p.id, p.document_id, d.name, p.ordinal, p.page, p.char_start, p.char_end, p.text"
 
@@ -41,12 +44,19 @@ def passages_search(
     embedder: Embedder | None = None,
     query_vector: Sequence[float] | None = None,
     document_id: uuid.UUID | None = None,
+    walk: bool = True,
 ) -> list[dict[str, Any]]:
-    """The project's passages best matching ``query``, each with its document and a ``score``.
+    """The project's passages best matching ``query``, each with its document, a ``score`` and
+    ``mentions`` (the query's mentions the passage mentions too).
 
     Full text matches any of the query's words (a question's words rarely all occur in one
     passage), ranked by cover density; with ``query_vector`` the passages embedded by
-    ``embedder``'s model are ranked by cosine distance too, and the two rankings fused.
+    ``embedder``'s model are ranked by cosine distance too, and the two rankings fused
+    (reciprocal ranks). Then, unless the search is within one document, a personalized PageRank
+    from the query's mentions over the mention index, restarting lightly at the fused ranking's
+    first ``WALK_RANKED`` passages, ranks what it reaches first (``score``: the walk's probability,
+    0 for a passage only the fusion found); a query that mentions no indexed name, or ``walk``
+    false, keeps the fused ranking (``score``: its reciprocal-rank sum).
     """
     params: dict[str, Any] = {
         "project": project_id,
@@ -73,18 +83,37 @@ def passages_search(
                 ORDER BY rank DESC LIMIT %(candidates)s
             ) text_matches
             {vector_branch}
-        ),
-        fused AS (SELECT id, sum(1.0 / (%(rrf)s + r)) AS score FROM ranked GROUP BY id)
-        SELECT {PASSAGE_COLUMNS}, f.score
-        FROM fused f JOIN kb.document_passages p ON p.id = f.id JOIN kb.documents d ON d.id = p.document_id
-        ORDER BY f.score DESC, p.id LIMIT %(limit)s
+        )
+        SELECT id, sum(1.0 / (%(rrf)s + r)) AS score FROM ranked GROUP BY id ORDER BY score DESC, id
     """
     with transaction.atomic(), connection.cursor() as cursor:
         if vector_branch:
             vector_search_options_set(cursor, max(HNSW_EF_SEARCH, CANDIDATES))
         cursor.execute(sql, params)
-        rows = cursor.fetchall()
-    return [{**passage_row(row), "score": round(float(row[8]), 6)} for row in rows]
+        fused: list[tuple[uuid.UUID, float, tuple[str, ...]]] = [
+            (row[0], float(row[1]), ()) for row in cursor.fetchall()
+        ]
+    ranking = fused
+    if walk and document_id is None:
+        walked = passages_walk(project_id=project_id, query=query, ranked=[f[0] for f in fused[:WALK_RANKED]])
+        if walked:
+            reached = {w.passage_id for w in walked}
+            ranking = [(w.passage_id, w.score, w.mentions) for w in walked]
+            ranking += [(id_, 0.0, ()) for id_, _, _ in fused if id_ not in reached]
+    return _passages_in_order(project_id, ranking[:limit])
+
+
+def _passages_in_order(
+    project_id: uuid.UUID, ranking: Sequence[tuple[uuid.UUID, float, tuple[str, ...]]]
+) -> list[dict[str, Any]]:
+    """The passages of ``ranking`` (id, score, the query's mentions it mentions) as results, in order."""
+    rows = {row["id"]: row for row in passages_get(project_id=project_id, ids=[r[0] for r in ranking])}
+    results = []
+    for id_, score, mentions in ranking:
+        row = rows.get(str(id_))
+        if row is not None:
+            results.append({**row, "score": round(score, 6), "mentions": list(mentions)})
+    return results
 
 
 def _nearest(embedder: Embedder, by_document: bool) -> str:

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from django.db.models import Count, Q, QuerySet
 
 from apps.graph_tools.documents.errors import DocumentNotFound
-from apps.graph_tools.models import Document, Passage
+from apps.graph_tools.models import Document, Passage, PassageMention
 from apps.projects.selectors import Principal, parse_uuid, project_get
 
 
@@ -60,6 +60,36 @@ def passage_list(*, principal: Principal, project_ref: object, document_id: obje
     document = document_get(principal=principal, project_ref=project_ref, document_id=document_id)
     passages = Passage.objects.filter(document=document).defer("search_vector").order_by("ordinal", "id")
     return DocumentPassages(document=document, passages=passages)
+
+
+@dataclass(frozen=True)
+class DocumentMentions:
+    document: Document
+    mentions: QuerySet[PassageMention]
+
+
+def mention_list(*, principal: Principal, project_ref: object, document_id: object) -> DocumentMentions:
+    """A document's mentions (issue #48's index), passage by passage in order, each with its name
+    and the entity that name links."""
+    document = document_get(principal=principal, project_ref=project_ref, document_id=document_id)
+    mentions = (
+        PassageMention.objects.filter(passage__document=document)
+        .select_related("mention_name", "passage")
+        .only(
+            "id",
+            "surface",
+            "kind",
+            "char_start",
+            "char_end",
+            "passage__id",
+            "passage__ordinal",
+            "mention_name__id",
+            "mention_name__normalised",
+            "mention_name__entity_id",
+        )
+        .order_by("passage__ordinal", "char_start", "id")
+    )
+    return DocumentMentions(document=document, mentions=mentions)
 
 
 def document_by_name_or_id(*, project_id: uuid.UUID, ref: str) -> Document:

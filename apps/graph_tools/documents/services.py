@@ -18,6 +18,11 @@ from django.db import connection, transaction
 
 from apps.core.inputs import InvalidInput, input_check
 from apps.graph_tools.documents.errors import DocumentNotFound, DocumentTooLarge
+from apps.graph_tools.documents.mention_index import (
+    mention_names_of_passages,
+    mention_names_prune,
+    passages_mentions_index,
+)
 from apps.graph_tools.documents.parsing import document_parse, format_detect
 from apps.graph_tools.documents.passages import PassageSpan, passages_split
 from apps.graph_tools.models import Document, Passage
@@ -90,11 +95,14 @@ def _passages_replace(
             )
     removed = [p.id for rest in old.values() for p in rest]
     if removed:
+        names = mention_names_of_passages(passage_ids=removed)
         Passage.objects.filter(id__in=removed).delete()
+        mention_names_prune(project_id=project.id, name_ids=names)
     if kept:
         # Ordinals are not unique, so a kept passage may take a number another held a moment ago.
         Passage.objects.bulk_update(kept, ["ordinal", "char_start", "char_end", "page"], batch_size=500)
     Passage.objects.bulk_create(new, batch_size=500)
+    passages_mentions_index(project_id=project.id, passages=new)
     return kept, new, removed
 
 
@@ -171,6 +179,15 @@ def document_delete_as_member(*, principal: Principal, project_ref: object, docu
     """Delete a document and its passages (an editor or owner of its project)."""
     project = project_get(principal=principal, project_ref=project_ref, min_role=Role.EDITOR)
     found = parse_uuid(document_id)
-    deleted = Document.objects.filter(project=project, id=found).delete()[0] if found is not None else 0
+    with transaction.atomic():
+        names = mention_names_of_passages(
+            passage_ids=list(
+                Passage.objects.filter(project=project, document_id=found).values_list("id", flat=True)
+            )
+            if found is not None
+            else []
+        )
+        deleted = Document.objects.filter(project=project, id=found).delete()[0] if found is not None else 0
+        mention_names_prune(project_id=project.id, name_ids=names)
     if not deleted:
         raise DocumentNotFound("no such document in this project")

@@ -11,6 +11,9 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from apps.evals import metaqa, report
+from apps.evals.docqa import DEFAULT_PER_DATASET, DocqaDataMissing, docqa_load, questions_to_answer
+from apps.evals.docqa_report import docqa_tables, retrieval_table
+from apps.evals.docqa_run import AnswerResult, DocqaProject, RetrievalResult, docqa_eval, retrieval_summary
 from apps.evals.extraction import extraction_eval, extraction_table
 from apps.evals.extraction_answers import extracted_graph_answers
 from apps.evals.planner import PLANNER_MODEL
@@ -27,9 +30,10 @@ class Command(BaseCommand):
             "--set",
             dest="sets",
             action="append",
-            choices=(*SETS, "extraction"),
+            choices=(*SETS, "extraction", "docqa"),
             help="question set (repeatable; default demo); extraction: the fictional world as prose, "
-            "extracted into a graph and compared with the world",
+            "extracted into a graph and compared with the world; docqa: multi-hop questions over "
+            "Wikipedia passages uploaded as documents (retrieval and answers)",
         )
         parser.add_argument(
             "--project", help="project slug or id (default: the set's own eval project; needed for generated)"
@@ -73,12 +77,24 @@ class Command(BaseCommand):
         parser.add_argument(
             "--no-answers",
             action="store_true",
-            help="extraction: do not ask the fictional questions over the extracted graph",
+            help="extraction: do not ask the fictional questions over the extracted graph; "
+            "docqa: score retrieval only",
         )
         parser.add_argument(
             "--countries",
             type=int,
             help="extraction: only the first this many countries' paragraphs (default all of them)",
+        )
+        parser.add_argument(
+            "--per-dataset",
+            type=int,
+            default=DEFAULT_PER_DATASET,
+            help="docqa: answer the first N questions of each dataset (0: all 50); retrieval is "
+            f"always scored on every question (default {DEFAULT_PER_DATASET})",
+        )
+        parser.add_argument(
+            "--docqa-data",
+            help="docqa: the sample's folder (default ../shared/data/docqa beside the clone)",
         )
         parser.add_argument(
             "--rescore", help="score the answers of a written results file again (nothing is asked)"
@@ -108,6 +124,63 @@ class Command(BaseCommand):
                 )
             self.stdout.write(extraction_table([score]).splitlines()[1])
         return scores
+
+    def _docqa(self, o: dict[str, Any], sets: list[str]) -> None:
+        """The docqa set: the sample uploaded into a fresh project, retrieval on every question, the
+        chosen questions answered by each model (the perfect planner reads only the graph sets)."""
+        if "docqa" not in sets:
+            return
+        try:
+            data = docqa_load(Path(o["docqa_data"]) if o["docqa_data"] else None)
+        except DocqaDataMissing as exc:
+            raise CommandError(str(exc)) from None
+        models = [m for m in o["models"] or [PLANNER_MODEL] if m != PLANNER_MODEL]
+        if PLANNER_MODEL in (o["models"] or [PLANNER_MODEL]):
+            self.stderr.write(
+                f"docqa: {PLANNER_MODEL} reads the graph sets' templates; it is not asked docqa"
+            )
+        chosen = [] if o["no_answers"] else questions_to_answer(data.questions, o["per_dataset"])
+        chosen = chosen[: o["limit"]] if o["limit"] is not None else chosen
+        self.stdout.write(
+            f"docqa: {len(data.passages)} passages and {len(data.questions)} questions from {data.directory} "
+            f"({', '.join(f'{k} {v}' for k, v in data.digests.items())}); uploading into a fresh project…"
+        )
+
+        out = Path(str(o["out"]))
+        out.mkdir(parents=True, exist_ok=True)
+        answers_path = out / "docqa-answers.jsonl"  # each answer as it comes: a run stopped early keeps them
+        answers_path.write_text("")
+
+        def show(r: AnswerResult) -> None:
+            mark = "ok " if r.correct else "NO "
+            self.stdout.write(
+                f"{mark} docqa {r.dataset[:7]:7} {r.mode:5} {r.question}  ->  {r.answer[:140]!r}"
+                f"  gold {r.answers[0]!r}, cited {r.cited}" + (f"  [{r.error}]" if r.error else "")
+            )
+            with answers_path.open("a") as f:
+                f.write(json.dumps(r.as_dict(), ensure_ascii=False) + "\n")
+
+        def searched(setup: DocqaProject, retrieval: list[RetrievalResult]) -> None:
+            self.stdout.write(
+                f"docqa: {setup.documents} documents ({setup.passages} passages) uploaded in "
+                f"{setup.upload_s:.1f} s, embedded in {setup.embed_s:.1f} s, project {setup.project.slug}\n\n"
+                + retrieval_table(retrieval_summary(retrieval))
+            )
+
+        score = async_to_sync(docqa_eval)(
+            data=data,
+            models=models,
+            agent_name=None if o["plain_only"] else o["agent"],
+            plain=bool(o["plain"] or o["plain_only"]),
+            answer_questions=chosen,
+            on_result=show,
+            on_retrieval=searched,
+        )
+        summary = score.as_json()
+        self.stdout.write("\n" + docqa_tables(summary["retrieval"], summary["answers"]))
+        path = out / "docqa.json"
+        path.write_text(json.dumps({"data": data.digests, **summary}, indent=2, ensure_ascii=False))
+        self.stdout.write(f"docqa: {path}")
 
     def handle(self, *args: object, **o: Any) -> None:
         # One line per answer is the progress report; ADK's per-run INFO lines would bury it.
@@ -139,11 +212,14 @@ class Command(BaseCommand):
         sets = o["sets"] or ["demo"]
         try:
             extraction_scores = self._extraction(o, results, show) if "extraction" in sets else []
+            self._docqa(o, sets)
         except EvalError as exc:
             raise CommandError(exc.message) from None
 
+        asked = [s for s in sets if s not in ("extraction", "docqa")]  # the sets asked as turns
+
         async def run_all() -> None:
-            for set_name in [s for s in sets if s != "extraction"]:
+            for set_name in asked:
                 plan = await eval_plan(
                     set_name=set_name,
                     project_ref=o["project"],
@@ -170,7 +246,7 @@ class Command(BaseCommand):
             path = out / "extraction.json"
             path.write_text(json.dumps([s.as_json() for s in extraction_scores], indent=2))
             self.stdout.write(f"extraction: {path}")
-        if results or not extraction_scores:
+        if results or asked:
             self._report(results, Path(str(o["out"])))
 
     def _report(self, results: list[QuestionResult], out: Path) -> None:
