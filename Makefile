@@ -101,7 +101,9 @@ bench-scale: migrate
 # (RAG), two questions of each kind; and extraction (the fictional world written as prose, extracted
 # into a graph by each model, the perfect planner's place taken by the perfect extractor, and
 # compared with the world: relationship precision and recall, duplicates, wrong passages; then the
-# fictional questions asked over the extracted graph by the same model). EVAL_ARGS replaces that choice, e.g. EVAL_ARGS="--model
+# fictional questions asked over the extracted graph by the same model). Not in the default sets: docqa
+# (EVAL_SETS="--set docqa", issue #48: the public docqa sample of ../shared/data/docqa uploaded as documents;
+# search_passages' recall and the answers, see docs/evals.md). EVAL_ARGS replaces that choice, e.g. EVAL_ARGS="--model
 # openai/qwen --plain --per-kind 5"; EVAL_SETS the sets. The eval's own user asks hundreds of
 # questions a minute, so its rate limit is off.
 EVAL_ARGS ?= --model scripted/perfect-planner --model $(LOCAL_MODEL) --plain --per-kind 2
