@@ -25,10 +25,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from asgiref.sync import sync_to_async
-from django.conf import settings
 
 from apps.agents.definitions import default_agents_install
-from apps.agents.llm.base import ModelUnavailable
 from apps.agents.models import AgentDefinition, AgentRun, AgentRunToolCall
 from apps.chat.models import Message
 from apps.evals.docqa import (
@@ -41,7 +39,7 @@ from apps.evals.docqa import (
 )
 from apps.evals.harness import EvalError, MeteredProvider, eval_provider, eval_user_ensure
 from apps.evals.scoring import says_not_found
-from apps.evals.services import turn_ask
+from apps.evals.services import eval_models_check, turn_ask
 from apps.graph_tools.documents.services import document_upload
 from apps.graph_tools.embeddings import pending_passages_embed
 from apps.graph_tools.models import Passage
@@ -337,18 +335,6 @@ class DocqaScore:
         }
 
 
-def _models_check(models: list[str]) -> None:
-    """Refuse, before anything is uploaded, models that cannot be asked (as ``eval_plan`` does)."""
-    override = (getattr(settings, "KGCHAT_MODEL", "") or "").strip()
-    if override and any(m != override for m in models):
-        raise EvalError(f"KGCHAT_MODEL={override} would replace the models to evaluate; unset it")
-    for model in models:
-        try:
-            eval_provider(model)
-        except ModelUnavailable as exc:
-            raise EvalError(f"model {model!r} cannot be used: {exc}", code="model_unavailable") from None
-
-
 @sync_to_async
 def _agent(project: Project, name: str) -> AgentDefinition | None:
     return AgentDefinition.objects.filter(project=project, name=name).first()
@@ -367,7 +353,7 @@ async def docqa_eval(
     """Upload and embed the sample into a fresh project, score ``search_passages`` on every question,
     then ask ``answer_questions`` of each model (with the agent ``agent_name``, unless None, and in
     plain chat if ``plain``)."""
-    _models_check(models)
+    eval_models_check(models)
     setup = await sync_to_async(docqa_project_create)(data=data)
     retrieval = await docqa_retrieval(project=setup.project, questions=list(data.questions))
     if on_retrieval is not None:

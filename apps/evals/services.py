@@ -307,6 +307,19 @@ class EvalPlan:
     plain: bool
 
 
+def eval_models_check(models: list[str]) -> None:
+    """Refuse, before anything is asked or uploaded, models that cannot be asked, and a
+    ``KGCHAT_MODEL`` that would replace the ones to evaluate (``EvalError``)."""
+    override = (getattr(settings, "KGCHAT_MODEL", "") or "").strip()
+    if override and any(m != override for m in models):
+        raise EvalError(f"KGCHAT_MODEL={override} would replace the models to evaluate; unset it")
+    for model in models:
+        try:
+            eval_provider(model)
+        except ModelUnavailable as exc:
+            raise EvalError(f"model {model!r} cannot be used: {exc}", code="model_unavailable") from None
+
+
 @sync_to_async
 def eval_plan(
     *,
@@ -348,14 +361,7 @@ def eval_plan(
         questions = questions[:limit]
     if not questions:
         raise EvalError(f"the {set_name} set has no questions for project {project.slug!r}")
-    override = (getattr(settings, "KGCHAT_MODEL", "") or "").strip()
-    if override and any(m != override for m in models):
-        raise EvalError(f"KGCHAT_MODEL={override} would replace the models to evaluate; unset it")
-    for model in models:
-        try:
-            eval_provider(model)
-        except ModelUnavailable as exc:
-            raise EvalError(f"model {model!r} cannot be used: {exc}", code="model_unavailable") from None
+    eval_models_check(models)
     return EvalPlan(
         project=project, set_name=set_name, questions=questions, agent=definition, models=models, plain=plain
     )
