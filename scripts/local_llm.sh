@@ -117,6 +117,9 @@ EOF
         trap - EXIT
     fi
     echo "local-llm: installed xllamacpp and $MODELS/$GGUF (sha256 checked) in $(( $(date +%s) - started )) s"
+    # Let the lock go: the model server started next would inherit fd 9 and hold it while it lives,
+    # so every other install (another checkout sharing the models) would wait for it in flock.
+    exec 9>&-
 }
 
 running() {
