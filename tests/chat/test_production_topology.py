@@ -154,7 +154,7 @@ async def test_a_websocket_turn_streams_to_done_through_caddy(topology, world, a
 
 async def test_an_sse_turn_streams_to_done_through_caddy(topology, world, agent, model):
     token = await adb(make_token)(world["user"])
-    model.enqueue(Stream(text_chunks("Paris ", "is ", "in ", "France.")))
+    model.enqueue(Stream(text_chunks("Paris ", "is ", "on ", "the Seine.")))
 
     async with httpx.AsyncClient(timeout=WAIT) as http:
         async with http.stream(
@@ -168,9 +168,9 @@ async def test_an_sse_turn_streams_to_done_through_caddy(topology, world, agent,
     assert response.status_code == 200
     assert response.headers["content-type"].startswith("text/event-stream")
     assert (frames[0]["type"], frames[-1]["type"]) == ("meta", "done")
-    assert tokens(frames) == "Paris is in France."
+    assert tokens(frames) == "Paris is on the Seine."
     answer = await Message.objects.aget(id=frames[-1]["messageId"])
-    assert answer.content == "Paris is in France."
+    assert answer.content == "Paris is on the Seine."
 
 
 async def test_a_turn_started_through_a_is_followed_and_cancelled_through_b(

@@ -331,13 +331,13 @@ def open_watching(tab: Page, url: str) -> None:
 def test_a_message_sent_in_one_tab_appears_in_another_tab_on_the_conversation_and_its_answer_streams(
     page: Page, live_server_url: str, world: World, llm_server: LLMTestServer
 ) -> None:
-    llm_server.enqueue(Stream(text_chunks("Paris is in France.")))
+    llm_server.enqueue(Stream(text_chunks("Paris is on the Seine.")))
     log_in(page, live_server_url, "ada")
     send(page, "Where is Paris?")
     expect(answer(page)).to_have_attribute("data-state", "done")
     other = page.context.new_page()
     open_watching(other, page.url)
-    expect(answer(other).locator(".md")).to_have_text("Paris is in France.")
+    expect(answer(other).locator(".md")).to_have_text("Paris is on the Seine.")
     # From now on the other tab cannot read the conversation over REST: what it shows came over its socket.
     conversation_id = page.url.rstrip("/").rsplit("/", 1)[-1]
     other.route(f"**/api/chat/conversations/{conversation_id}", lambda route: route.abort())
@@ -363,7 +363,7 @@ def test_a_message_sent_while_another_tabs_turn_starts_is_refused_and_that_turn_
     """Two tabs send at once: the other tab's turn_started arrives, then mine is sent before that
     turn's meta. The meta is not bound to my pending message (it belongs to the message drawn from
     turn_started); mine is refused (turn_in_progress) while that turn streams on, Stop still shown."""
-    llm_server.enqueue(Stream(text_chunks("Paris is in France.")))
+    llm_server.enqueue(Stream(text_chunks("Paris is on the Seine.")))
     log_in(page, live_server_url, "ada")
     send(page, "Where is Paris?")
     expect(answer(page)).to_have_attribute("data-state", "done")
@@ -403,7 +403,7 @@ def test_a_message_sent_while_another_tabs_turn_starts_is_refused_and_that_turn_
 
     other.route_web_socket(re.compile(r"/ws/chat/$"), through)
     other.goto(page.url)
-    expect(answer(other).locator(".md")).to_have_text("Paris is in France.")
+    expect(answer(other).locator(".md")).to_have_text("Paris is on the Seine.")
     for _ in range(300):
         if watching:
             break

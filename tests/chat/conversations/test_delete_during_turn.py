@@ -31,7 +31,7 @@ def _frame(chunk: bytes) -> dict:
 async def test_deleting_a_conversation_while_its_sse_turn_streams_stops_the_turn_and_stores_nothing(
     world, scripted
 ):
-    scripted.turns.append([*text("Partial "), Delay(30), *text("never")])
+    scripted.turns.append([*text("partial "), Delay(30), *text("never")])
     response = await world["client"].post(
         "/api/chat/stream",
         {"message": "hi", "projectId": str(world["project"].id)},
@@ -57,7 +57,7 @@ async def test_deleting_a_conversation_while_its_agent_turn_runs_on_the_websocke
 ):
     await adb(default_agents_install)(project=world["project"])
     agent = await AgentDefinition.objects.aget(project=world["project"], name="graph-query-agent")
-    scripted.turns.append([*text("Partial "), Delay(30), *text("never")])
+    scripted.turns.append([*text("partial "), Delay(30), *text("never")])
     session = await adb(session_cookie)(world["user"])
     communicator = WebsocketCommunicator(application, "/ws/chat/", headers=[(b"origin", b"http://127.0.0.1")])
     communicator.scope["headers"].append((b"cookie", f"sessionid={session}".encode()))
@@ -97,7 +97,7 @@ async def test_a_turn_finishing_after_its_conversation_vanished_ends_with_conver
 
     def answer(messages, tools):
         reached.set()
-        return [*text("An "), Delay(3), *text("answer")]  # time for the test to delete
+        return [*text("an "), Delay(3), *text("answer")]  # time for the test to delete
 
     scripted.turns.append(answer)
     response = await world["client"].post(

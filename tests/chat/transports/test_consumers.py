@@ -26,9 +26,12 @@ async def test_websocket_agent_turn_streams_the_same_frames(world, agent, script
 
     frames = await ws_turn(communicator, {"type": "chat.message", **agent_request(world, agent, QUESTION)})
 
-    assert types(frames) == ["meta", "mcp_tool", "mcp_tool", "token", "token", "done"]
+    # "Paris " waits for the next words (a name is checked whole before it streams), so the two
+    # deltas may arrive as one token frame.
+    assert types(frames)[:3] == ["meta", "mcp_tool", "mcp_tool"] and types(frames)[-1] == "done"
+    assert set(types(frames)[3:-1]) == {"token"}
     assert tokens(frames) == "Paris is in France."
-    assert [f["seq"] for f in frames] == [1, 2, 3, 4, 5, 6]
+    assert [f["seq"] for f in frames] == list(range(1, len(frames) + 1))
     await communicator.disconnect()
 
 
@@ -103,7 +106,7 @@ async def test_websocket_refuses_another_users_conversation(world, agent, script
 
 
 async def test_cancel_stops_the_run_and_ends_the_turn(world, agent, scripted):
-    scripted.turns += [[text("Thinking ")[0], Delay(5), *text("never")]]
+    scripted.turns += [[text("thinking ")[0], Delay(5), *text("never")]]
     communicator = await ws_connect(world["user"])
     await communicator.send_json_to({"type": "chat.message", **agent_request(world, agent, QUESTION)})
     meta = await communicator.receive_json_from(timeout=5)
@@ -114,12 +117,12 @@ async def test_cancel_stops_the_run_and_ends_the_turn(world, agent, scripted):
     while not rest or rest[-1]["type"] != "done":
         rest.append(await communicator.receive_json_from(timeout=5))
 
-    assert first_token["token"] == "Thinking "
+    assert first_token["token"] == "thinking "
     assert [f["type"] for f in rest] == ["error", "done"] and rest[0]["code"] == "cancelled"
     run = await AgentRun.objects.aget(id=meta["runId"])
     assert run.status == "cancelled"
     answer = await Message.objects.aget(id=rest[-1]["messageId"])
-    assert answer.content == "Thinking " and answer.retrieval_context["stop_reason"] == "cancelled"
+    assert answer.content == "thinking " and answer.retrieval_context["stop_reason"] == "cancelled"
     await communicator.disconnect()
 
 
@@ -173,14 +176,14 @@ async def test_a_turn_whose_conversation_watch_fails_still_streams_to_the_end_wi
         raise ConnectionError(f"redis did not confirm the subscription to {conversation_id}")
 
     monkeypatch.setattr(get_bus(), "watch", unconfirmed)
-    scripted.turns += [text("Paris ", "is in France.")]
+    scripted.turns += [text("Paris ", "is on the Seine.")]
     communicator = await ws_connect(world["user"])
 
     frames = await ws_turn(communicator, {"type": "chat.message", **agent_request(world, agent, QUESTION)})
 
     assert "error" not in types(frames)
     assert types(frames)[-1] == "done"
-    assert tokens(frames) == "Paris is in France."
+    assert tokens(frames) == "Paris is on the Seine."
     await communicator.disconnect()
 
 

@@ -88,13 +88,13 @@ async def assert_settled_and_usable(world, model, frames, transport):
     conversation_id = frames[0]["conversationId"]
     assert not await AgentRun.objects.filter(status="running").aexists()
     assert (await Conversation.objects.aget(id=conversation_id)).active_turn_id is None
-    model.enqueue(Stream(text_chunks("Still ", "here.")))
+    model.enqueue(Stream(text_chunks("still ", "here.")))
 
     again = await turn(transport, world, {"message": "And now?", "conversationId": conversation_id})
 
     assert types(again) == ["meta", "token", "token", "done"]
     answer = await Message.objects.aget(id=again[-1]["messageId"])
-    assert answer.content == tokens(again) == "Still here."
+    assert answer.content == tokens(again) == "still here."
 
 
 @pytest.mark.parametrize("transport", ["sse", "ws"])
@@ -114,7 +114,7 @@ async def test_http_500_from_the_model_ends_with_llm_error_and_no_answer(world, 
 async def test_429_then_success_is_retried_and_answers_once(world, agent, model):
     model.enqueue(
         Status(429, {"error": {"message": "slow down"}}, headers=RETRY_NOW),
-        Stream(text_chunks("Paris ", "is in France.")),
+        Stream(text_chunks("paris ", "is on the Seine.")),
     )
 
     frames = await turn("ws", world, agent_request(world, agent))
@@ -127,7 +127,7 @@ async def test_429_then_success_is_retried_and_answers_once(world, agent, model)
             "created_at"
         )
     ]
-    assert roles == [("user", "Where is Paris?"), ("assistant", "Paris is in France.")]
+    assert roles == [("user", "Where is Paris?"), ("assistant", "paris is on the Seine.")]
     assert (await AgentRun.objects.aget(id=frames[0]["runId"])).status == "success"
     await assert_settled_and_usable(world, model, frames, "ws")
 
