@@ -15,6 +15,7 @@ from apps.evals.questions import KINDS
 from apps.evals.services import eval_plan, eval_run
 from apps.evals.sets import fictional_world, world_graph_lines
 from apps.graph_tools.importer import graph_import
+from apps.graph_tools.registry import tool_call
 from tests.factories import make_project
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -216,7 +217,15 @@ async def test_an_answer_naming_an_entity_no_tool_returned_is_counted_and_the_ag
         models=[PLANNER_MODEL], plain=False, per_kind=1, seed=SEED, limit=1,
     )  # fmt: skip
     asked = plan.questions[0].text
-    invented = next(c.name for c in world.countries.values() if c.name not in asked)
+    # Not one plain RAG's search (8 entities) retrieves for the question, vectors or not:
+    # a name the turn was given is grounded, not invented.
+    found = await tool_call(
+        project_id=fictional_project.id, name="hybrid_search", arguments={"query": asked, "limit": 8}
+    )
+    retrieved = {e["name"] for e in found["results"]}
+    invented = next(
+        c.name for c in world.countries.values() if c.name not in asked and c.name not in retrieved
+    )
     provider = ScriptedProvider(responder=lambda messages, tools: text(f"It is {invented}, I believe."))
     register_script("names-from-memory", provider)
     try:
