@@ -63,11 +63,35 @@ class DocqaProject:
     names: dict[str, str] = field(default_factory=dict)
 
 
-def docqa_project_create(*, data: DocqaData) -> DocqaProject:
-    """A fresh eval project holding the sample's passages, uploaded and embedded (timed)."""
+def _complete(project: Project, data: DocqaData) -> bool:
+    """Whether ``project`` holds every passage of the sample as a document, each passage embedded."""
+    passages = Passage.objects.filter(project=project)
+    return (
+        project.documents.count() == len(data.passages)
+        and passages.exists()
+        and not passages.filter(embeddings__isnull=True).exists()
+    )
+
+
+def docqa_project_create(*, data: DocqaData, reuse: bool = False) -> DocqaProject:
+    """A fresh eval project holding the sample's passages, uploaded and embedded (timed).
+
+    ``reuse``: keep the project an earlier run made of the same corpus when it is complete (every
+    passage uploaded and embedded; its upload and embedding then count 0 s). Its mention index is
+    the one built at that upload: after a change to the recognizer, run without ``reuse``."""
     owner = eval_user_ensure()
     slug = f"eval-docqa-{data.digests['corpus.jsonl']}"
     old = Project.objects.filter(slug=slug).first()
+    if old is not None and reuse and _complete(old, data):
+        default_agents_install(project=old)
+        return DocqaProject(
+            project=old,
+            documents=len(data.passages),
+            passages=Passage.objects.filter(project=old).count(),
+            upload_s=0.0,
+            embed_s=0.0,
+            names=_names(old),
+        )
     if old is not None:
         project_delete(project=old)
     project = project_create(
@@ -87,9 +111,7 @@ def docqa_project_create(*, data: DocqaData) -> DocqaProject:
         pass
     embedded = time.perf_counter()
     default_agents_install(project=project)
-    names = {
-        str(i): n for i, n in Passage.objects.filter(project=project).values_list("id", "document__name")
-    }
+    names = _names(project)
     return DocqaProject(
         project=project,
         documents=len(data.passages),
@@ -98,6 +120,10 @@ def docqa_project_create(*, data: DocqaData) -> DocqaProject:
         embed_s=embedded - uploaded,
         names=names,
     )
+
+
+def _names(project: Project) -> dict[str, str]:
+    return {str(i): n for i, n in Passage.objects.filter(project=project).values_list("id", "document__name")}
 
 
 # --- retrieval -------------------------------------------------------------------------------------
@@ -349,12 +375,13 @@ async def docqa_eval(
     answer_questions: list[DocQuestion],
     on_result: Callable[[AnswerResult], None] | None = None,
     on_retrieval: Callable[[DocqaProject, list[RetrievalResult]], None] | None = None,
+    reuse: bool = False,
 ) -> DocqaScore:
     """Upload and embed the sample into a fresh project, score ``search_passages`` on every question,
     then ask ``answer_questions`` of each model (with the agent ``agent_name``, unless None, and in
-    plain chat if ``plain``)."""
+    plain chat if ``plain``); ``reuse``: as ``docqa_project_create``'s."""
     eval_models_check(models)
-    setup = await sync_to_async(docqa_project_create)(data=data)
+    setup = await sync_to_async(docqa_project_create)(data=data, reuse=reuse)
     retrieval = await docqa_retrieval(project=setup.project, questions=list(data.questions))
     if on_retrieval is not None:
         on_retrieval(setup, retrieval)

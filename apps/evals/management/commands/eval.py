@@ -97,6 +97,12 @@ class Command(BaseCommand):
             help="docqa: the sample's folder (default ../shared/data/docqa beside the clone)",
         )
         parser.add_argument(
+            "--reuse",
+            action="store_true",
+            help="docqa: keep the project an earlier run uploaded and embedded, if it is complete "
+            "(not after a change to the mention recognizer)",
+        )
+        parser.add_argument(
             "--rescore", help="score the answers of a written results file again (nothing is asked)"
         )
         parser.add_argument(
@@ -175,6 +181,7 @@ class Command(BaseCommand):
             answer_questions=chosen,
             on_result=show,
             on_retrieval=searched,
+            reuse=bool(o["reuse"]),
         )
         summary = score.as_json()
         self.stdout.write("\n" + docqa_tables(summary["retrieval"], summary["answers"]))
