@@ -382,9 +382,12 @@ GRAPH_TOOLS: tuple[GraphTool, ...] = (
         name="search_passages",
         description=(
             "Find passages of the project's uploaded documents (text, Markdown, HTML, PDF) relevant to a "
-            "question or phrase: full-text and semantic search. Each result has the passage's id, text, "
-            "document_id, document_name, page (PDFs) and character offsets. Cite a passage as a Markdown "
-            "link whose target is passage:<id>."
+            "question or phrase: full-text and semantic search, then a walk of the names the passages "
+            "mention. Each result has the passage's id, text, document_id, document_name, page (PDFs), "
+            "character offsets and the query's mentions it names. Passages are evidence as good as the "
+            "graph: when one names what the question asks about next (the director of a film, the "
+            "country of a city), search again with that name before answering. Cite a passage as a "
+            "Markdown link whose target is passage:<id>."
         ),
         args_model=SearchPassagesArgs,
         handler=_search_passages,

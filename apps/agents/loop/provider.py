@@ -73,6 +73,7 @@ from apps.agents.loop.prompt import (
     this_turn_start,
     turn_calls,
 )
+from apps.agents.loop.reading import Constrained, first_searches, reading_events, reading_tool
 from apps.agents.loop.schema import first_step_tools, step_schema
 from apps.agents.loop.values import graph_values
 
@@ -192,6 +193,11 @@ class PromptedToolsProvider:
         usage = Usage()
         if not self.plan_paths:
             tools = _without_path_tool(tools)
+        if (reading := reading_tool(messages, tools)) is not None:
+            # The documents are read hop by hop (``reading``): searches, then the answer from them.
+            async for event in reading_events(messages, reading, self._constrained_by(config, usage), usage):
+                yield event
+            return
         if tools and self.plan_paths and (move := path_move(messages, tools)) is not None:
             async for event in self._path(move, messages, tools, config, usage):
                 yield event
@@ -213,11 +219,11 @@ class PromptedToolsProvider:
             )
             yield Done(usage=usage, finish_reason="tool_calls")
             return
-        if lookups is not None and (search := _passage_search(messages, tools, lookups)) is not None:
-            # No model step: the graph did not answer, so the loop searches the documents' passages.
-            yield ToolCall(
-                id=LOOKUP_ID_PREFIX + uuid.uuid4().hex[:12], name=str(passages_tool(tools)), arguments=search
-            )
+        if lookups is not None and _passage_search(messages, tools, lookups) is not None:
+            # No model step: the graph did not answer, so the loop reads the documents' passages.
+            question = messages[this_turn_start(messages)].content
+            for call in first_searches(str(passages_tool(tools)), question):
+                yield call
             yield Done(usage=usage, finish_reason="tool_calls")
             return
         async for event in self._free_step(messages, tools, config, usage, made, lookups):
@@ -442,8 +448,23 @@ class PromptedToolsProvider:
                 error=f"the model {self.name} wrote no valid tool call under the step schema: {text[:200]!r}"
             )
             return
-        yield ToolCall(id=_call_id(), name=found.name, arguments=found.arguments)
+        if found.name == passages_tool(tools):
+            # The model chose the documents: the loop reads them its own way (``reading``).
+            for call in first_searches(found.name, messages[this_turn_start(messages)].content):
+                yield call
+        else:
+            yield ToolCall(id=_call_id(), name=found.name, arguments=found.arguments)
         yield Done(usage=usage, finish_reason="tool_calls")
+
+    def _constrained_by(self, config: GenerationConfig, usage: Usage) -> Constrained:
+        """``_constrained`` with this step's ``config`` and ``usage``, for ``reading``."""
+
+        async def constrained(
+            prompt: list[ChatMessage], name: str, schema: dict[str, Any], max_tokens: int
+        ) -> tuple[str, ErrorEvent | None]:
+            return await self._constrained(prompt, name, schema, max_tokens, config, usage)
+
+        return constrained
 
     async def _constrained(
         self,

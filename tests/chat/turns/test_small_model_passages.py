@@ -4,7 +4,7 @@ one uploaded Markdown document, whole SSE turns through the default agent.
 
 The model reads each passage as a citable link ``[document](passage:<id>)`` with its text, the
 answer's passage links survive only for passages a tool returned, and when the graph does not
-answer the question the loop searches the passages itself. A project without documents sends the
+answer the question the loop reads the passages itself, hop by hop (``agents/loop/reading``). A project without documents sends the
 model exactly the requests it did before passages existed.
 """
 
@@ -106,14 +106,17 @@ async def recorded_calls(frames: list[dict[str, Any]]) -> list[tuple[str, dict[s
     ]
 
 
-def scripted(forced_call: dict[str, Any] | None, plan: dict[str, Any] | None, answer: str):
-    """A responder by what the loop asks: the shape ("list"), the plan, the forced call, the answer."""
+def scripted(forced_call: dict[str, Any] | None, plan: dict[str, Any] | None, answer: str, read: str = ""):
+    """A responder by what the loop asks: the shape ("list"), the plan, the forced call, a reading of
+    passages (``read``: its JSON), the answer."""
 
     def respond(request: dict[str, Any]) -> Plan:
         schema = constrained_schema(request)
         asked = last_user_text(request)
         if schema is not None and "oneOf" in schema:  # a forced tool call
             return Json(completion(json.dumps(forced_call)))
+        if schema is not None and "passage" in (schema.get("properties") or {}):  # a reading
+            return Json(completion(read))
         if schema is not None and asked.endswith("The shape of the answer:"):
             return Json(completion(json.dumps({"answer": "list"})))
         if schema is not None:  # the plan
@@ -123,32 +126,33 @@ def scripted(forced_call: dict[str, Any] | None, plan: dict[str, Any] | None, an
     return respond
 
 
+def is_reading(request: dict[str, Any]) -> bool:
+    return "passage" in ((constrained_schema(request) or {}).get("properties") or {})
+
+
 @db
-async def test_small_model_answer_cites_the_passage_its_forced_search_passages_returned(
+async def test_when_the_model_chooses_the_documents_the_loop_reads_them_and_cites_the_passage_that_answers(
     world, agent, guide, small_model
 ):
     tower = guide["tower"]
+    question = "When was the Eiffel Tower finished?"
     small_model.enqueue(
         Json(completion('{"name": "search_passages", "arguments": {"query": "Eiffel Tower finished"}}')),
-        Stream(
-            text_chunks(
-                "It was finished in 1889 ",
-                f"[paris-guide.md](passage:{tower.id}), not ",
-                f"[later](passage:{MADE_UP}).",
-            )
-        ),
+        Json(completion('{"passage": 1, "answer": "1889"}')),
     )
 
-    _, frames = await sse_turn(world["client"], body(world, agent, "When was the Eiffel Tower finished?"))
+    _, frames = await sse_turn(world["client"], body(world, agent, question))
 
-    forced, answer_request = small_model.requests
+    forced, reading = small_model.requests
     assert "oneOf" in (constrained_schema(forced) or {})  # a forced tool call
-    shown = answer_request["messages"][-1]["content"]
-    assert f"[paris-guide.md](passage:{tower.id}): The Eiffel Tower in Paris was finished in 1889" in shown
+    assert is_reading(reading)
+    shown = last_user_text(reading)
+    assert "[1] The Eiffel Tower in Paris was finished in 1889" in shown and f"Question: {question}" in shown
     assert "char_start" not in shown and "document_id" not in shown
-    assert "[document name](passage:<id>)" in answer_request["messages"][0]["content"]
+    # The model chose the documents; the loop searched them with the whole question.
+    assert await recorded_calls(frames) == [("search_passages", {"query": question})]
     answer = await stored_answer(frames)
-    assert answer.content == f"It was finished in 1889 [paris-guide.md](passage:{tower.id}), not later."
+    assert answer.content == f"1889.\n\n- {question} 1889 [paris-guide.md](passage:{tower.id})"
     citations = frames[-1]["citations"]
     assert [(c["id"], c["kind"], c["name"]) for c in citations] == [
         (str(tower.id), "passage", "paris-guide.md")
@@ -158,59 +162,52 @@ async def test_small_model_answer_cites_the_passage_its_forced_search_passages_r
 
 
 @db
-async def test_when_the_search_names_no_entity_the_loop_searches_the_documents_and_the_answer_cites_one(
+async def test_when_the_search_names_no_entity_the_loop_reads_the_documents_and_the_answer_cites_one(
     world, agent, guide, small_model
 ):
     tower = guide["tower"]
     question = "When was the Eiffel Tower finished?"
     small_model.enqueue(
         Json(completion('{"name": "hybrid_search", "arguments": {"query": "Eiffel Tower"}}')),
-        Stream(text_chunks(f"In 1889 [paris-guide.md](passage:{tower.id}).")),
+        Json(completion('{"passage": 1, "answer": "1889"}')),
     )
 
     _, frames = await sse_turn(world["client"], body(world, agent, question))
 
-    # No model step for the passage search: one forced call, then the answer.
-    assert len(small_model.requests) == 2
+    # No model step for the passage search: one forced call, then one reading.
+    assert len(small_model.requests) == 2 and is_reading(small_model.requests[1])
     assert await recorded_calls(frames) == [
         ("hybrid_search", {"query": "Eiffel Tower"}),
         ("search_passages", {"query": question}),
     ]
-    shown = small_model.requests[-1]["messages"][-1]["content"]
-    assert "Looked up in the project's documents:\n" in shown
-    assert f"- [paris-guide.md](passage:{tower.id}): The Eiffel Tower in Paris was finished in 1889" in shown
-    assert '"search_passages"' not in json.dumps(small_model.requests[-1]["messages"][1:])
     answer = await stored_answer(frames)
-    assert answer.content == f"In 1889 [paris-guide.md](passage:{tower.id})."
+    assert answer.content.startswith("1889.")
     assert [c["id"] for c in frames[-1]["citations"]] == [str(tower.id)]
 
 
 @db
 @pytest.mark.parametrize(
-    ("written", "cited"),
-    [
-        ("It was finished in 1889, for the World's Fair.", True),
-        ("I could not find it in the knowledge graph.", False),
-    ],
-    ids=["answered", "not-found"],
+    ("read", "answered"),
+    [('{"passage": 1, "answer": "1889"}', True), ('{"passage": 1, "answer": "1925"}', False)],
+    ids=["held", "not-held"],
 )
-async def test_an_answer_from_passages_that_cites_none_gets_the_passage_it_drew_on_as_its_source(
-    world, agent, guide, small_model, written, cited
+async def test_a_reading_is_the_answer_only_when_a_passage_shown_holds_it(
+    world, agent, guide, small_model, read, answered
 ):
     tower = guide["tower"]
     small_model.enqueue(
         Json(completion('{"name": "search_passages", "arguments": {"query": "Eiffel Tower"}}')),
-        Stream(text_chunks(written[:12], written[12:])),
+        Json(completion(read)),
     )
 
     _, frames = await sse_turn(world["client"], body(world, agent, "When was the Eiffel Tower finished?"))
 
     answer = await stored_answer(frames)
-    if cited:
-        assert answer.content == f"{written}\n\nSource: [paris-guide.md](passage:{tower.id})"
+    if answered:
+        assert answer.content.startswith("1889.")
         assert [(c["id"], c["kind"]) for c in frames[-1]["citations"]] == [(str(tower.id), "passage")]
     else:
-        assert answer.content == written
+        assert answer.content == "I could not find it in the knowledge graph or in the documents."
         assert frames[-1]["citations"] == []
 
 
@@ -233,14 +230,14 @@ async def test_when_the_search_names_an_entity_the_loop_reads_its_cards_and_sear
 
 
 @db
-async def test_when_the_plans_query_finds_nothing_the_loop_searches_the_documents_after_the_cards(
+async def test_when_the_plans_query_finds_nothing_the_loop_reads_the_documents_after_the_cards(
     world, agent, guide, museum, small_model, settings
 ):
     agent = await sync_to_async(planning)(agent, settings)
     prado = guide["prado"]
     question = "Which museums are in Spain?"
     plan = {"start": "Spain", "asks_for": "Museum", "relationships": ["LOCATED_IN"], "and": None}
-    small_model.responder = scripted(None, plan, f"The Prado [paris-guide.md](passage:{prado.id}).")
+    small_model.responder = scripted(None, plan, "", read='{"passage": 1, "answer": "The Prado"}')
 
     _, frames = await sse_turn(world["client"], body(world, agent, question))
 
@@ -249,12 +246,13 @@ async def test_when_the_plans_query_finds_nothing_the_loop_searches_the_document
     assert path_query[0] == "query_paths" and path_query[1]["hops"][0]["relationship"] == "LOCATED_IN"
     assert [name for name, _ in calls[2:]] == ["get_entity_edges", "search_passages"]
     assert calls[-1][1] == {"query": question}
-    shown = small_model.requests[-1]["messages"][-1]["content"]
-    assert "[Spain](entity:spain) Country" in shown
-    assert f"- [paris-guide.md](passage:{prado.id}): The Prado in Madrid is the most visited museum" in shown
+    # The passage that names what the question names (Spain) is read first.
+    assert "[1] The Prado in Madrid is the most visited museum in Spain." in last_user_text(
+        small_model.requests[-1]
+    )
     answer = await stored_answer(frames)
-    assert answer.content == f"The Prado [paris-guide.md](passage:{prado.id})."
-    assert [c["kind"] for c in frames[-1]["citations"]] == ["passage"]
+    assert answer.content.startswith("The Prado.")
+    assert [(c["id"], c["kind"]) for c in frames[-1]["citations"]] == [(str(prado.id), "passage")]
 
 
 # --- a project without documents: the same requests as an agent that has no passage search ---

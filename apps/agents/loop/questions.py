@@ -1,0 +1,351 @@
+"""The grammar of a question read against passages (issue #48): the nested description a hop must
+resolve first, and the comparison of two named things.
+
+A multi-hop question names one thing and describes the rest through it: "Where was **the
+director of film Palo Alto** born?", "Who leads **the state where Shringarpur is located**?",
+"When did **Izgoy's performer** die?". The innermost such description (``nested_description``) is
+a question of its own ("What is the director of film Palo Alto?"); once a passage answers it, the
+name replaces the description (``resolved``) and the question has one hop less, as the graph loop
+chains a path's hops. A question whose whole subject is the description ("Who is the father of
+X?") is read as it is.
+
+Comparisons ask the same of two named things, joined by "or" ("Who was born first, A or B?") or
+"and" ("Were A and B born in the same place?"): ``comparison`` gives each thing's own question
+("When was A born?") and how the two answers decide (the earlier or later date, or whether they
+are the same), so the loop compares the values it read instead of asking a small model to.
+
+Rules over English, not a parser: the names are the mention recognizer's (``recognizer``), and
+what the rules do not recognise is read as the whole question.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Literal
+
+from apps.graph_tools.documents.recognizer import MONTHS, Mention, mentions_find, normalise
+
+# Nouns that name what kind of thing a name is ("the director of film X"): left in the description.
+KIND_WORDS = (
+    "film|movie|song|album|single|book|novel|band|series|show|game|company|play|poem|opera|river|city"
+    "|state|country|station|team|school|university|painting|ship|town|village"
+)
+# A relative clause goes on after its name by an auxiliary and a participle ("where X is located",
+# "where X was born", "where X died"), or by "is a <noun>" ("where X is a citizen").
+CLAUSE_AUXILIARIES = frozenset("is was are were".split())
+CLAUSE_VERBS = frozenset(
+    "located situated based born died lived buried found formed founded headquartered released set held "
+    "made fought".split()
+)
+# Words that a possessive's noun can start with and go on after ("X's birth country", "X's alma mater").
+NOUN_MODIFIERS = frozenset(
+    "first last birth alma home native current former official national physical middle maiden eldest "
+    "oldest youngest elder younger older second third".split()
+)
+MAX_POSSESSED_WORDS = 3
+
+_OF_BEFORE = re.compile(
+    rf"(?:the|a|an)\s+(?:[\w-]+\s+){{0,3}}?(?:of|by|for)\s+(?:the\s+)?(?:(?:{KIND_WORDS})\s+)?"
+    r"(?:(?:The|A|An|I)\s+)?$",
+    re.IGNORECASE,
+)
+_CLAUSE_BEFORE = re.compile(
+    r"the\s+(?:[\w-]+\s+){0,2}?(?:where|in which|that|which|whose|who)\s+(?:[\w-]+\s+){0,3}?"
+    r"(?:(?:The|A|An|the|a|an)\s+)?$",
+    re.IGNORECASE,
+)
+_NOT_NESTED = re.compile(r"^(?:the|a|an)\s+(?:same|first|last|most|only)\b", re.IGNORECASE)
+_QUALIFIER_AFTER = re.compile(r"\s*\([^)]{1,60}\)")
+_POSSESSED = re.compile(r"\s+([a-z][\w-]*)")
+_ARTICLE = re.compile(r"\b(?:the|a|an)\b", re.IGNORECASE)
+# A capitalised article, "I" or a number the recognizer left out of a name it starts ("A Romance
+# Of Seville", "I Cover The Underworld", "45 Calibre Echo").
+_NAME_HEAD = re.compile(r"(?:\b(?:The|A|An|I)|\b\d+)\s+$")
+_WHOLE_SUBJECT = re.compile(r"^\s*(?:who|what|which)\s+(?:is|was|are|were)\s+$", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class Nested:
+    """A description inside a question: ``text`` spans ``[start, end)`` of it and names ``anchor``."""
+
+    start: int
+    end: int
+    text: str
+    anchor: str
+
+    def sub_question(self) -> str:
+        """The description as a question of its own: "What is the director of film X?"."""
+        return f"What is {self.text[0].lower() + self.text[1:]}?"
+
+
+def _named(question: str) -> list[Mention]:
+    return [m for m in mentions_find(question) if m.kind in ("name", "quoted")]
+
+
+def _name_end(question: str, mention: Mention) -> int:
+    """Where a name ends, with a parenthesised qualifier after it ("Palo Alto (2013 Film)")."""
+    after = _QUALIFIER_AFTER.match(question, mention.end)
+    return after.end() if after else mention.end
+
+
+def _name_start(question: str, mention: Mention) -> int:
+    """Where a name starts, with a capitalised article or number the recognizer left out."""
+    head = _NAME_HEAD.search(question[: mention.start])
+    return head.start() if head else mention.start
+
+
+def _possessive(question: str, mention: Mention) -> tuple[int, int] | None:
+    """ "X's mother", "X's birth country": the name with the noun after its possessive."""
+    if not mention.surface.endswith(("'s", "’s")):
+        return None
+    end = mention.end
+    for _ in range(MAX_POSSESSED_WORDS):
+        noun = _POSSESSED.match(question, end)
+        if noun is None:
+            break
+        end = noun.end()
+        if noun.group(1) not in NOUN_MODIFIERS:
+            break
+    return (mention.start, end) if end > mention.end else None
+
+
+def _rightmost(pattern: re.Pattern[str], before: str) -> re.Match[str] | None:
+    """The match of ``pattern`` that ends ``before`` and starts at its last possible article: the
+    innermost of descriptions inside one another ("the country where the city where X …")."""
+    for article in reversed(list(_ARTICLE.finditer(before))):
+        if (match := pattern.match(before, article.start())) is not None:
+            return match
+    return None
+
+
+def _words_after(question: str, end: int, count: int) -> list[tuple[str, int]]:
+    """The next ``count`` lower-case words right after ``end``, each with where it ends."""
+    words = []
+    for _ in range(count):
+        word = re.match(r"\s+([a-z]+)\b", question[end:])
+        if word is None:
+            break
+        end += word.end()
+        words.append((word.group(1), end))
+    return words
+
+
+def _clause_end(question: str, end: int) -> int:
+    """The end of a relative clause whose name ends at ``end``: an auxiliary and a participle of
+    ``CLAUSE_VERBS``, one of them alone, or "is a <noun>"."""
+    words = _words_after(question, end, 3)
+    said = [w for w, _ in words]
+    if said[:1] and said[0] in CLAUSE_AUXILIARIES:
+        if len(said) >= 3 and said[1] in ("a", "an"):
+            return words[2][1]
+        if len(said) >= 2 and said[1] in CLAUSE_VERBS:
+            return words[1][1]
+        return words[0][1]
+    return words[0][1] if said[:1] and said[0] in CLAUSE_VERBS else end
+
+
+def _around(question: str, mention: Mention) -> tuple[int, int] | None:
+    """The description built on ``mention``: its possessive, "the R of X" or "the N where X …"."""
+    if (span := _possessive(question, mention)) is not None:
+        return span
+    before = question[: mention.start]
+    end = _name_end(question, mention)
+    of = _rightmost(_OF_BEFORE, before)
+    clause = _rightmost(_CLAUSE_BEFORE, before)
+    if (
+        of is not None
+        and not _NOT_NESTED.match(of.group(0))
+        and (clause is None or of.start() >= clause.start())
+    ):
+        return of.start(), end
+    if clause is not None and not _NOT_NESTED.match(clause.group(0)):
+        return clause.start(), _clause_end(question, end)
+    return None
+
+
+def nested_description(question: str) -> Nested | None:
+    """The innermost description a hop must resolve before ``question`` can be answered, or None
+    when there is none or it is the question's whole subject ("Who is the father of X?")."""
+    best: tuple[int, int, Mention] | None = None
+    for mention in _named(question):
+        span = _around(question, mention)
+        if span is not None and (best is None or span[1] - span[0] < best[1] - best[0]):
+            best = (span[0], span[1], mention)
+    if best is None:
+        return None
+    start, end, mention = best
+    rest = question[end:].strip()
+    if _WHOLE_SUBJECT.match(question[:start]) and rest in ("", "?"):
+        return None
+    anchor = question[mention.start : _name_end(question, mention)]
+    return Nested(start=start, end=end, text=question[start:end].strip(), anchor=anchor)
+
+
+def resolved(question: str, nested: Nested, name: str) -> str:
+    """``question`` with its nested description replaced by the ``name`` a passage gave for it."""
+    return f"{question[: nested.start]}{name.strip()}{question[nested.end :]}"
+
+
+# --- comparisons -----------------------------------------------------------------------------------
+
+Decision = Literal["earlier", "later", "longer", "same", "choose"]
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Two named things compared: each one's own question, and how their answers decide.
+
+    ``decision``: ``earlier``/``later`` pick the thing whose answer is the earlier/later date;
+    ``longer`` the one whose answer spans more years (born and died); ``same`` answers yes or no; ``choose`` leaves the choice to the model."""
+
+    things: tuple[str, str]
+    asks: tuple[str, str]
+    decision: Decision
+
+
+_YES_NO = re.compile(r"^\s*(?:is|are|was|were|do|does|did|has|have|had)\b", re.IGNORECASE)
+# (what the question says, the question each thing gets ({x}: the thing, {role}: "the director of "),
+# how the answers decide). The first that matches the question (its two things left out) counts.
+_ASKS: tuple[tuple[str, str, Decision], ...] = (
+    (
+        r"\blived longer\b|\blonger li(?:fe|ved)\b",
+        "When was {role}{x} born, and when did {role}{x} die?",
+        "longer",
+    ),
+    (r"\b(?:born (?:first|earlier|before)|older|oldest|elder)\b", "When was {role}{x} born?", "earlier"),
+    (r"\b(?:born (?:later|last|after)|younger|youngest)\b", "When was {role}{x} born?", "later"),
+    (r"\bdie[sd]? (?:first|earlier|before|sooner)\b", "When did {role}{x} die?", "earlier"),
+    (r"\bdie[sd]? (?:later|last|after)\b", "When did {role}{x} die?", "later"),
+    (r"\b(?:came|come|comes) out (?:first|earlier)\b", "When did {x} come out?", "earlier"),
+    (r"\b(?:came|come|comes) out (?:later|last|more recently)\b", "When did {x} come out?", "later"),
+    (
+        r"\b(released|published|founded|established|formed|built|opened|made|produced|created)"
+        r" (?:first|earlier)\b",
+        "When was {x} {verb}?",
+        "earlier",
+    ),
+    (
+        r"\b(released|published|founded|established|formed|built|opened|made|produced|created)"
+        r" (?:later|last|more recently)\b",
+        "When was {x} {verb}?",
+        "later",
+    ),
+    (r"\bborn in the same\b", "Where was {role}{x} born?", "same"),
+    (r"\bdie[ds]? in the same\b", "Where did {role}{x} die?", "same"),
+    (r"\blocated in the same country\b", "Which country is {x} located in?", "same"),
+    (r"\bsame nationality\b", "What nationality is {role}{x}?", "same"),
+    (r"\bfrom the same country\b|\bsame country\b", "Which country is {role}{x} from?", "same"),
+)
+_ROLE = re.compile(r"\b(?:has|have|had|with) the (\w+?)s?\b(?: who| that)?", re.IGNORECASE)
+
+
+def _alternatives(question: str) -> tuple[Mention, Mention, str] | None:
+    """The two names joined by the last " or " (or else " and ") of ``question``, and the joiner."""
+    names = _named(question)
+    for joiner in (" or ", " and "):
+        at = question.rfind(joiner)
+        if at < 0:
+            continue
+        left = [
+            m for m in names if m.end <= at and question[_name_end(question, m) : at].strip(" ,!.?") == ""
+        ]
+        after = at + len(joiner)
+        right = [
+            m for m in names if m.start >= after and question[after : _name_start(question, m)].strip() == ""
+        ]
+        if left and right:
+            return left[-1], right[0], joiner.strip()
+    return None
+
+
+def comparison(question: str) -> Comparison | None:
+    """The comparison ``question`` asks of two named things, or None when it compares none."""
+    found = _alternatives(question)
+    if found is None:
+        return None
+    first, second, joiner = found
+    spans = [(_name_start(question, m), _name_end(question, m)) for m in (first, second)]
+    if question[spans[0][1] : spans[0][1] + 1] in "!?." and question[spans[0][1] : spans[0][1] + 1]:
+        spans[0] = (spans[0][0], spans[0][1] + 1)  # "Love, Honor And Oh-Baby!"
+    things = (question[spans[0][0] : spans[0][1]], question[spans[1][0] : spans[1][1]])
+    if joiner == "and" and not _YES_NO.match(question):
+        return None
+    rest = question[: spans[0][0]] + question[spans[1][1] :]
+    role_match = _ROLE.search(rest)
+    role = f"the {role_match.group(1).lower()} of " if role_match else ""
+    for pattern, ask, rule in _ASKS:
+        said = re.search(pattern, rest, re.IGNORECASE)
+        if said is None:
+            continue
+        verb = said.group(1) if said.groups() else ""
+        asks = tuple(ask.format(x=thing, role=role, verb=verb) for thing in things)
+        return Comparison(things=things, asks=(asks[0], asks[1]), decision=rule)
+    decision: Decision = "same" if joiner == "and" or re.search(r"\bsame\b", rest) else "choose"
+    own = tuple(_alone(question, thing, other) for thing, other in (things, things[::-1]))
+    return Comparison(things=things, asks=(own[0], own[1]), decision=decision)
+
+
+def _alone(question: str, thing: str, other: str) -> str:
+    """``question`` about ``thing`` alone: the other thing and its joiner left out."""
+    text = re.sub(rf"\s*(?:,\s*)?(?:or|and)\s+{re.escape(other)}", "", question, count=1)
+    text = re.sub(rf"{re.escape(other)}\s*(?:,\s*)?(?:or|and)\s+", "", text, count=1)
+    return re.sub(r"\bboth\s+", "", text).replace(" ,", ",")
+
+
+# --- the values compared ---------------------------------------------------------------------------
+
+_MONTH_NUMBER = {m.casefold(): n for n, m in enumerate(MONTHS, start=1)}
+_DAY_MONTH_YEAR = re.compile(rf"\b(\d{{1,2}})\s+({'|'.join(MONTHS)})\s+(\d{{3,4}})\b", re.IGNORECASE)
+_MONTH_DAY_YEAR = re.compile(rf"\b({'|'.join(MONTHS)})\s+(\d{{1,2}}),?\s+(\d{{3,4}})\b", re.IGNORECASE)
+_YEAR = re.compile(r"\b(\d{3,4})\b(\s*(?:BC|BCE|B\.C\.))?")
+
+
+def date_of(text: str) -> tuple[int, int, int] | None:
+    """The first date ``text`` gives, as (year, month, day) with 0 for what it leaves out; a year
+    "BC" is negative. None without a year."""
+    if (dmy := _DAY_MONTH_YEAR.search(text)) is not None:
+        return int(dmy.group(3)), _MONTH_NUMBER[dmy.group(2).casefold()], int(dmy.group(1))
+    if (mdy := _MONTH_DAY_YEAR.search(text)) is not None:
+        return int(mdy.group(3)), _MONTH_NUMBER[mdy.group(1).casefold()], int(mdy.group(2))
+    if (year := _YEAR.search(text)) is not None:
+        return (-int(year.group(1)) if year.group(2) else int(year.group(1))), 0, 0
+    return None
+
+
+def years_lived(text: str) -> int | None:
+    """The years between the first and the last year ``text`` gives (a life "1939 – 2006": 67)."""
+    years = [-int(m.group(1)) if m.group(2) else int(m.group(1)) for m in _YEAR.finditer(text)]
+    return years[-1] - years[0] if len(years) >= 2 and years[-1] > years[0] else None
+
+
+def decided(comparison: Comparison, values: tuple[str, str]) -> str | None:
+    """What the two things' ``values`` answer: one of ``things``, "yes" or "no"; None when the rule
+    cannot tell (no date in a value, the same date, or ``choose``)."""
+    if comparison.decision in ("earlier", "later"):
+        dates = date_of(values[0]), date_of(values[1])
+        if dates[0] is None or dates[1] is None or dates[0] == dates[1]:
+            return None
+        first_is_earlier = dates[0] < dates[1]
+        pick_first = first_is_earlier if comparison.decision == "earlier" else not first_is_earlier
+        return comparison.things[0 if pick_first else 1]
+    if comparison.decision == "longer":
+        spans = years_lived(values[0]), years_lived(values[1])
+        if spans[0] is None or spans[1] is None or spans[0] == spans[1]:
+            return None
+        return comparison.things[0 if spans[0] > spans[1] else 1]
+    if comparison.decision == "same":
+        return "yes" if same_value(*values) else "no"
+    return None
+
+
+def same_value(first: str, second: str) -> bool:
+    """Whether two answers name the same thing: equal names, one inside the other ("Rome" and
+    "Rome, Italy"), or the same word stem ("Italy" and "Italian")."""
+    a, b = normalise(first), normalise(second)
+    if not a or not b:
+        return False
+    if a == b or f" {a} " in f" {b} " or f" {b} " in f" {a} ":
+        return True
+    stems = {w[:4] for w in a.split() if len(w) >= 4}
+    return bool(stems & {w[:4] for w in b.split() if len(w) >= 4})

@@ -1,0 +1,142 @@
+"""The grammar of a question read against passages (``apps.agents.loop.questions``): the nested
+description a hop resolves first, and the comparison of two named things. The questions are
+written for these tests in several shapes, none taken from an eval sample."""
+
+from __future__ import annotations
+
+import pytest
+
+from apps.agents.loop.questions import Comparison, comparison, date_of, decided, nested_description, resolved
+
+
+@pytest.mark.parametrize(
+    ("question", "description"),
+    [
+        ("Where was the author of novel The Glass Harbour born?", "the author of novel The Glass Harbour"),
+        ("Who is the mother of the founder of Acme Rockets?", "the founder of Acme Rockets"),
+        ("When did Queen Mira Of Tessaly's brother die?", "Queen Mira Of Tessaly's brother"),
+        ("In which year did Lena Vogt's birth country join the union?", "Lena Vogt's birth country"),
+        ("Who governs the province where Kallmora is located?", "the province where Kallmora is located"),
+        (
+            "What river runs through the city where Otto Brandl died?",
+            "the city where Otto Brandl died",
+        ),
+        (
+            "Which team signed the country where the town where Ivo Rusk was born is located?",
+            "the town where Ivo Rusk was born",
+        ),
+        (
+            "What language does the singer of song I Remember Rain speak?",
+            "the singer of song I Remember Rain",
+        ),
+        (
+            "Where did the director of film Night Shift (1999 Film) study?",
+            "the director of film Night Shift (1999 Film)",
+        ),
+    ],
+)
+def test_the_innermost_description_of_a_nested_question_is_found(question: str, description: str) -> None:
+    nested = nested_description(question)
+
+    assert nested is not None and nested.text == description
+
+
+@pytest.mark.parametrize(
+    "question",
+    [
+        "Who is the father of Marta Kolb?",  # the description is the whole question's subject
+        "What is the capital of Portugal?",
+        "When was Marta Kolb born?",
+        "Which book came out first, Blue Orchard or Night Ferry?",
+        "how many moons does the planet have",
+    ],
+)
+def test_a_question_with_nothing_nested_to_resolve_first_is_read_as_it_is(question: str) -> None:
+    assert nested_description(question) is None
+
+
+def test_a_resolved_hop_replaces_the_description_with_the_name_a_passage_gave() -> None:
+    question = "Who is the child of the director of film An Evening Out?"
+    nested = nested_description(question)
+
+    assert nested is not None
+    assert nested.sub_question() == "What is the director of film An Evening Out?"
+    assert resolved(question, nested, "Vera Lind") == "Who is the child of Vera Lind?"
+
+
+@pytest.mark.parametrize(
+    ("question", "things", "asks", "decision"),
+    [
+        (
+            "Who was born first, Marta Kolb or Ivo Rusk?",
+            ("Marta Kolb", "Ivo Rusk"),
+            ("When was Marta Kolb born?", "When was Ivo Rusk born?"),
+            "earlier",
+        ),
+        (
+            "Was Otto Brandl or Lena Vogt born later?",
+            ("Otto Brandl", "Lena Vogt"),
+            ("When was Otto Brandl born?", "When was Lena Vogt born?"),
+            "later",
+        ),
+        (
+            "Which film came out first, The Glass Harbour or Night Ferry?",
+            ("The Glass Harbour", "Night Ferry"),
+            ("When did The Glass Harbour come out?", "When did Night Ferry come out?"),
+            "earlier",
+        ),
+        (
+            "Which band has the singer who died later, Red Meridian or The Tin Owls?",
+            ("Red Meridian", "The Tin Owls"),
+            ("When did the singer of Red Meridian die?", "When did the singer of The Tin Owls die?"),
+            "later",
+        ),
+        (
+            "Were Marta Kolb and Ivo Rusk born in the same place?",
+            ("Marta Kolb", "Ivo Rusk"),
+            ("Where was Marta Kolb born?", "Where was Ivo Rusk born?"),
+            "same",
+        ),
+        (
+            "Are the novels Blue Orchard and Night Ferry from the same country?",
+            ("Blue Orchard", "Night Ferry"),
+            ("Which country is Blue Orchard from?", "Which country is Night Ferry from?"),
+            "same",
+        ),
+    ],
+)
+def test_a_comparison_asks_each_named_thing_its_own_question(
+    question: str, things: tuple[str, str], asks: tuple[str, str], decision: str
+) -> None:
+    found = comparison(question)
+
+    assert found == Comparison(things=things, asks=asks, decision=decision)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "question",
+    ["Who wrote Blue Orchard and when?", "What do Marta Kolb and Ivo Rusk sell?", "Who is Marta Kolb?"],
+)
+def test_a_question_that_compares_no_two_named_things_is_no_comparison(question: str) -> None:
+    assert comparison(question) is None
+
+
+def test_dates_decide_which_came_earlier_or_later_whatever_their_format() -> None:
+    born = comparison("Who was born first, Marta Kolb or Ivo Rusk?")
+    died = comparison("Who died later, Marta Kolb or Ivo Rusk?")
+    assert born is not None and died is not None
+
+    assert decided(born, ("30 October 1997", "November 19, 1979")) == "Ivo Rusk"
+    assert decided(born, ("1850", "March 1850")) is None  # no later than a bare year: not decided
+    assert decided(died, ("in 480 BC", "in 1020")) == "Ivo Rusk"
+    assert decided(born, ("somewhere in spring", "1979")) is None
+    assert date_of("born 3 March 1936 in Paris") == (1936, 3, 3)
+
+
+def test_same_place_is_yes_for_one_name_inside_the_other_and_no_for_different_places() -> None:
+    same = comparison("Were Marta Kolb and Ivo Rusk born in the same place?")
+    assert same is not None
+
+    assert decided(same, ("Rome", "Rome, Italy")) == "yes"
+    assert decided(same, ("Italy", "Italian")) == "yes"
+    assert decided(same, ("Lisbon", "Oslo")) == "no"

@@ -1,0 +1,166 @@
+"""The small-model loop reading the documents' passages hop by hop (``apps.agents.loop.reading``).
+
+Each step runs against the local OpenAI-compatible test server with the model's JSON answers
+scripted, so what the loop searches, what it asks the model and what it answers are checked as
+they happen. The first step is the model's forced choice of a tool: the documents are read when
+it chooses them, or when the graph it chose finds nothing.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from apps.agents.llm.base import (
+    ChatMessage,
+    Done,
+    GenerationConfig,
+    StreamEvent,
+    TextDelta,
+    ToolCall,
+    ToolCallRequest,
+    ToolSpec,
+)
+from apps.agents.llm.openai_compat import OpenAICompatProvider
+from apps.agents.loop.provider import PromptedToolsProvider
+from apps.agents.loop.reading import NOT_FOUND, READ_PREFIX
+from apps.graph_tools.registry import tool_get
+from tests.llm_server import Json, LLMTestServer, completion
+
+
+def spec(name: str) -> ToolSpec:
+    tool = tool_get(name)
+    return ToolSpec(
+        name=tool.name, description=tool.description, parameters=tool.args_model.model_json_schema()
+    )
+
+
+TOOLS = [spec(n) for n in ("hybrid_search", "get_entity_edges", "search_passages")]
+
+
+def passage(key: str, text: str) -> dict[str, Any]:
+    return {
+        "id": f"00000000-0000-4000-8000-00000000000{key}",
+        "document_id": f"10000000-0000-4000-8000-00000000000{key}",
+        "document_name": f"doc-{key}.txt",
+        "ordinal": 0,
+        "page": None,
+        "char_start": 0,
+        "char_end": len(text),
+        "text": text,
+    }
+
+
+FILM = passage("1", "Night Shift (1999 film): Night Shift is a drama film written and directed by Vera Lind.")
+OTHER_FILM = passage("2", "Day Shift: Day Shift is a comedy directed by Otto Brandl.")
+DIRECTOR = passage("3", "Vera Lind: Vera Lind (born 4 May 1950 in Tartu) is an Estonian film director.")
+OTTO = passage("4", "Otto Brandl: Otto Brandl (12 June 1931 – 1990) was an Austrian director.")
+
+
+@pytest.fixture
+def server() -> Iterator[LLMTestServer]:
+    with LLMTestServer() as s:
+        yield s
+
+
+def provider_for(server: LLMTestServer) -> PromptedToolsProvider:
+    inner = OpenAICompatProvider(base_url=server.base_url, model="small", max_retries=0)
+    return PromptedToolsProvider(inner=inner)
+
+
+def asked(question: str) -> list[ChatMessage]:
+    return [ChatMessage(role="system", content="Be helpful."), ChatMessage(role="user", content=question)]
+
+
+def answered(
+    messages: list[ChatMessage], events: list[StreamEvent], results: list[list[dict[str, Any]]]
+) -> None:
+    """The step's calls and their ``results`` appended to ``messages``, as ADK hands them back."""
+    calls = [e for e in events if isinstance(e, ToolCall)]
+    requests = [ToolCallRequest(id=c.id, name=c.name, arguments=c.arguments) for c in calls]
+    messages.append(ChatMessage(role="assistant", tool_calls=requests))
+    for call, found in zip(calls, results, strict=True):
+        messages.append(
+            ChatMessage(role="tool", tool_call_id=call.id, content=json.dumps({"results": found}))
+        )
+
+
+async def step(server: LLMTestServer, messages: list[ChatMessage]) -> list[StreamEvent]:
+    config = GenerationConfig(model="small", temperature=0.1)
+    return [event async for event in provider_for(server).stream(messages, TOOLS, config)]
+
+
+def user_text(request: dict[str, Any]) -> str:
+    return str(request["messages"][-1]["content"])
+
+
+async def test_a_two_hop_question_searches_again_with_the_bridge_a_passage_named_and_cites_both(
+    server: LLMTestServer,
+) -> None:
+    messages = asked("Where was the director of film Night Shift (1999 Film) born?")
+    server.enqueue(Json(completion('{"name": "search_passages", "arguments": {"query": "Night Shift"}}')))
+    first = await step(server, messages)
+    answered(messages, first, [[FILM, OTHER_FILM]])
+    server.enqueue(Json(completion('{"passage": 1, "answer": "Vera Lind"}')))
+
+    second = await step(server, messages)
+    answered(messages, second, [[DIRECTOR, FILM]])
+    server.enqueue(Json(completion('{"passage": 1, "answer": "Tartu"}')))
+    third = await step(server, messages)
+
+    assert [type(e) for e in first] == [ToolCall, Done]
+    assert isinstance(first[0], ToolCall) and first[0].id.startswith(READ_PREFIX)
+    assert first[0].arguments == {"query": "Where was the director of film Night Shift (1999 Film) born?"}
+    assert isinstance(second[0], ToolCall) and second[0].arguments == {"query": "Where was Vera Lind born?"}
+    assert "Question: What is the director of film Night Shift (1999 Film)?" in user_text(server.requests[1])
+    assert "[1] Night Shift (1999 film)" in user_text(server.requests[1])
+    assert "Question: Where was Vera Lind born?" in user_text(server.requests[2])
+    assert server.requests[2]["response_format"]["json_schema"]["schema"]["properties"]["passage"][
+        "enum"
+    ] == [0, 1, 2]
+    text = "".join(e.text for e in third if isinstance(e, TextDelta))
+    assert text.startswith("Tartu.")
+    assert f"(passage:{FILM['id']})" in text and f"(passage:{DIRECTOR['id']})" in text
+    assert isinstance(third[-1], Done) and third[-1].finish_reason == "stop"
+
+
+async def test_a_comparison_of_dates_searches_both_things_at_once_and_decides_by_the_dates(
+    server: LLMTestServer,
+) -> None:
+    messages = asked("Who was born first, Vera Lind or Otto Brandl?")
+    server.enqueue(Json(completion('{"name": "hybrid_search", "arguments": {"query": "Vera Lind"}}')))
+    graph = await step(server, messages)
+    answered(messages, graph, [[]])
+    first = await step(server, messages)
+    answered(messages, first, [[DIRECTOR], [OTTO]])
+    server.enqueue(
+        Json(completion('{"passage": 1, "answer": "4 May 1950"}')),
+        Json(completion('{"passage": 1, "answer": "12 June 1931"}')),
+    )
+
+    second = await step(server, messages)
+
+    assert [e.arguments for e in first if isinstance(e, ToolCall)] == [
+        {"query": "When was Vera Lind born?"},
+        {"query": "When was Otto Brandl born?"},
+    ]
+    text = "".join(e.text for e in second if isinstance(e, TextDelta))
+    assert text.startswith("Otto Brandl.")
+    assert f"(passage:{DIRECTOR['id']})" in text and f"(passage:{OTTO['id']})" in text
+    assert [e.name for e in graph if isinstance(e, ToolCall)] == ["hybrid_search"]  # the graph first
+    assert len(server.requests) == 3  # the dates decided it: the model was not asked to choose
+
+
+async def test_an_answer_that_no_passage_shown_holds_is_not_given(server: LLMTestServer) -> None:
+    messages = asked("Where was Vera Lind born?")
+    server.enqueue(Json(completion('{"name": "search_passages", "arguments": {"query": "Vera Lind"}}')))
+    first = await step(server, messages)
+    answered(messages, first, [[DIRECTOR]])
+    server.enqueue(Json(completion('{"passage": 1, "answer": "Helsinki"}')))
+
+    second = await step(server, messages)
+
+    assert "".join(e.text for e in second if isinstance(e, TextDelta)) == NOT_FOUND
