@@ -187,6 +187,40 @@ def resolved(question: str, nested: Nested, name: str) -> str:
     return f"{question[: nested.start]}{name.strip()}{question[nested.end :]}"
 
 
+# --- kinship words that are two relations --------------------------------------------------------
+
+# "the father-in-law of X" is "the father of the spouse of X": words a passage rarely writes, as the
+# relations it does write, so each hop is one a passage can answer.
+KINSHIP = {
+    "father-in-law": "father of the spouse",
+    "mother-in-law": "mother of the spouse",
+    "son-in-law": "husband of the child",
+    "daughter-in-law": "wife of the child",
+    "child-in-law": "spouse of the child",
+    "brother-in-law": "brother of the spouse",
+    "sister-in-law": "sister of the spouse",
+    "stepmother": "wife of the father",
+    "stepfather": "husband of the mother",
+    "paternal grandfather": "father of the father",
+    "paternal grandmother": "mother of the father",
+    "maternal grandfather": "father of the mother",
+    "maternal grandmother": "mother of the mother",
+    "grandfather": "father of the parent",
+    "grandmother": "mother of the parent",
+}
+_KINSHIP_OF = re.compile(rf"\bthe ({'|'.join(sorted(KINSHIP, key=len, reverse=True))}) of\b", re.IGNORECASE)
+_KINSHIP_POSSESSIVE = re.compile(
+    rf"((?:[A-Z][\w.-]*\s)*[A-Z][\w.-]*)['’]s ({'|'.join(sorted(KINSHIP, key=len, reverse=True))})\b"
+)
+
+
+def as_plain_relations(question: str) -> str:
+    """``question`` with a kinship word that is two relations written as them: "Who is X's
+    father-in-law?" -> "Who is the father of the spouse of X?"."""
+    question = _KINSHIP_OF.sub(lambda m: f"the {KINSHIP[m.group(1).lower()]} of", question)
+    return _KINSHIP_POSSESSIVE.sub(lambda m: f"the {KINSHIP[m.group(2).lower()]} of {m.group(1)}", question)
+
+
 # --- comparisons -----------------------------------------------------------------------------------
 
 Decision = Literal["earlier", "later", "longer", "same", "choose"]

@@ -46,7 +46,14 @@ from apps.agents.llm.base import (
 from apps.agents.loop.layout import snippet
 from apps.agents.loop.lookups import PASSAGE_QUERY_MAX, is_passage, passages_tool
 from apps.agents.loop.prompt import LOOKUP_ID_PREFIX, this_turn_start
-from apps.agents.loop.questions import Comparison, comparison, decided, nested_description, resolved
+from apps.agents.loop.questions import (
+    Comparison,
+    as_plain_relations,
+    comparison,
+    decided,
+    nested_description,
+    resolved,
+)
 from apps.graph_tools.documents.recognizer import mentions_find, normalise
 
 # The ids of the loop's reading searches: "lookup_read<thing>_<hex>" (the thing: 0, or 0/1 compared).
@@ -141,7 +148,7 @@ def first_searches(tool: str, question: str) -> list[ToolCall]:
     """The searches that start reading: the question, or each compared thing's own question."""
     compared = comparison(question)
     asks = list(compared.asks) if compared is not None else [question]
-    return [search_call(tool, thing, ask) for thing, ask in enumerate(asks)]
+    return [search_call(tool, thing, as_plain_relations(ask)) for thing, ask in enumerate(asks)]
 
 
 def about(question: str, passages: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -6,7 +6,15 @@ from __future__ import annotations
 
 import pytest
 
-from apps.agents.loop.questions import Comparison, comparison, date_of, decided, nested_description, resolved
+from apps.agents.loop.questions import (
+    Comparison,
+    as_plain_relations,
+    comparison,
+    date_of,
+    decided,
+    nested_description,
+    resolved,
+)
 
 
 @pytest.mark.parametrize(
@@ -140,3 +148,21 @@ def test_same_place_is_yes_for_one_name_inside_the_other_and_no_for_different_pl
     assert decided(same, ("Rome", "Rome, Italy")) == "yes"
     assert decided(same, ("Italy", "Italian")) == "yes"
     assert decided(same, ("Lisbon", "Oslo")) == "no"
+
+
+@pytest.mark.parametrize(
+    ("question", "plain"),
+    [
+        ("Who is the father-in-law of Otto Brandl?", "Who is the father of the spouse of Otto Brandl?"),
+        ("Who is Lena Vogt's stepmother?", "Who is the wife of the father of Lena Vogt?"),
+        ("Who was Marta Kolb's paternal grandfather?", "Who was the father of the father of Marta Kolb?"),
+        ("Who is the mother of Ivo Rusk?", "Who is the mother of Ivo Rusk?"),
+    ],
+)
+def test_a_kinship_word_that_is_two_relations_is_asked_as_the_two_a_passage_writes(
+    question: str, plain: str
+) -> None:
+    asked = as_plain_relations(question)
+
+    assert asked == plain
+    assert plain == question or nested_description(asked) is not None
