@@ -220,6 +220,23 @@ def _holds(text: str, answer: str) -> bool:
     return len(words) >= 2 and sum(f" {w} " in said for w in words) * 2 > len(words)
 
 
+# A bridge longer than this many words is a sentence, not a name: the name is taken from it.
+BRIDGE_MAX_WORDS = 6
+
+
+def bridge_name(answer: str, question: str) -> str:
+    """The name a reading gave for a nested description, or "" when it gave none the question does
+    not hold already. A sentence ("Damerjog is located in eastern Djibouti") gives the last name it
+    mentions that the question does not ("Djibouti")."""
+    if not answer:
+        return ""
+    asked = normalise(question)
+    if len(answer.split()) > BRIDGE_MAX_WORDS:
+        names = [m.surface for m in mentions_find(answer) if m.kind != "date" and m.normalised not in asked]
+        answer = names[-1] if names else ""
+    return answer if answer and normalise(answer) not in asked else ""
+
+
 @dataclass(frozen=True)
 class Hop:
     """A resolved hop: the description, the name a passage gave for it, and that passage."""
@@ -274,8 +291,9 @@ async def read_step(
         reading = await read(nested.sub_question(), about(nested.text, last.passages)[:READ_PASSAGES])
         if reading is None:
             return None
-        if reading.answer and normalise(reading.answer) not in normalise(last.query):
-            more.append(search_call(tool, thing, resolved(last.query, nested, reading.answer)))
+        name = bridge_name(reading.answer, last.query)
+        if name:
+            more.append(search_call(tool, thing, resolved(last.query, nested, name)))
     if more:
         return ReadStep(searches=more)
     finals: list[Reading] = []

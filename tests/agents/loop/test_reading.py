@@ -26,7 +26,7 @@ from apps.agents.llm.base import (
 )
 from apps.agents.llm.openai_compat import OpenAICompatProvider
 from apps.agents.loop.provider import PromptedToolsProvider
-from apps.agents.loop.reading import NOT_FOUND, READ_PREFIX
+from apps.agents.loop.reading import NOT_FOUND, READ_PREFIX, bridge_name
 from apps.graph_tools.registry import tool_get
 from tests.llm_server import Json, LLMTestServer, completion
 
@@ -164,3 +164,16 @@ async def test_an_answer_that_no_passage_shown_holds_is_not_given(server: LLMTes
     second = await step(server, messages)
 
     assert "".join(e.text for e in second if isinstance(e, TextDelta)) == NOT_FOUND
+
+
+@pytest.mark.parametrize(
+    ("answer", "name"),
+    [
+        ("Vera Lind", "Vera Lind"),
+        ("Tallinn is located in northern Estonia near the sea", "Estonia"),
+        ("Night Shift", ""),  # the question holds it already: no hop
+        ("", ""),
+    ],
+)
+def test_a_bridge_is_a_name_the_question_does_not_hold(answer: str, name: str) -> None:
+    assert bridge_name(answer, "Who leads the country where Tallinn is located, Night Shift?") == name
