@@ -1,6 +1,6 @@
 """Ask a model for one passage's entities and relationships (issue 26 item 3), the agents' side.
 
-``extraction_step`` claims the next passage waiting (``graph_tools.documents.extraction``), asks
+``extraction_step`` claims the next passage waiting (``apps.documents.extraction``), asks
 the change set's model under the JSON Schema built from the project's types, and stores the
 answer, or records the failure (retried with backoff, then marked and skipped). The background
 worker runs it (``AgentsConfig.ready`` registers it with ``graph_tools.jobs``); tests and the
@@ -41,7 +41,7 @@ from apps.agents.llm.base import (
     ToolSpec,
 )
 from apps.agents.llm.resolve import resolve_model
-from apps.graph_tools.documents.extraction import (
+from apps.documents.extraction import (
     MAX_MENTIONS,
     ClaimedPassage,
     ExtractionProgress,
@@ -54,8 +54,8 @@ from apps.graph_tools.documents.extraction import (
     extraction_start_as_operator,
     extraction_store,
 )
-from apps.graph_tools.documents.models import ChangeSet
-from apps.graph_tools.documents.selectors import document_by_name_or_id
+from apps.documents.models import ChangeSet
+from apps.documents.selectors import document_by_name_or_id
 from apps.projects.selectors import project_get_by_ref
 
 log = logging.getLogger("kgchat.extraction")

@@ -15,20 +15,12 @@ from django.test import Client
 from apps.agents.extraction import TOOL_NAME, extraction_run_until_idle, extraction_step
 from apps.agents.llm.base import Done, ToolCall
 from apps.agents.llm.scripted import ScriptedProvider, error
-from apps.graph_tools.documents import extraction as graph_extraction
-from apps.graph_tools.documents import resolution
-from apps.graph_tools.documents.change_sets import change_set_apply
-from apps.graph_tools.documents.services import document_upload
-from apps.graph_tools.models import (
-    ChangeSet,
-    ChangeSetItem,
-    Document,
-    ExtractionSettings,
-    GraphChange,
-    GraphObject,
-    GraphRelationship,
-    Passage,
-)
+from apps.documents import extraction as graph_extraction
+from apps.documents import resolution
+from apps.documents.change_sets import change_set_apply
+from apps.documents.models import ChangeSet, ChangeSetItem, Document, ExtractionSettings, Passage
+from apps.documents.services import document_upload
+from apps.graph_tools.models import GraphChange, GraphObject, GraphRelationship
 from apps.graph_tools.versions import graph_version_current
 from tests.factories import make_entity, make_project, make_relationship, make_user
 

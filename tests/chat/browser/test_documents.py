@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from playwright.sync_api import Page, expect
 
-from apps.graph_tools.documents.services import document_upload
-from apps.graph_tools.models import Passage
+from apps.documents.models import Passage
+from apps.documents.services import document_upload
 from tests.chat.browser.helpers import World, log_in
 from tests.llm_server import LLMTestServer, Stream, text_chunks, tool_call_chunks
 
@@ -123,7 +123,7 @@ def test_upload_a_pdf_and_markdown_watch_the_progress_review_the_change_set_and_
 ) -> None:
     from apps.agents.extraction import extraction_run_until_idle
     from apps.graph_tools.models import GraphChange, GraphObject, GraphRelationship
-    from tests.graph_tools.documents_files import pdf_with_pages
+    from tests.documents.documents_files import pdf_with_pages
 
     (tmp_path / "freedonia.md").write_text(f"# Freedonia\n\n{P1}\n\n{P2}\n")
     (tmp_path / "nortown.pdf").write_bytes(pdf_with_pages([[P3]]))

@@ -17,15 +17,15 @@ from django.conf import settings
 from django.db import connection, transaction
 
 from apps.core.inputs import InvalidInput, input_check
-from apps.graph_tools.documents.errors import DocumentNotFound, DocumentTooLarge
-from apps.graph_tools.documents.mention_index import (
+from apps.documents.errors import DocumentNotFound, DocumentTooLarge
+from apps.documents.mention_index import (
     mention_names_of_passages,
     mention_names_prune,
     passages_mentions_index,
 )
-from apps.graph_tools.documents.parsing import document_parse, format_detect
-from apps.graph_tools.documents.passages import PassageSpan, passages_split
-from apps.graph_tools.models import Document, Passage
+from apps.documents.models import Document, Passage
+from apps.documents.parsing import document_parse, format_detect
+from apps.documents.passages import PassageSpan, passages_split
 from apps.projects.models import Project, Role
 from apps.projects.selectors import Principal, parse_uuid, project_get, project_get_by_ref
 

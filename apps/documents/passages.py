@@ -10,7 +10,7 @@ import hashlib
 import re
 from dataclasses import dataclass
 
-from apps.graph_tools.documents.parsing import PageSpan
+from apps.documents.parsing import PageSpan
 
 # The longest passage: a paragraph longer than this is cut at sentence ends (or, failing those,
 # at spaces) into pieces of at most this many characters.

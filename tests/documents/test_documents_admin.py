@@ -12,9 +12,9 @@ from django.test import Client
 from apps.agents.extraction import TOOL_NAME, extraction_run_until_idle
 from apps.agents.llm.base import ToolCall
 from apps.agents.llm.scripted import ScriptedProvider
-from apps.graph_tools.documents.extraction import extraction_start
-from apps.graph_tools.documents.services import document_upload
-from apps.graph_tools.models import ChangeSet, ChangeSetItem, Document, Passage
+from apps.documents.extraction import extraction_start
+from apps.documents.models import ChangeSet, ChangeSetItem, Document, Passage
+from apps.documents.services import document_upload
 from tests.factories import make_entity, make_project, make_relationship
 
 pytestmark = pytest.mark.django_db
@@ -78,8 +78,8 @@ PAGES = {
 def test_each_list_and_each_row_s_page_answer_a_superuser(admin_client, extracted, model):
     row = PAGES[model]()
 
-    listed = admin_client.get(f"/admin/graph_tools/{model}/")
-    page = admin_client.get(f"/admin/graph_tools/{model}/{row.pk}/change/")
+    listed = admin_client.get(f"/admin/documents/{model}/")
+    page = admin_client.get(f"/admin/documents/{model}/{row.pk}/change/")
 
     assert listed.status_code == 200
     assert page.status_code == 200
@@ -88,18 +88,16 @@ def test_each_list_and_each_row_s_page_answer_a_superuser(admin_client, extracte
 def test_lists_filter_by_project_and_state(admin_client, extracted):
     project, other = extracted["project"], extracted["other"]
 
-    documents = admin_client.get(
-        f"/admin/graph_tools/document/?project__id__exact={other.id}"
-    ).content.decode()
+    documents = admin_client.get(f"/admin/documents/document/?project__id__exact={other.id}").content.decode()
     in_review = admin_client.get(
-        f"/admin/graph_tools/changeset/?project__id__exact={project.id}&status__exact=review"
+        f"/admin/documents/changeset/?project__id__exact={project.id}&status__exact=review"
     ).content.decode()
-    applied = admin_client.get("/admin/graph_tools/changeset/?status__exact=applied").content.decode()
+    applied = admin_client.get("/admin/documents/changeset/?status__exact=applied").content.decode()
     done = admin_client.get(
-        f"/admin/graph_tools/passage/?project__id__exact={project.id}&extraction_state__exact=done"
+        f"/admin/documents/passage/?project__id__exact={project.id}&extraction_state__exact=done"
     ).content.decode()
     items = admin_client.get(
-        f"/admin/graph_tools/changesetitem/?change_set__project__id__exact={project.id}&status__exact=linked"
+        f"/admin/documents/changesetitem/?change_set__project__id__exact={project.id}&status__exact=linked"
     ).content.decode()
 
     assert "notes.txt" in documents and "atlas.md" not in documents
@@ -111,8 +109,8 @@ def test_lists_filter_by_project_and_state(admin_client, extracted):
 
 
 def test_lists_search_passages_by_text_and_items_by_their_values(admin_client, extracted):
-    passages = admin_client.get("/admin/graph_tools/passage/?q=Nortown").content.decode()
-    items = admin_client.get("/admin/graph_tools/changesetitem/?q=Fredville").content.decode()
+    passages = admin_client.get("/admin/documents/passage/?q=Nortown").content.decode()
+    items = admin_client.get("/admin/documents/changesetitem/?q=Fredville").content.decode()
 
     assert "1 passage" in passages and "Nortown lies in Freedonia" in passages
     assert "City Fredville" in items and "City Nortown" not in items
@@ -122,9 +120,9 @@ def test_a_document_s_page_links_to_its_passages_and_change_sets(admin_client, e
     document = extracted["document"]
     change_set = ChangeSet.objects.get(document=document)
 
-    page = admin_client.get(f"/admin/graph_tools/document/{document.pk}/change/").content.decode()
-    passages = admin_client.get(f"/admin/graph_tools/passage/?document__id__exact={document.pk}")
-    items = admin_client.get(f"/admin/graph_tools/changesetitem/?change_set__id__exact={change_set.pk}")
+    page = admin_client.get(f"/admin/documents/document/{document.pk}/change/").content.decode()
+    passages = admin_client.get(f"/admin/documents/passage/?document__id__exact={document.pk}")
+    items = admin_client.get(f"/admin/documents/changesetitem/?change_set__id__exact={change_set.pk}")
 
     assert f"document__id__exact={document.pk}" in page and "Fredville is the capital" in page
     assert passages.status_code == 200 and "2 passages" in passages.content.decode()
@@ -138,9 +136,9 @@ def test_a_document_s_page_links_to_its_passages_and_change_sets(admin_client, e
 def test_nothing_is_added_or_changed_through_these_pages(admin_client, extracted):
     change_set = ChangeSet.objects.get()
 
-    refused = [admin_client.get(f"/admin/graph_tools/{model}/add/").status_code for model in PAGES]
+    refused = [admin_client.get(f"/admin/documents/{model}/add/").status_code for model in PAGES]
     posted = admin_client.post(
-        f"/admin/graph_tools/changeset/{change_set.pk}/change/", {"status": "applied", "model": "x"}
+        f"/admin/documents/changeset/{change_set.pk}/change/", {"status": "applied", "model": "x"}
     )
 
     assert refused == [403, 403, 403, 403]

@@ -3,7 +3,7 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from apps.core.errors import ServiceError
-from apps.graph_tools.documents.services import document_upload_as_operator
+from apps.documents.services import document_upload_as_operator
 
 
 class Command(BaseCommand):

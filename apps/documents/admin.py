@@ -1,5 +1,5 @@
 """Documents, passages and extraction change sets in the Django admin: read-only lists with their
-state, filtered by project and state (``apps/graph_tools/admin.py`` imports this module).
+state, filtered by project and state.
 
 Everything here is written by the services only (upload, the embedding worker, extraction and the
 change-set review, each with its checks and audit rows), so no page adds or edits a row. A document
@@ -17,7 +17,7 @@ from django.http import HttpRequest
 from django.urls import reverse
 from django.utils.html import format_html
 
-from apps.graph_tools.models import ChangeSet, ChangeSetItem, Document, MentionName, Passage, PassageMention
+from apps.documents.models import ChangeSet, ChangeSetItem, Document, MentionName, Passage, PassageMention
 
 # How much of a long text a list or a page shows.
 SNIPPET_CHARS = 120
@@ -30,7 +30,7 @@ def _clip(text: str, limit: int) -> str:
 
 
 def _changelist_link(model: str, query: str, label: str) -> str:
-    url = reverse(f"admin:graph_tools_{model}_changelist")
+    url = reverse(f"admin:documents_{model}_changelist")
     return format_html('<a href="{}?{}">{}</a>', url, query, label)
 
 

@@ -7,8 +7,8 @@ from dataclasses import dataclass
 
 from django.db.models import Count, Q, QuerySet
 
-from apps.graph_tools.documents.errors import DocumentNotFound
-from apps.graph_tools.models import Document, Passage, PassageMention
+from apps.documents.errors import DocumentNotFound
+from apps.documents.models import Document, Passage, PassageMention
 from apps.projects.selectors import Principal, parse_uuid, project_get
 
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from apps.graph_tools.documents.recognizer import mentions_find, normalise
-from apps.graph_tools.documents.search import passages_search
-from apps.graph_tools.documents.services import document_delete_as_member, document_upload
-from apps.graph_tools.models import MentionName, PassageMention
+from apps.documents.models import MentionName, PassageMention
+from apps.documents.recognizer import mentions_find, normalise
+from apps.documents.search import passages_search
+from apps.documents.services import document_delete_as_member, document_upload
 from apps.projects.selectors import Principal
 from tests.factories import make_entity, make_project, make_user
 from tests.graph_tools.conftest import call_tool

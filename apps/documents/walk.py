@@ -37,7 +37,7 @@ from django.db import connection
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 import igraph
 
-from apps.graph_tools.documents.recognizer import mentions_find
+from apps.documents.recognizer import mentions_find
 
 # The walk goes on with this probability at each step (igraph's ``damping``), else restarts.
 DAMPING = 0.85

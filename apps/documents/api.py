@@ -15,9 +15,9 @@ from pydantic import Field
 from apps.core.inputs import ListLimit, ListOffset
 from apps.core.paging import page_of
 from apps.core.uploads import client_file_name
-from apps.graph_tools.documents import change_sets, extraction, selectors, services
-from apps.graph_tools.documents.errors import DocumentTooLarge
-from apps.graph_tools.models import ChangeSet, Document, Passage, PassageMention
+from apps.documents import change_sets, extraction, selectors, services
+from apps.documents.errors import DocumentTooLarge
+from apps.documents.models import ChangeSet, Document, Passage, PassageMention
 from apps.projects.auth import principal_of
 
 router = Router(tags=["documents"])

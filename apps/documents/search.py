@@ -9,7 +9,7 @@ from typing import Any
 
 from django.db import connection, transaction
 
-from apps.graph_tools.documents.walk import passages_walk
+from apps.documents.walk import passages_walk
 from apps.graph_tools.embeddings import Embedder
 from apps.graph_tools.search import HNSW_EF_SEARCH, RRF_K, vector_literal, vector_search_options_set
 from apps.graph_tools.text_search import any_word_tsquery_sql

@@ -13,18 +13,11 @@ from django.utils import timezone
 
 from apps.core.errors import NotFound, ServiceError
 from apps.core.inputs import InvalidInput, input_check
-from apps.graph_tools.documents.resolution import entity_match, key_for, normalised_name
+from apps.documents.models import ChangeSet, ChangeSetItem, ExtractionSettings, ExtractionStatus, Passage
+from apps.documents.resolution import entity_match, key_for, normalised_name
 from apps.graph_tools.embeddings import get_embedder
 from apps.graph_tools.importer import MAX_NAME, MAX_TYPE
-from apps.graph_tools.models import (
-    ChangeAuthority,
-    ChangeSet,
-    ChangeSetItem,
-    ExtractionSettings,
-    ExtractionStatus,
-    GraphObject,
-    Passage,
-)
+from apps.graph_tools.models import ChangeAuthority, GraphObject
 from apps.graph_tools.names import ALIASES_PROPERTY, aliases_with, same_name
 from apps.graph_tools.registry import WriteAuthorization
 from apps.graph_tools.selectors import graph_vocabulary

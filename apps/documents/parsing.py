@@ -14,14 +14,14 @@ from dataclasses import dataclass
 from html.parser import HTMLParser
 from typing import TYPE_CHECKING
 
-from apps.graph_tools.documents.errors import (
+from apps.documents.errors import (
     DocumentCorrupt,
     DocumentEncrypted,
     DocumentTooManyPages,
     DocumentWithoutText,
     UnsupportedDocumentType,
 )
-from apps.graph_tools.models import DocumentFormat
+from apps.documents.models import DocumentFormat
 
 if TYPE_CHECKING:
     from pypdf import PdfReader

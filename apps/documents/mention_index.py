@@ -16,8 +16,8 @@ from collections.abc import Iterable, Sequence
 
 from django.db import connection
 
-from apps.graph_tools.documents.recognizer import Mention, mentions_find, normalise
-from apps.graph_tools.models import Passage, PassageMention
+from apps.documents.models import Passage, PassageMention
+from apps.documents.recognizer import Mention, mentions_find, normalise
 from apps.graph_tools.names import ALIAS_MATCH
 
 # Names stored in one statement.

@@ -11,12 +11,12 @@ import pytest
 from django.core.management import call_command
 from django.test import Client
 
-from apps.graph_tools.embeddings import pending_passages_embed
-from apps.graph_tools.models import Document, Passage, PassageEmbedding
+from apps.documents.embeddings import pending_passages_embed
+from apps.documents.models import Document, Passage, PassageEmbedding
 from apps.graph_tools.registry import tool_names
+from tests.documents.documents_files import pdf_encrypted, pdf_scanned, pdf_with_pages
 from tests.factories import add_member, make_project, make_user
 from tests.graph_tools.conftest import call_tool
-from tests.graph_tools.documents_files import pdf_encrypted, pdf_scanned, pdf_with_pages
 
 pytestmark = pytest.mark.django_db
 

@@ -1,5 +1,6 @@
-"""Documents (issue #26): uploaded files, their passages (searched and cited), and the change sets
-their extraction proposes. Part of the ``graph_tools`` app (``apps.graph_tools.models`` imports them)."""
+"""Documents (issue #26): uploaded files, their passages (searched and cited), the mention index, and
+the change sets their extraction proposes. The ``documents`` app's models since #48 (formerly the
+``graph_tools`` app's: the tables kept their names, ``migrations/0001_initial.py``)."""
 
 from __future__ import annotations
 

@@ -10,9 +10,9 @@ from collections.abc import Sequence
 import pytest
 from django.db import connection, transaction
 
-from apps.graph_tools.documents.search import passages_search
-from apps.graph_tools.embeddings import passage_hnsw_index_name, pending_passages_embed
-from apps.graph_tools.models import Document, Passage
+from apps.documents.embeddings import passage_hnsw_index_name, pending_passages_embed
+from apps.documents.models import Document, Passage
+from apps.documents.search import passages_search
 from apps.graph_tools.search import HNSW_EF_SEARCH, vector_search_options_set
 from tests.factories import make_project
 

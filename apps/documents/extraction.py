@@ -20,15 +20,9 @@ from typing import Any
 from django.db import connection, transaction
 from django.utils import timezone
 
-from apps.graph_tools.documents.change_sets import ChangeSetNotFound, change_set_maybe_finish
-from apps.graph_tools.documents.mentions import PassageNames
-from apps.graph_tools.models import (
-    ChangeSet,
-    Document,
-    ExtractionSettings,
-    ExtractionStatus,
-    Passage,
-)
+from apps.documents.change_sets import ChangeSetNotFound, change_set_maybe_finish
+from apps.documents.mentions import PassageNames
+from apps.documents.models import ChangeSet, Document, ExtractionSettings, ExtractionStatus, Passage
 from apps.graph_tools.names import normalised_name
 from apps.graph_tools.selectors import graph_vocabulary
 from apps.projects.models import Role
@@ -339,7 +333,7 @@ def extraction_start_as_member(
     *, principal: Principal, project_ref: object, document_id: object
 ) -> ChangeSet:
     """Start (or return the running) extraction of a document, as an editor or owner."""
-    from apps.graph_tools.documents.selectors import document_of_project
+    from apps.documents.selectors import document_of_project
 
     project = project_get(principal=principal, project_ref=project_ref, min_role=Role.EDITOR)
     document = document_of_project(project_id=project.id, document_id=document_id)
@@ -352,7 +346,7 @@ def extraction_start_as_operator(*, document: Document) -> ChangeSet:
 
 def change_set_latest(*, principal: Principal, project_ref: object, document_id: object) -> ChangeSet:
     """The newest change set of a document a member may see (``ChangeSetNotFound``: none yet)."""
-    from apps.graph_tools.documents.selectors import document_of_project
+    from apps.documents.selectors import document_of_project
 
     project = project_get(principal=principal, project_ref=project_ref)
     document = document_of_project(project_id=project.id, document_id=document_id)
