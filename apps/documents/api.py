@@ -15,8 +15,10 @@ from pydantic import Field
 from apps.core.inputs import ListLimit, ListOffset
 from apps.core.paging import page_of
 from apps.core.uploads import client_file_name
-from apps.documents import change_sets, extraction, selectors, services
+from apps.documents import change_sets, selectors, services
 from apps.documents.errors import DocumentTooLarge
+from apps.documents.extraction import services as extraction
+from apps.documents.extraction.queue import change_set_progress
 from apps.documents.models import ChangeSet, Document, Passage, PassageMention
 from apps.projects.auth import principal_of
 
@@ -262,7 +264,7 @@ class ExtractionSettingsOut(Schema):
 
 
 def change_set_out(change_set: ChangeSet) -> ChangeSetOut:
-    progress = extraction.change_set_progress(change_set)
+    progress = change_set_progress(change_set)
     items = list(change_set.items.all())
     names = {i.ordinal: i.values.get("name") for i in items if i.action.endswith("_entity")}
     return ChangeSetOut(

@@ -73,7 +73,7 @@ class Passage(models.Model):
     char_end = models.IntegerField()
     page = models.IntegerField(null=True, blank=True)
     embedding_pending = models.BooleanField(default=True, db_default=True)
-    # Extraction (``documents/extraction.py``): "" (never asked), pending, done, failed (skipped
+    # Extraction (``documents/extraction/``): "" (never asked), pending, done, failed (skipped
     # after ``EXTRACTION_ATTEMPTS``). ``extracted`` is the model's entities and relationships; a
     # passage whose text is unchanged keeps them across re-uploads.
     extraction_state = models.CharField(max_length=16, blank=True, default="")

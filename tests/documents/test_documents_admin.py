@@ -9,10 +9,11 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.test import Client
 
-from apps.agents.extraction import TOOL_NAME, extraction_run_until_idle
 from apps.agents.llm.base import ToolCall
 from apps.agents.llm.scripted import ScriptedProvider
-from apps.documents.extraction import extraction_start
+from apps.documents.extraction.queue import extraction_start
+from apps.documents.extraction.spec import TOOL_NAME
+from apps.documents.extraction.step import extraction_run_until_idle
 from apps.documents.models import ChangeSet, ChangeSetItem, Document, Passage
 from apps.documents.services import document_upload
 from tests.factories import make_entity, make_project, make_relationship

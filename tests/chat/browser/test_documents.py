@@ -102,9 +102,9 @@ TRUTH = {
 def perfect_extractor():  # type: ignore[no-untyped-def]
     import re
 
-    from apps.agents.extraction import TOOL_NAME
     from apps.agents.llm.base import ToolCall
     from apps.agents.llm.scripted import ScriptedProvider
+    from apps.documents.extraction.spec import TOOL_NAME
 
     def respond(messages, tools):  # type: ignore[no-untyped-def]
         text = re.search(r"Passage:\n(.*)$", messages[-1].content, re.DOTALL).group(1)
@@ -121,7 +121,7 @@ def item(page: Page, text: str):  # type: ignore[no-untyped-def]
 def test_upload_a_pdf_and_markdown_watch_the_progress_review_the_change_set_and_cite_both(
     page: Page, live_server_url: str, world: World, llm_server: LLMTestServer, tmp_path
 ) -> None:
-    from apps.agents.extraction import extraction_run_until_idle
+    from apps.documents.extraction.step import extraction_run_until_idle
     from apps.graph_tools.models import GraphChange, GraphObject, GraphRelationship
     from tests.documents.documents_files import pdf_with_pages
 

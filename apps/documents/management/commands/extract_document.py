@@ -1,7 +1,7 @@
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from apps.agents.extraction import DocumentExtraction, document_extract
 from apps.core.errors import ServiceError
+from apps.documents.extraction.services import DocumentExtraction, document_extract
 
 
 class Command(BaseCommand):
