@@ -1,5 +1,5 @@
 """Passage vectors: the HNSW index of each model's passage vectors, and the background worker's
-passage step (``DocumentsConfig.ready`` registers it with ``graph_tools.jobs``), as
+batch step (``DocumentsConfig.ready`` registers it with ``apps.core.jobs``), as
 ``graph_tools.embeddings`` is for entities' vectors."""
 
 from __future__ import annotations

@@ -16,6 +16,7 @@ from typing import Any
 
 from django.db import connection, transaction
 
+from apps.core.jobs import worker_run
 from apps.graph_tools.embedders import (
     Embedder,
     EmbeddingError,
@@ -23,7 +24,6 @@ from apps.graph_tools.embedders import (
     embedder_from_spec,
     get_embedder,
 )
-from apps.graph_tools.jobs import job_steps_run, vector_steps_run
 from apps.graph_tools.models import GraphObject, GraphObjectEmbedding
 
 __all__ = [
@@ -295,27 +295,16 @@ def embed_worker_run(
     on_batch: Callable[[int], None] | None = None,
     project_id: uuid.UUID | None = None,
 ) -> None:
-    """Embed a batch of pending entities (or, when none waits, of what the apps above registered with
-    ``jobs.vector_step_register``: document passages) and run one step of each other registered job
-    (``jobs.job_steps_run``: document extraction), round after round until ``stop`` is set; poll every ``idle_seconds`` while nothing is pending. A failing model is
-    logged and retried after the same pause. With ``project_id``: only that project's entities and
-    passages, and no other job (a one-off backfill or a benchmark beside the regular worker)."""
-    stop = stop or threading.Event()
-    embedder = embedder or get_embedder()
-    while not stop.is_set():
-        try:
-            done = pending_batch_embed(embedder=embedder, batch_size=batch_size, project_id=project_id)
-            if not done:
-                done = vector_steps_run(embedder=embedder, batch_size=batch_size, project_id=project_id)
-            # One step of every other job each round: a large import's backlog of vectors does not
-            # hold up document extraction, nor extraction the vectors.
-            if project_id is None:
-                done += job_steps_run()
-        except Exception:
-            log.exception("background embedding failed; retrying in %.0f s", idle_seconds)
-            done = 0
-            connection.close()
-        if on_batch is not None and done:
-            on_batch(done)
-        if not done:
-            stop.wait(idle_seconds)
+    """The background worker (``apps.core.jobs.worker_run``) with this process's embedder: each round
+    embeds a batch of what waits for a vector (entities, then what the apps above registered:
+    passages) and runs one step of each job (document extraction), until ``stop`` is set; polls
+    every ``idle_seconds`` while nothing waits. With ``project_id``: only that project's entities
+    and passages, and no other job (a one-off backfill or a benchmark beside the regular worker)."""
+    worker_run(
+        stop=stop or threading.Event(),
+        idle_seconds=idle_seconds,
+        on_batch=on_batch,
+        project_id=project_id,
+        embedder=embedder or get_embedder(),
+        batch_size=batch_size,
+    )

@@ -1,5 +1,5 @@
 """The background worker's extraction step (``DocumentsConfig.ready`` registers it with
-``graph_tools.jobs``): claim waiting passages, ask the model about a few at once through
+``apps.core.jobs``): claim waiting passages, ask the model about a few at once through
 ``apps.agents.structured`` and store the answers. Tests and ``manage.py extract_document`` call it
 directly, with a scripted model if they like."""
 
