@@ -15,7 +15,7 @@ from pydantic import Field
 from apps.core.inputs import ListLimit, ListOffset
 from apps.core.paging import page_of
 from apps.core.uploads import client_file_name
-from apps.documents import change_sets, selectors, services
+from apps.documents import review, selectors, services
 from apps.documents.errors import DocumentTooLarge
 from apps.documents.extraction import services as extraction
 from apps.documents.extraction.queue import change_set_progress
@@ -324,14 +324,12 @@ def get_extraction(request: HttpRequest, project_id: str, document_id: str) -> C
 
 @router.get("/change-sets/{change_set_id}", response=ChangeSetOut)
 def get_change_set(request: HttpRequest, change_set_id: str) -> ChangeSetOut:
-    return change_set_out(
-        change_sets.change_set_get(principal=principal_of(request), change_set_id=change_set_id)
-    )
+    return change_set_out(review.change_set_get(principal=principal_of(request), change_set_id=change_set_id))
 
 
 @router.post("/change-sets/{change_set_id}/decision", response=ChangeSetOut)
 def decide_change_set(request: HttpRequest, change_set_id: str, payload: DecisionIn) -> ChangeSetOut:
-    change_set = change_sets.change_set_decide(
+    change_set = review.change_set_decide(
         principal=principal_of(request),
         change_set_id=change_set_id,
         approve=None if payload.approve == "all" else list(payload.approve),

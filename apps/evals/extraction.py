@@ -24,11 +24,11 @@ from django.db import transaction
 from apps.agents.llm.base import ToolCall
 from apps.agents.llm.resolve import resolve_model
 from apps.agents.llm.scripted import ScriptedProvider
-from apps.documents.change_sets import change_set_apply
 from apps.documents.extraction.queue import extraction_start
 from apps.documents.extraction.spec import TOOL_NAME
 from apps.documents.extraction.step import extraction_run_until_idle
 from apps.documents.models import ChangeSet, Passage
+from apps.documents.review import change_set_apply
 from apps.documents.services import document_upload
 from apps.evals.planner import PLANNER_MODEL
 from apps.evals.questions import normalise

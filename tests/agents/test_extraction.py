@@ -15,12 +15,12 @@ from django.test import Client
 from apps.agents.llm.base import Done, ToolCall
 from apps.agents.llm.scripted import ScriptedProvider, error
 from apps.documents import resolution
-from apps.documents.change_sets import change_set_apply
 from apps.documents.extraction import queue as graph_extraction
 from apps.documents.extraction.answers import extraction_output_clean
 from apps.documents.extraction.spec import TOOL_NAME, extraction_spec
 from apps.documents.extraction.step import extraction_run_until_idle, extraction_step
 from apps.documents.models import ChangeSet, ChangeSetItem, Document, ExtractionSettings, Passage
+from apps.documents.review import change_set_apply
 from apps.documents.services import document_upload
 from apps.graph_tools.models import GraphChange, GraphObject, GraphRelationship
 from apps.graph_tools.versions import graph_version_current

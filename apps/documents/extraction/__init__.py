@@ -12,5 +12,5 @@ the project's types, checked against the passage and proposed as one change set 
 
 A change set covers one document's passages not in an earlier change set: a re-uploaded document
 with one changed paragraph proposes only what that paragraph says. Resolving the answers to
-change-set items and the review are ``documents/change_sets.py``'s.
+change-set items is ``documents/change_sets.py``'s, and the review ``documents/review.py``'s.
 """

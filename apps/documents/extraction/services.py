@@ -8,10 +8,10 @@ from dataclasses import dataclass
 
 from django.conf import settings
 
-from apps.documents.change_sets import ChangeSetNotFound
 from apps.documents.extraction.queue import ExtractionProgress, change_set_progress, extraction_start
 from apps.documents.extraction.step import extraction_step
 from apps.documents.models import ChangeSet, Document, ExtractionSettings
+from apps.documents.review import ChangeSetNotFound
 from apps.documents.selectors import document_by_name_or_id, document_of_project
 from apps.projects.models import Role
 from apps.projects.selectors import Principal, project_get, project_get_by_ref
