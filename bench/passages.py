@@ -23,9 +23,9 @@ import uuid
 from django.contrib.auth import get_user_model
 from django.db import connection
 
-from apps.graph_tools.documents.recognizer import mentions_find
-from apps.graph_tools.documents.search import passages_search
-from apps.graph_tools.documents.services import document_upload
+from apps.documents.search import passages_search
+from apps.documents.services import document_upload
+from apps.graph_tools.recognizer import mentions_find
 from apps.projects.services import project_create
 
 SIZES = [int(n) for n in os.environ.get("BENCH_PASSAGES", "1000,10000,100000").split(",")]

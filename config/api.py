@@ -82,8 +82,8 @@ def _register_routers() -> None:
     from apps.chat.transports.api import router as chat_router
     from apps.chat.transports.approvals_api import router as approvals_router
     from apps.chat.transports.conversations_api import router as chat_team_router
+    from apps.documents.api import router as documents_router
     from apps.graph_tools.api import router as graph_router
-    from apps.graph_tools.documents.api import router as documents_router
     from apps.graph_tools.tools_api import router as graph_tools_router
     from apps.projects.api import router as projects_router
     from apps.usage.api import router as usage_router

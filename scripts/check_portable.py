@@ -117,7 +117,7 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule("onnxruntime", required=("*/libonnxruntime.so*",), emulated=ONNXRUNTIME_EMULATED),
     Rule("onnx"),
-    # The walk over the mention index (apps/graph_tools/documents/walk.py): igraph's C core.
+    # The walk over the mention index (apps/documents/walk.py): igraph's C core.
     Rule("igraph", required=("igraph/_igraph*.so",)),
 )
 

@@ -29,6 +29,9 @@ from asgiref.sync import sync_to_async
 from apps.agents.definitions import default_agents_install
 from apps.agents.models import AgentDefinition, AgentRun, AgentRunToolCall
 from apps.chat.models import Message
+from apps.documents.embeddings import pending_passages_embed
+from apps.documents.models import Document, Passage
+from apps.documents.services import document_upload
 from apps.evals.docqa import (
     DocqaData,
     DocQuestion,
@@ -40,9 +43,6 @@ from apps.evals.docqa import (
 from apps.evals.harness import EvalError, MeteredProvider, eval_provider, eval_user_ensure
 from apps.evals.scoring import says_not_found
 from apps.evals.services import eval_models_check, turn_ask
-from apps.graph_tools.documents.services import document_upload
-from apps.graph_tools.embeddings import pending_passages_embed
-from apps.graph_tools.models import Passage
 from apps.graph_tools.registry import tool_call
 from apps.projects.models import Project
 from apps.projects.selectors import Principal
@@ -67,7 +67,7 @@ def _complete(project: Project, data: DocqaData) -> bool:
     """Whether ``project`` holds every passage of the sample as a document, each passage embedded."""
     passages = Passage.objects.filter(project=project)
     return (
-        project.documents.count() == len(data.passages)
+        Document.objects.filter(project=project).count() == len(data.passages)
         and passages.exists()
         and not passages.filter(embeddings__isnull=True).exists()
     )

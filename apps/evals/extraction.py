@@ -21,23 +21,20 @@ from typing import Any
 
 from django.db import transaction
 
-from apps.agents.extraction import TOOL_NAME, extraction_run_until_idle
 from apps.agents.llm.base import ToolCall
 from apps.agents.llm.resolve import resolve_model
 from apps.agents.llm.scripted import ScriptedProvider
+from apps.documents.extraction.queue import extraction_start
+from apps.documents.extraction.spec import TOOL_NAME
+from apps.documents.extraction.step import extraction_run_until_idle
+from apps.documents.models import ChangeSet, Passage
+from apps.documents.review import change_set_apply
+from apps.documents.services import document_upload
 from apps.evals.planner import PLANNER_MODEL
 from apps.evals.questions import normalise
 from apps.evals.sets import DEFAULT_SEED, World, fictional_world
-from apps.graph_tools.documents.change_sets import change_set_apply
-from apps.graph_tools.documents.extraction import extraction_start
-from apps.graph_tools.documents.services import document_upload
 from apps.graph_tools.importer import graph_import
-from apps.graph_tools.models import (
-    ChangeSet,
-    GraphChange,
-    GraphObject,
-    Passage,
-)
+from apps.graph_tools.models import GraphChange, GraphObject
 from apps.projects.models import Project
 from apps.projects.services import project_create, project_delete
 

@@ -12,7 +12,6 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 
 from apps.core.inputs import JSONFormField
-from apps.graph_tools.documents import admin as documents_admin  # noqa: F401  (registers its pages)
 from apps.graph_tools.errors import ToolError
 from apps.graph_tools.models import (
     ChangeAuthority,

@@ -16,6 +16,7 @@ from typing import Any
 
 from django.db import connection, transaction
 
+from apps.core.jobs import worker_run
 from apps.graph_tools.embedders import (
     Embedder,
     EmbeddingError,
@@ -23,7 +24,6 @@ from apps.graph_tools.embedders import (
     embedder_from_spec,
     get_embedder,
 )
-from apps.graph_tools.jobs import job_steps_run
 from apps.graph_tools.models import GraphObject, GraphObjectEmbedding
 
 __all__ = [
@@ -38,10 +38,8 @@ __all__ = [
     "get_embedder",
     "graph_objects_embed",
     "hnsw_index_name",
-    "passage_hnsw_index_name",
-    "passage_vector_index_ensure",
+    "partial_hnsw_index_ensure",
     "pending_batch_embed",
-    "pending_passages_embed",
     "vector_index_ensure",
     "vector_indexes_rebuild",
     "vectors_store",
@@ -77,10 +75,6 @@ def hnsw_index_name(model_name: str) -> str:
     return "graph_obj_emb_hnsw_" + uuid.uuid5(uuid.NAMESPACE_URL, model_name).hex[:12]
 
 
-def passage_hnsw_index_name(model_name: str) -> str:
-    return "passage_emb_hnsw_" + uuid.uuid5(uuid.NAMESPACE_URL, model_name).hex[:12]
-
-
 def vector_index_ensure(*, embedder: Embedder) -> str | None:
     """Create the partial HNSW index for ``embedder``'s vectors if it is missing; return its name.
 
@@ -88,19 +82,14 @@ def vector_index_ensure(*, embedder: Embedder) -> str | None:
     ``embedding::vector(<dim>)`` restricted to rows of that model; searches use exactly that
     expression and predicate (see ``search``).
     """
-    return _partial_hnsw_ensure(
+    return partial_hnsw_index_ensure(
         table="kb.graph_object_embeddings", name=hnsw_index_name(embedder.name), embedder=embedder
     )
 
 
-def passage_vector_index_ensure(*, embedder: Embedder) -> str | None:
-    """As ``vector_index_ensure``, for passage vectors (``kb.document_passage_embeddings``)."""
-    return _partial_hnsw_ensure(
-        table="kb.document_passage_embeddings", name=passage_hnsw_index_name(embedder.name), embedder=embedder
-    )
-
-
-def _partial_hnsw_ensure(*, table: str, name: str, embedder: Embedder) -> str | None:
+def partial_hnsw_index_ensure(*, table: str, name: str, embedder: Embedder) -> str | None:
+    """Create the partial HNSW index ``name`` on ``table``'s vectors of ``embedder``'s model if it
+    is missing (entities' here, passages' in ``apps.documents.embeddings``); return its name."""
     dimension = embedder.dimension
     if dimension > HNSW_MAX_DIMENSIONS:
         log.warning("%s has %d dimensions: no HNSW index, searches are exact", embedder.name, dimension)
@@ -122,8 +111,15 @@ def _partial_hnsw_ensure(*, table: str, name: str, embedder: Embedder) -> str | 
     return name
 
 
-# The tables whose vectors have partial HNSW indexes (one per model): entities' and passages'.
-VECTOR_TABLES = ("graph_object_embeddings", "document_passage_embeddings")
+# The tables whose vectors have partial HNSW indexes (one per model): entities' here, and those an
+# app above registers at start-up (``vector_table_register``: passages', ``DocumentsConfig.ready``).
+VECTOR_TABLES: list[str] = ["graph_object_embeddings"]
+
+
+def vector_table_register(table: str) -> None:
+    """Rebuild ``table``'s HNSW indexes too in ``vector_indexes_rebuild`` (after those registered before)."""
+    if table not in VECTOR_TABLES:
+        VECTOR_TABLES.append(table)
 
 
 def vector_indexes_rebuild() -> list[tuple[str, float]]:
@@ -290,70 +286,6 @@ def pending_batch_embed(
     return len(rows)
 
 
-# Document passages (issue 26) wait in the same queue, the same way: ``embedding_pending`` is set on
-# a new passage, the worker claims a batch with ``FOR UPDATE SKIP LOCKED``, stores the vectors and
-# clears the flag in one transaction. Their vectors have a partial HNSW index per model, as
-# entities' do (``passage_vector_index_ensure``; migration 0020 for the embedded default), so
-# ``search_passages`` stays an index scan however many passages the projects upload.
-_PASSAGE_CLAIM_SQL = """
-    SELECT id, text FROM kb.document_passages
-    WHERE embedding_pending {project}
-    LIMIT %(limit)s
-    FOR UPDATE SKIP LOCKED
-"""
-
-_PASSAGE_STORE_SQL = """
-    WITH stored AS (
-        INSERT INTO kb.document_passage_embeddings AS e (passage_id, project_id, model, embedding)
-        SELECT p.id, p.project_id, %(model)s, v.embedding::vector
-        FROM unnest(%(ids)s::uuid[], %(vectors)s::text[]) AS v(id, embedding)
-        JOIN kb.document_passages p ON p.id = v.id
-        ON CONFLICT (passage_id, model) DO UPDATE SET embedding = excluded.embedding
-        RETURNING e.passage_id
-    )
-    UPDATE kb.document_passages SET embedding_pending = false
-    WHERE id IN (SELECT passage_id FROM stored) AND embedding_pending
-"""
-
-
-def pending_passages_embed(
-    *,
-    embedder: Embedder | None = None,
-    batch_size: int = EMBED_BATCH_SIZE,
-    project_id: uuid.UUID | None = None,
-) -> int:
-    """Claim up to ``batch_size`` passages without a vector, embed and store them in one transaction.
-
-    Return how many were embedded (0: none is pending, or another worker holds them)."""
-    embedder = embedder or get_embedder()
-    params: dict[str, Any] = {"limit": max(1, batch_size)}
-    project = ""
-    if project_id is not None:
-        project, params["project"] = "AND project_id = %(project)s", project_id
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"SELECT EXISTS (SELECT 1 FROM kb.document_passages WHERE embedding_pending {project})", params
-        )
-        if not cursor.fetchone()[0]:
-            return 0
-    passage_vector_index_ensure(embedder=embedder)
-    with transaction.atomic(), connection.cursor() as cursor:
-        cursor.execute(_PASSAGE_CLAIM_SQL.format(project=project), params)
-        rows = cursor.fetchall()
-        if not rows:
-            return 0
-        vectors = embedder.embed_passages([text[:EMBED_TEXT_CHARS] for _, text in rows])
-        cursor.execute(
-            _PASSAGE_STORE_SQL,
-            {
-                "model": embedder.name,
-                "ids": [row[0] for row in rows],
-                "vectors": ["[" + ",".join(repr(float(x)) for x in vector) + "]" for vector in vectors],
-            },
-        )
-    return len(rows)
-
-
 def embed_worker_run(
     *,
     embedder: Embedder | None = None,
@@ -363,27 +295,16 @@ def embed_worker_run(
     on_batch: Callable[[int], None] | None = None,
     project_id: uuid.UUID | None = None,
 ) -> None:
-    """Embed a batch of pending entities (or, when none waits, of document passages) and run one step
-    of each other registered job (``jobs.job_steps_run``: document extraction), round after round
-    until ``stop`` is set; poll every ``idle_seconds`` while nothing is pending. A failing model is
-    logged and retried after the same pause. With ``project_id``: only that project's entities and
-    passages, and no other job (a one-off backfill or a benchmark beside the regular worker)."""
-    stop = stop or threading.Event()
-    embedder = embedder or get_embedder()
-    while not stop.is_set():
-        try:
-            done = pending_batch_embed(embedder=embedder, batch_size=batch_size, project_id=project_id)
-            if not done:
-                done = pending_passages_embed(embedder=embedder, batch_size=batch_size, project_id=project_id)
-            # One step of every other job each round: a large import's backlog of vectors does not
-            # hold up document extraction, nor extraction the vectors.
-            if project_id is None:
-                done += job_steps_run()
-        except Exception:
-            log.exception("background embedding failed; retrying in %.0f s", idle_seconds)
-            done = 0
-            connection.close()
-        if on_batch is not None and done:
-            on_batch(done)
-        if not done:
-            stop.wait(idle_seconds)
+    """The background worker (``apps.core.jobs.worker_run``) with this process's embedder: each round
+    embeds a batch of what waits for a vector (entities, then what the apps above registered:
+    passages) and runs one step of each job (document extraction), until ``stop`` is set; polls
+    every ``idle_seconds`` while nothing waits. With ``project_id``: only that project's entities
+    and passages, and no other job (a one-off backfill or a benchmark beside the regular worker)."""
+    worker_run(
+        stop=stop or threading.Event(),
+        idle_seconds=idle_seconds,
+        on_batch=on_batch,
+        project_id=project_id,
+        embedder=embedder or get_embedder(),
+        batch_size=batch_size,
+    )

@@ -302,19 +302,3 @@ class GraphWriteKey(models.Model):
 
     def __str__(self) -> str:
         return f"{self.tool_name} {self.key}"
-
-
-# Uploaded documents, their passages and their extraction's change sets live beside the code that
-# writes them (``documents/models.py``); imported here so Django finds them in this app.
-from apps.graph_tools.documents.models import (  # noqa: E402, F401
-    ChangeSet,
-    ChangeSetItem,
-    Document,
-    DocumentFormat,
-    ExtractionSettings,
-    ExtractionStatus,
-    MentionName,
-    Passage,
-    PassageEmbedding,
-    PassageMention,
-)

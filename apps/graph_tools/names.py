@@ -3,7 +3,7 @@ finds an entity by one of its aliases.
 
 An entity's aliases are the other names it is known by: ``properties["aliases"]``, a list of
 strings. Extraction keeps there the name a mention had when a change set linked or merged it into
-an existing entity under another name (``documents/change_sets.py``), so the next search by that
+an existing entity under another name (``documents/review.py``), so the next search by that
 name finds the entity and the next extraction links the mention instead of proposing a duplicate.
 ``kb.entity_aliases(properties)`` is the lower-cased list (migration 0019), indexed (GIN) for the
 entities that have one; ``ALIAS_MATCH`` is the predicate the index serves.

@@ -15,7 +15,8 @@ A tool whose arguments name the graph's own types (``query_paths``) has a ``sche
 a project's ``GraphVocabulary`` (its entity types and relationship types) it narrows the schema to
 them (enums), so ADK agents, MCP ``tools/list`` and REST show each project its own types.
 
-The tools of ``tools.py`` are registered when Django starts (``GraphToolsConfig.ready``).
+The tools of ``tools.py`` are registered when Django starts (``GraphToolsConfig.ready``), and those
+of the apps above it by theirs (``apps.documents.tools``: ``search_passages``, ``DocumentsConfig.ready``).
 """
 
 from __future__ import annotations
@@ -150,8 +151,11 @@ def register(tool: GraphTool) -> GraphTool:
 
 
 def tool_list(*, read_only: bool | None = None) -> list[GraphTool]:
-    """Every registered tool, or only the read-only (``True``) or only the write (``False``) ones."""
-    return [t for t in _REGISTRY.values() if read_only is None or t.read_only == read_only]
+    """Every registered tool, or only the read-only (``True``) or only the write (``False``) ones:
+    the read tools first, each kind in the order they were registered (the graph's, then those
+    the apps above register: ``search_passages``)."""
+    tools = sorted(_REGISTRY.values(), key=lambda t: not t.read_only)
+    return [t for t in tools if read_only is None or t.read_only == read_only]
 
 
 def tool_names(*, read_only: bool | None = None) -> list[str]:

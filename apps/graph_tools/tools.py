@@ -7,21 +7,16 @@ thread of its own so the model never holds up the database thread.
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
 from asgiref.sync import sync_to_async
-from django.db.models import QuerySet
 from pydantic import Field, StringConstraints
 
 from apps.graph_tools import graph_queries, paths, search, selectors, writes
-from apps.graph_tools.documents.search import passages_pending_count, passages_search
-from apps.graph_tools.documents.selectors import documents_of_project
 from apps.graph_tools.embeddings import get_embedder
-from apps.graph_tools.errors import ApprovalRequired, ToolArgumentError
+from apps.graph_tools.errors import ApprovalRequired
 from apps.graph_tools.registry import GraphTool, ToolArgs, ToolContext, register
-from apps.projects.selectors import parse_uuid
 
 Query = Annotated[
     str,
@@ -102,14 +97,6 @@ class ListRelationshipsArgs(ToolArgs):
         default=None, description="Only relationships with an entity of this type at either end."
     )
     limit: int = Field(default=100, ge=1, le=1000, description="Maximum number of relationship types.")
-
-
-class SearchPassagesArgs(ToolArgs):
-    query: Query
-    document_id: (
-        Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=64)] | None
-    ) = Field(default=None, description="Only passages of this document (its id).")
-    limit: int = Field(default=5, ge=1, le=50, description="Maximum number of passages.")
 
 
 def _db(func: Any) -> Any:
@@ -223,36 +210,6 @@ async def _traverse_graph(ctx: ToolContext, args: TraverseGraphArgs) -> dict[str
 
 async def _query_paths(ctx: ToolContext, args: paths.QueryPathsArgs) -> dict[str, Any]:
     result: dict[str, Any] = await _db(paths.paths_query)(project_id=ctx.project_id, args=args)
-    return result
-
-
-def _documents(project_id: uuid.UUID) -> QuerySet[Any]:
-    return documents_of_project(project_id=project_id)
-
-
-def _passages_ranked(**arguments: Any) -> dict[str, Any]:
-    pending = passages_pending_count(project_id=arguments["project_id"])
-    result: dict[str, Any] = {"results": passages_search(**arguments)}
-    if pending:
-        result["embedding"] = {"pending": pending}
-    return result
-
-
-async def _search_passages(ctx: ToolContext, args: SearchPassagesArgs) -> dict[str, Any]:
-    document_id = None
-    if args.document_id is not None:
-        document_id = parse_uuid(args.document_id)
-        if document_id is None:
-            raise ToolArgumentError("document_id: not a document id", argument="document_id")
-    embedder, vector = await _embed_query(args.query)
-    result: dict[str, Any] = await _db(_passages_ranked)(
-        project_id=ctx.project_id,
-        query=args.query,
-        limit=args.limit,
-        embedder=embedder,
-        query_vector=vector,
-        document_id=document_id,
-    )
     return result
 
 
@@ -377,23 +334,6 @@ GRAPH_TOOLS: tuple[GraphTool, ...] = (
         args_model=paths.QueryPathsArgs,
         handler=_query_paths,
         schema_for=paths.paths_schema,
-    ),
-    GraphTool(
-        name="search_passages",
-        description=(
-            "Find passages of the project's uploaded documents (text, Markdown, HTML, PDF) relevant to a "
-            "question or phrase: full-text and semantic search, then a walk of the names the passages "
-            "mention. Each result has the passage's id, text, document_id, document_name, page (PDFs), "
-            "character offsets and the query's mentions it names. Passages are evidence as good as the "
-            "graph: when one names what the question asks about next (the director of a film, the "
-            "country of a city), search again with that name before answering. Cite a passage as a "
-            "Markdown link whose target is passage:<id>."
-        ),
-        args_model=SearchPassagesArgs,
-        handler=_search_passages,
-        # Not offered to an agent in a project without documents: it could only find nothing, and
-        # the offline model's prompt for a graph-only project stays what it was.
-        available=_documents,
     ),
     GraphTool(
         name="list_entity_types",

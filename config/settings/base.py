@@ -50,6 +50,7 @@ INSTALLED_APPS = [
     "apps.projects",
     "apps.graph_tools",
     "apps.agents",
+    "apps.documents",
     "apps.chat",
     "apps.usage",
     "apps.evals",
@@ -163,7 +164,7 @@ KGCHAT_CHAT_MODEL = os.environ.get("KGCHAT_CHAT_MODEL", "gemini-2.0-flash")
 KGCHAT_EMBEDDINGS = os.environ.get("KGCHAT_EMBEDDINGS", "")
 KGCHAT_MAX_MESSAGE_CHARS = env_int("KGCHAT_MAX_MESSAGE_CHARS", 32000)
 KGCHAT_IMPORT_MAX_BYTES = env_int("KGCHAT_IMPORT_MAX_BYTES", 50 * 1024 * 1024)
-# Uploaded documents (apps/graph_tools/documents): the largest file, and the most pages of a PDF.
+# Uploaded documents (apps/documents): the largest file, and the most pages of a PDF.
 KGCHAT_DOCUMENT_MAX_BYTES = env_int("KGCHAT_DOCUMENT_MAX_BYTES", 20 * 1024 * 1024)
 KGCHAT_DOCUMENT_MAX_PAGES = env_int("KGCHAT_DOCUMENT_MAX_PAGES", 500)
 # Passages the background worker asks the model about at once (issue #26; ``local_server``: three slots,

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from apps.agents.extraction import extraction_run_until_idle
-from apps.graph_tools.documents.services import document_upload
+from apps.documents.extraction.step import extraction_run_until_idle
+from apps.documents.services import document_upload
 from apps.graph_tools.models import GraphObject
 from tests.agents.test_extraction import TEXT, owner_client, perfect_extractor, project, start
 

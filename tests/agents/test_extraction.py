@@ -12,23 +12,17 @@ from typing import Any
 import pytest
 from django.test import Client
 
-from apps.agents.extraction import TOOL_NAME, extraction_run_until_idle, extraction_step
 from apps.agents.llm.base import Done, ToolCall
 from apps.agents.llm.scripted import ScriptedProvider, error
-from apps.graph_tools.documents import extraction as graph_extraction
-from apps.graph_tools.documents import resolution
-from apps.graph_tools.documents.change_sets import change_set_apply
-from apps.graph_tools.documents.services import document_upload
-from apps.graph_tools.models import (
-    ChangeSet,
-    ChangeSetItem,
-    Document,
-    ExtractionSettings,
-    GraphChange,
-    GraphObject,
-    GraphRelationship,
-    Passage,
-)
+from apps.documents import resolution
+from apps.documents.extraction import queue as graph_extraction
+from apps.documents.extraction.answers import extraction_output_clean
+from apps.documents.extraction.spec import TOOL_NAME, extraction_spec
+from apps.documents.extraction.step import extraction_run_until_idle, extraction_step
+from apps.documents.models import ChangeSet, ChangeSetItem, Document, ExtractionSettings, Passage
+from apps.documents.review import change_set_apply
+from apps.documents.services import document_upload
+from apps.graph_tools.models import GraphChange, GraphObject, GraphRelationship
 from apps.graph_tools.versions import graph_version_current
 from tests.factories import make_entity, make_project, make_relationship, make_user
 
@@ -444,15 +438,15 @@ def test_a_restarted_worker_resumes_a_passage_whose_claim_lapsed(project, owner_
 
 
 def test_the_schema_names_the_project_types_and_new_types_need_the_setting(project):
-    spec = graph_extraction.extraction_spec(project_id=project.id)
+    spec = extraction_spec(project_id=project.id)
     answer = {
         "entities": [{"name": "Ann", "type": "Person", "description": ""}, {"name": "Oz", "type": "Country"}],
         "relationships": [{"source": "Ann", "type": "LIVES_IN", "target": "Oz"}],
     }
 
-    cleaned = graph_extraction.extraction_output_clean(answer, spec)
+    cleaned = extraction_output_clean(answer, spec)
     ExtractionSettings.objects.create(project=project, allow_new_types=True)
-    free = graph_extraction.extraction_spec(project_id=project.id)
+    free = extraction_spec(project_id=project.id)
 
     entity_type = spec.schema["properties"]["entities"]["items"]["properties"]["type"]
     assert entity_type["enum"] == ["City", "Country", "Currency"]
@@ -466,11 +460,11 @@ def test_the_schema_names_the_project_types_and_new_types_need_the_setting(proje
         "relationships": [],
     }
     assert "enum" not in free.schema["properties"]["entities"]["items"]["properties"]["type"]
-    assert len(graph_extraction.extraction_output_clean(answer, free)["entities"]) == 2
+    assert len(extraction_output_clean(answer, free)["entities"]) == 2
 
 
 def test_the_answer_is_checked_against_the_passage_it_was_read_from(project):
-    spec = graph_extraction.extraction_spec(project_id=project.id)
+    spec = extraction_spec(project_id=project.id)
     text = "Freedonia is a country, and its capital is Fredville. The country pays with the Freedonian crown."
     answer = {
         "entities": [
@@ -489,7 +483,7 @@ def test_the_answer_is_checked_against_the_passage_it_was_read_from(project):
         ],
     }
 
-    cleaned = graph_extraction.extraction_output_clean(answer, spec, text=text)
+    cleaned = extraction_output_clean(answer, spec, text=text)
 
     assert [(e["name"], e["type"]) for e in cleaned["entities"]] == [
         ("Freedonia", "Country"),
@@ -861,7 +855,7 @@ def test_an_answer_that_loops_in_its_relationships_keeps_those_before_the_loop(p
 def test_an_answer_cut_at_the_token_cap_keeps_its_finished_items_and_is_not_asked_again(project, settings):
     import json
 
-    from apps.agents.extraction import ANSWER_TOKENS_BASE
+    from apps.documents.extraction.spec import ANSWER_TOKENS_BASE
     from tests.llm_server import LLMTestServer, Stream, last_user_text, text_chunks
 
     def respond(request: dict[str, Any]) -> Any:
@@ -890,12 +884,12 @@ def test_an_answer_cut_at_the_token_cap_keeps_its_finished_items_and_is_not_aske
 
 
 def test_the_compact_grammar_spells_a_type_as_the_project_does_and_free_types_are_strings(project):
-    from apps.agents.extraction import compact_json_grammar
+    from apps.agents.json_answers import compact_json_grammar
 
     make_entity(project, key="s1", type="Città", name="Roma")
-    typed = compact_json_grammar(graph_extraction.extraction_spec(project_id=project.id).schema)
+    typed = compact_json_grammar(extraction_spec(project_id=project.id).schema)
     assert '"\\"Città\\""' in typed  # the model writes the letter, not an escape of it
 
     ExtractionSettings.objects.create(project=project, allow_new_types=True)
-    free = compact_json_grammar(graph_extraction.extraction_spec(project_id=project.id).schema)
+    free = compact_json_grammar(extraction_spec(project_id=project.id).schema)
     assert 'r0 ::= "[" str "," str "]"' in free and "Città" not in free  # an entity's row: name, type

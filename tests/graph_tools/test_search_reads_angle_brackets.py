@@ -10,7 +10,8 @@ import pytest
 from django.db import connection
 from django.test import Client
 
-from apps.graph_tools.models import GraphObjectEmbedding, Passage
+from apps.documents.models import Passage
+from apps.graph_tools.models import GraphObjectEmbedding
 from apps.graph_tools.text_search import tsvector_sql, websearch_tsquery_sql
 from tests.factories import make_entity, make_project, make_user
 from tests.graph_tools.conftest import call_tool

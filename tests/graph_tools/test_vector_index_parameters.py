@@ -14,14 +14,14 @@ import pytest
 from django.core.management import call_command
 from django.db import connection
 
-from apps.graph_tools.documents.search import passages_search
+from apps.documents.embeddings import passage_hnsw_index_name
+from apps.documents.models import Document, Passage, PassageEmbedding
+from apps.documents.search import passages_search
 from apps.graph_tools.embeddings import (
     hnsw_index_name,
-    passage_hnsw_index_name,
     vector_index_ensure,
     vectors_store,
 )
-from apps.graph_tools.models import Document, Passage, PassageEmbedding
 from apps.graph_tools.search import vector_search
 from tests.factories import make_entity, make_project
 from tests.support.migrations import migrate, migrate_to_latest

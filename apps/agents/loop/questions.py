@@ -24,7 +24,7 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
-from apps.graph_tools.documents.recognizer import MONTHS, Mention, mentions_find, normalise
+from apps.graph_tools.recognizer import MONTHS, Mention, mentions_find, normalise
 
 # Nouns that name what kind of thing a name is ("the director of film X"): left in the description.
 KIND_WORDS = (

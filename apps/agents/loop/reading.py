@@ -54,7 +54,7 @@ from apps.agents.loop.questions import (
     nested_description,
     resolved,
 )
-from apps.graph_tools.documents.recognizer import mentions_find, normalise
+from apps.graph_tools.recognizer import mentions_find, normalise
 
 # The ids of the loop's reading searches: "lookup_read<thing>_<hex>" (the thing: 0, or 0/1 compared).
 READ_PREFIX = f"{LOOKUP_ID_PREFIX}read"

@@ -71,7 +71,8 @@ class Migration(migrations.Migration):
 def _index_existing_passages(apps, schema_editor):
     """Index the mentions of the passages uploaded before the index existed (rules over their text,
     no model: about 1 ms a passage), one project and 2,000 passages at a time."""
-    from apps.graph_tools.documents.mention_index import passages_mentions_index
+    # The indexer's code moved to the documents app (#48); the tables it writes are these.
+    from apps.documents.mention_index import passages_mentions_index
 
     Passage = apps.get_model("graph_tools", "Passage")
     for project_id in Passage.objects.values_list("project_id", flat=True).distinct():

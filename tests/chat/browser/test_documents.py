@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from playwright.sync_api import Page, expect
 
-from apps.graph_tools.documents.services import document_upload
-from apps.graph_tools.models import Passage
+from apps.documents.models import Passage
+from apps.documents.services import document_upload
 from tests.chat.browser.helpers import World, log_in
 from tests.llm_server import LLMTestServer, Stream, text_chunks, tool_call_chunks
 
@@ -102,9 +102,9 @@ TRUTH = {
 def perfect_extractor():  # type: ignore[no-untyped-def]
     import re
 
-    from apps.agents.extraction import TOOL_NAME
     from apps.agents.llm.base import ToolCall
     from apps.agents.llm.scripted import ScriptedProvider
+    from apps.documents.extraction.spec import TOOL_NAME
 
     def respond(messages, tools):  # type: ignore[no-untyped-def]
         text = re.search(r"Passage:\n(.*)$", messages[-1].content, re.DOTALL).group(1)
@@ -121,9 +121,9 @@ def item(page: Page, text: str):  # type: ignore[no-untyped-def]
 def test_upload_a_pdf_and_markdown_watch_the_progress_review_the_change_set_and_cite_both(
     page: Page, live_server_url: str, world: World, llm_server: LLMTestServer, tmp_path
 ) -> None:
-    from apps.agents.extraction import extraction_run_until_idle
+    from apps.documents.extraction.step import extraction_run_until_idle
     from apps.graph_tools.models import GraphChange, GraphObject, GraphRelationship
-    from tests.graph_tools.documents_files import pdf_with_pages
+    from tests.documents.documents_files import pdf_with_pages
 
     (tmp_path / "freedonia.md").write_text(f"# Freedonia\n\n{P1}\n\n{P2}\n")
     (tmp_path / "nortown.pdf").write_bytes(pdf_with_pages([[P3]]))

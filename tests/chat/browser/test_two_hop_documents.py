@@ -15,7 +15,7 @@ import pytest
 from playwright.sync_api import Page, expect
 
 from apps.agents.models import AgentRunToolCall
-from apps.graph_tools.models import Passage
+from apps.documents.models import Passage
 from tests.chat.browser.helpers import World, log_in
 from tests.llm_server import LLMTestServer, Stream, text_chunks, tool_call_chunks
 

@@ -11,7 +11,7 @@ from apps.agents.llm.scripted import text
 from apps.agents.models import AgentRun
 from apps.chat.models import Conversation, Message
 from apps.chat.turns import admission, claim
-from apps.graph_tools.documents.services import document_upload
+from apps.documents.services import document_upload
 from apps.graph_tools.versions import graph_version_bump
 from apps.projects.selectors import principal_from_user
 from tests.chat.conftest import adb, agent_request, sse_turn, types

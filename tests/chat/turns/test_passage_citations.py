@@ -8,8 +8,8 @@ from asgiref.sync import sync_to_async
 
 from apps.agents.llm.scripted import text, tool_call
 from apps.chat.models import Conversation, Message
-from apps.graph_tools.documents.services import document_upload
-from apps.graph_tools.models import Passage
+from apps.documents.models import Passage
+from apps.documents.services import document_upload
 from tests.chat.conftest import agent_request, sse_turn, tokens
 
 pytestmark = pytest.mark.django_db(transaction=True)

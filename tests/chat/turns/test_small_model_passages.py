@@ -20,8 +20,8 @@ from asgiref.sync import sync_to_async
 from apps.agents.definitions import default_agents_install
 from apps.agents.models import AgentDefinition, AgentRun, AgentRunToolCall
 from apps.chat.models import Message
-from apps.graph_tools.documents.services import document_upload
-from apps.graph_tools.models import Passage
+from apps.documents.models import Passage
+from apps.documents.services import document_upload
 from tests.chat.conftest import sse_turn, tokens
 from tests.factories import make_entity, make_relationship
 from tests.llm_server import (

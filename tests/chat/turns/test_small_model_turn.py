@@ -235,7 +235,7 @@ async def test_small_model_is_shown_search_passages_in_a_project_with_documents(
     settings.KGCHAT_SMALL_MODEL_PLANS = False  # the recipe's forced step lists the tools it is shown
     from asgiref.sync import sync_to_async
 
-    from apps.graph_tools.documents.services import document_upload
+    from apps.documents.services import document_upload
 
     await sync_to_async(document_upload)(
         project=world["project"], name="paris.md", data=b"# Paris\n\nParis is the capital of France."
