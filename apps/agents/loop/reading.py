@@ -48,6 +48,7 @@ from apps.agents.loop.lookups import PASSAGE_QUERY_MAX, is_passage, passages_too
 from apps.agents.loop.prompt import LOOKUP_ID_PREFIX, this_turn_start
 from apps.agents.loop.questions import (
     Comparison,
+    answer_kind,
     as_plain_relations,
     comparison,
     decided,
@@ -174,12 +175,15 @@ def about(question: str, passages: Sequence[dict[str, Any]]) -> list[dict[str, A
 
 
 def read_prompt(question: str, passages: Sequence[dict[str, Any]]) -> list[ChatMessage]:
-    """What the model reads: the numbered passages, then the question."""
+    """What the model reads: the numbered passages, then the question and the kind of answer it
+    asks for (``questions.answer_kind``)."""
     lines = [f"[{n}] {snippet(str(p['text']), READ_TEXT_MAX)}" for n, p in enumerate(passages, start=1)]
+    kind = answer_kind(question)
+    asks = f" (the answer is {kind})" if kind else ""
     body = (
         "Passages:\n"
         + "\n".join(lines)
-        + f"\n\nQuestion: {question}\nThe passage that answers it, and the answer:"
+        + f"\n\nQuestion: {question}{asks}\nThe passage that answers it, and the answer:"
     )
     return [ChatMessage(role="system", content=READ_SYSTEM), ChatMessage(role="user", content=body)]
 
