@@ -195,7 +195,7 @@ _KINDS: tuple[tuple[str, str], ...] = (
         r"^\s*where\b|\bplace of\b|\b(?:which|what) (?:country|city|town|state|place|region|continent)\b",
         "a place",
     ),
-    (r"^\s*how (?:many|much|long|old|tall|high|far)\b", "a number"),
+    (r"^\s*how (?:many|much|long|old|tall|high|far)\b|\b(?:population|number of)\b", "a number"),
     (r"^\s*(?:who|whom|whose)\b|\bwhich (?:person|man|woman|actor|actress|singer|player)\b", "a name"),
     (r"^\s*(?:is|are|was|were|do|does|did|has|have|had|can|could)\b", "yes or no"),
 )

@@ -180,6 +180,7 @@ def test_a_kinship_word_that_is_two_relations_is_asked_as_the_two_a_passage_writ
         ("Who is the child of Lena Vogt?", "a name"),
         ("How many albums did Red Meridian release?", "a number"),
         ("What nationality is Marta Kolb?", None),
+        ("What is the population of the state where Ivo Rusk lives?", "a number"),
     ],
 )
 def test_the_kind_of_answer_is_read_from_the_question_words(question: str, kind: str | None) -> None:
