@@ -51,11 +51,12 @@ from apps.agents.loop.questions import (
     answer_kind,
     as_plain_relations,
     comparison,
+    date_of,
     decided,
     nested_description,
     resolved,
 )
-from apps.graph_tools.recognizer import mentions_find, normalise
+from apps.graph_tools.recognizer import MONTHS, mentions_find, normalise
 
 # The ids of the loop's reading searches: "lookup_read<thing>_<hex>" (the thing: 0, or 0/1 compared).
 READ_PREFIX = f"{LOOKUP_ID_PREFIX}read"
@@ -201,17 +202,44 @@ def read_schema(count: int) -> dict[str, Any]:
     }
 
 
-def reading_of(written: dict[str, Any], passages: Sequence[dict[str, Any]]) -> Reading:
-    """The model's JSON as a ``Reading``: an answer that no passage shown holds counts as none."""
+def reading_of(
+    written: dict[str, Any], passages: Sequence[dict[str, Any]], kind: str | None = None
+) -> Reading:
+    """The model's JSON as a ``Reading``: an answer that no passage shown holds counts as none, and
+    so does a bare date where ``kind`` (``questions.answer_kind``) asks for a place or a name. A
+    word the passage inflects is given as the passage writes it ("Austria" -> "Austrian")."""
     answer = " ".join(str(written.get("answer") or "").split()).strip(" .")
     number = written.get("passage")
-    if not answer or not passages:
+    if not answer or not passages or (kind in ("a place", "a name") and _bare_date(answer)):
         return Reading(answer="", passage=None)
     named = passages[number - 1] if isinstance(number, int) and 1 <= number <= len(passages) else None
     holding = [p for p in passages if _holds(str(p["text"]), answer)]
-    if named is not None and named in holding:
-        return Reading(answer=answer, passage=named)
-    return Reading(answer=answer, passage=holding[0]) if holding else Reading(answer="", passage=None)
+    passage = named if named is not None and named in holding else (holding[0] if holding else None)
+    if passage is None:
+        return Reading(answer="", passage=None)
+    return Reading(answer=_as_written(str(passage["text"]), answer), passage=passage)
+
+
+def _bare_date(answer: str) -> bool:
+    """Whether ``answer`` is a date and nothing more ("24 May 1900", "1900")."""
+    rest = re.sub(rf"\b(?:{'|'.join(MONTHS)})\b|\d+|[\s,.]", "", answer, flags=re.IGNORECASE)
+    return date_of(answer) is not None and not rest
+
+
+def _as_written(text: str, answer: str) -> str:
+    """``answer`` with each word ``text`` does not hold as such replaced by the word of ``text``
+    that shares its first ``STEM`` letters: the passage's own form."""
+    said = f" {_plain(text)} "
+    words = re.findall(r"[\w'’-]+", text)
+    out = []
+    for word in answer.split():
+        key = _plain(word)
+        if not key or f" {key} " in said or len(key) < STEM:
+            out.append(word)
+            continue
+        found = next((w for w in words if _plain(w).startswith(key[:STEM])), None)
+        out.append(found.split("-")[0] if found else word)
+    return " ".join(out)
 
 
 def _plain(text: str) -> str:
@@ -408,7 +436,7 @@ async def reading_events(
         if error is not None:
             failed.append(error)
             return None
-        return reading_of(_parsed(text), passages)
+        return reading_of(_parsed(text), passages, answer_kind(question))
 
     async def choose(prompt: str, options: list[str]) -> str | None:
         asked = [ChatMessage(role="system", content=CHOOSE_SYSTEM), ChatMessage(role="user", content=prompt)]
