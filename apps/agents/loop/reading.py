@@ -27,7 +27,6 @@ from __future__ import annotations
 import itertools
 import json
 import re
-import unicodedata
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -45,18 +44,18 @@ from apps.agents.llm.base import (
 )
 from apps.agents.loop.layout import snippet
 from apps.agents.loop.lookups import PASSAGE_QUERY_MAX, is_passage, passages_tool
+from apps.agents.loop.passage_text import Reading, bridge_name, holds, plain, reading_of
 from apps.agents.loop.prompt import LOOKUP_ID_PREFIX, this_turn_start
 from apps.agents.loop.questions import (
     Comparison,
     answer_kind,
     as_plain_relations,
     comparison,
-    date_of,
     decided,
     nested_description,
     resolved,
 )
-from apps.graph_tools.recognizer import MONTHS, mentions_find, normalise
+from apps.graph_tools.recognizer import mentions_find
 
 # The ids of the loop's reading searches: "lookup_read<thing>_<hex>" (the thing: 0, or 0/1 compared).
 READ_PREFIX = f"{LOOKUP_ID_PREFIX}read"
@@ -69,8 +68,6 @@ READ_TEXT_MAX = 800
 READ_MAX_TOKENS = 60
 CHOOSE_MAX_TOKENS = 30
 ANSWER_MAX_CHARS = 100
-# Letters by which a long word of an answer is found in a passage that inflects it.
-STEM = 5
 NOT_FOUND = "I could not find it in the knowledge graph or in the documents."
 
 READ_SYSTEM = (
@@ -89,14 +86,6 @@ class Search:
     thing: int
     query: str
     passages: list[dict[str, Any]]
-
-
-@dataclass(frozen=True)
-class Reading:
-    """What the model read in passages: the answer (empty: none) and the passage that gives it."""
-
-    answer: str
-    passage: dict[str, Any] | None
 
 
 # The model's reading of ``question`` in ``passages`` (None: the model failed; the turn ends).
@@ -163,11 +152,11 @@ def about(question: str, passages: Sequence[dict[str, Any]]) -> list[dict[str, A
     Measured on the docqa dev sample: of five passages, the 1.5B model often answered from one
     about another film or person than the question's; and a long article's later passage names
     its subject by surname only ("His son …" in Vatroslav Mimica's second passage)."""
-    names = {_plain(m.surface) for m in mentions_find(question) if m.kind != "date"} - {""}
+    names = {plain(m.surface) for m in mentions_find(question) if m.kind != "date"} - {""}
     words = {w for n in names for w in n.split() if len(w) >= 4}
 
     def score(passage: dict[str, Any]) -> int:
-        text = f" {_plain(str(passage['text']))} "
+        text = f" {plain(str(passage['text']))} "
         return 2 * sum(f" {n} " in text for n in names) + sum(f" {w} " in text for w in words)
 
     counted = [(score(p), i) for i, p in enumerate(passages)]
@@ -202,88 +191,6 @@ def read_schema(count: int) -> dict[str, Any]:
     }
 
 
-def reading_of(
-    written: dict[str, Any], passages: Sequence[dict[str, Any]], kind: str | None = None
-) -> Reading:
-    """The model's JSON as a ``Reading``: an answer that no passage shown holds counts as none, and
-    so does a bare date where ``kind`` (``questions.answer_kind``) asks for a place or a name. A
-    word the passage inflects is given as the passage writes it ("Austria" -> "Austrian")."""
-    answer = " ".join(str(written.get("answer") or "").split()).strip(" .")
-    number = written.get("passage")
-    if not answer or not passages or (kind in ("a place", "a name") and _bare_date(answer)):
-        return Reading(answer="", passage=None)
-    named = passages[number - 1] if isinstance(number, int) and 1 <= number <= len(passages) else None
-    holding = [p for p in passages if _holds(str(p["text"]), answer)]
-    passage = named if named is not None and named in holding else (holding[0] if holding else None)
-    if passage is None:
-        return Reading(answer="", passage=None)
-    return Reading(answer=_as_written(str(passage["text"]), answer), passage=passage)
-
-
-def _bare_date(answer: str) -> bool:
-    """Whether ``answer`` is a date and nothing more ("24 May 1900", "1900")."""
-    rest = re.sub(rf"\b(?:{'|'.join(MONTHS)})\b|\d+|[\s,.]", "", answer, flags=re.IGNORECASE)
-    return date_of(answer) is not None and not rest
-
-
-def _as_written(text: str, answer: str) -> str:
-    """``answer`` with each word ``text`` does not hold as such replaced by the word of ``text``
-    that shares its first ``STEM`` letters: the passage's own form."""
-    said = f" {_plain(text)} "
-    words = re.findall(r"[\w'’-]+", text)
-    out = []
-    for word in answer.split():
-        key = _plain(word)
-        if not key or f" {key} " in said or len(key) < STEM:
-            out.append(word)
-            continue
-        found = next((w for w in words if _plain(w).startswith(key[:STEM])), None)
-        out.append(found.split("-")[0] if found else word)
-    return " ".join(out)
-
-
-def _plain(text: str) -> str:
-    """``text`` as words without case, accents or punctuation (parentheses kept: a passage's "(born
-    1950 in Tartu)" is what a reading quotes, unlike ``normalise`` which leaves qualifiers out)."""
-    text = unicodedata.normalize("NFKD", text)
-    text = "".join(c for c in text if not unicodedata.combining(c)).casefold()
-    return " ".join(re.sub(r"[^\w\s]", " ", text).split())
-
-
-def _holds(text: str, answer: str) -> bool:
-    """Whether a passage's ``text`` holds ``answer``: its words in order, or most of them, a word
-    of five letters or more counting by its first five ("Austria" in "Austrian-American")."""
-    said, key = f" {_plain(text)} ", _plain(answer)
-    if not key:
-        return False
-    if f" {key} " in said:
-        return True
-    stems = {w[:STEM] for w in said.split() if len(w) >= STEM}
-
-    def held(word: str) -> bool:
-        return f" {word} " in said or (len(word) >= STEM and word[:STEM] in stems)
-
-    words = key.split()
-    return sum(held(w) for w in words) * 2 > len(words) or (len(words) == 1 and held(words[0]))
-
-
-# A bridge longer than this many words is a sentence, not a name: the name is taken from it.
-BRIDGE_MAX_WORDS = 6
-
-
-def bridge_name(answer: str, question: str) -> str:
-    """The name a reading gave for a nested description, or "" when it gave none the question does
-    not hold already. A sentence ("Damerjog is located in eastern Djibouti") gives the last name it
-    mentions that the question does not ("Djibouti")."""
-    if not answer:
-        return ""
-    asked = normalise(question)
-    if len(answer.split()) > BRIDGE_MAX_WORDS:
-        names = [m.surface for m in mentions_find(answer) if m.kind != "date" and m.normalised not in asked]
-        answer = names[-1] if names else ""
-    return answer if answer and normalise(answer) not in asked else ""
-
-
 @dataclass(frozen=True)
 class Hop:
     """A resolved hop: the description, the name a passage gave for it, and that passage."""
@@ -302,7 +209,7 @@ def _hops(searches: Sequence[Search]) -> list[Hop]:
         if nested is None or tail > len(after.query) - nested.start:
             continue
         name = after.query[nested.start : len(after.query) - tail]
-        holding = [p for p in before.passages if _holds(str(p["text"]), name)]
+        holding = [p for p in before.passages if holds(str(p["text"]), name)]
         shown = holding or before.passages
         hops.append(Hop(description=nested.text, name=name, passage=shown[0] if shown else None))
     return hops

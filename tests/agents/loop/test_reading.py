@@ -25,8 +25,9 @@ from apps.agents.llm.base import (
     ToolSpec,
 )
 from apps.agents.llm.openai_compat import OpenAICompatProvider
+from apps.agents.loop.passage_text import bridge_name, reading_of
 from apps.agents.loop.provider import PromptedToolsProvider
-from apps.agents.loop.reading import NOT_FOUND, READ_PREFIX, bridge_name, reading_of
+from apps.agents.loop.reading import NOT_FOUND, READ_PREFIX
 from apps.graph_tools.registry import tool_get
 from tests.llm_server import Json, LLMTestServer, completion
 

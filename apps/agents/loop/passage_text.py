@@ -1,0 +1,107 @@
+"""A reading's answer in the words of the passage it came from (issue #48): whether a passage holds
+an answer (its words, or their stems where the passage inflects them), the answer as the passage
+writes it, and the name a hop's answer gives for the next search. Used by ``reading``."""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from apps.agents.loop.questions import date_of
+from apps.graph_tools.recognizer import MONTHS, mentions_find, normalise
+
+# Letters by which a long word of an answer is found in a passage that inflects it.
+STEM = 5
+
+
+@dataclass(frozen=True)
+class Reading:
+    """What the model read in passages: the answer (empty: none) and the passage that gives it."""
+
+    answer: str
+    passage: dict[str, Any] | None
+
+
+def reading_of(
+    written: dict[str, Any], passages: Sequence[dict[str, Any]], kind: str | None = None
+) -> Reading:
+    """The model's JSON as a ``Reading``: an answer that no passage shown holds counts as none, and
+    so does a bare date where ``kind`` (``questions.answer_kind``) asks for a place or a name. A
+    word the passage inflects is given as the passage writes it ("Austria" -> "Austrian")."""
+    answer = " ".join(str(written.get("answer") or "").split()).strip(" .")
+    number = written.get("passage")
+    if not answer or not passages or (kind in ("a place", "a name") and _bare_date(answer)):
+        return Reading(answer="", passage=None)
+    named = passages[number - 1] if isinstance(number, int) and 1 <= number <= len(passages) else None
+    holding = [p for p in passages if holds(str(p["text"]), answer)]
+    passage = named if named is not None and named in holding else (holding[0] if holding else None)
+    if passage is None:
+        return Reading(answer="", passage=None)
+    return Reading(answer=_as_written(str(passage["text"]), answer), passage=passage)
+
+
+def _bare_date(answer: str) -> bool:
+    """Whether ``answer`` is a date and nothing more ("24 May 1900", "1900")."""
+    rest = re.sub(rf"\b(?:{'|'.join(MONTHS)})\b|\d+|[\s,.]", "", answer, flags=re.IGNORECASE)
+    return date_of(answer) is not None and not rest
+
+
+def _as_written(text: str, answer: str) -> str:
+    """``answer`` with each word ``text`` does not hold as such replaced by the word of ``text``
+    that shares its first ``STEM`` letters: the passage's own form."""
+    said = f" {plain(text)} "
+    words = re.findall(r"[\w'’-]+", text)
+    out = []
+    for word in answer.split():
+        key = plain(word)
+        if not key or f" {key} " in said or len(key) < STEM:
+            out.append(word)
+            continue
+        found = next((w for w in words if plain(w).startswith(key[:STEM])), None)
+        out.append(found.split("-")[0] if found else word)
+    return " ".join(out)
+
+
+def plain(text: str) -> str:
+    """``text`` as words without case, accents or punctuation (parentheses kept: a passage's "(born
+    1950 in Tartu)" is what a reading quotes, unlike ``normalise`` which leaves qualifiers out)."""
+    text = unicodedata.normalize("NFKD", text)
+    text = "".join(c for c in text if not unicodedata.combining(c)).casefold()
+    return " ".join(re.sub(r"[^\w\s]", " ", text).split())
+
+
+def holds(text: str, answer: str) -> bool:
+    """Whether a passage's ``text`` holds ``answer``: its words in order, or most of them, a word
+    of five letters or more counting by its first five ("Austria" in "Austrian-American")."""
+    said, key = f" {plain(text)} ", plain(answer)
+    if not key:
+        return False
+    if f" {key} " in said:
+        return True
+    stems = {w[:STEM] for w in said.split() if len(w) >= STEM}
+
+    def held(word: str) -> bool:
+        return f" {word} " in said or (len(word) >= STEM and word[:STEM] in stems)
+
+    words = key.split()
+    return sum(held(w) for w in words) * 2 > len(words) or (len(words) == 1 and held(words[0]))
+
+
+# A bridge longer than this many words is a sentence, not a name: the name is taken from it.
+BRIDGE_MAX_WORDS = 6
+
+
+def bridge_name(answer: str, question: str) -> str:
+    """The name a reading gave for a nested description, or "" when it gave none the question does
+    not hold already. A sentence ("Damerjog is located in eastern Djibouti") gives the last name it
+    mentions that the question does not ("Djibouti")."""
+    if not answer:
+        return ""
+    asked = normalise(question)
+    if len(answer.split()) > BRIDGE_MAX_WORDS:
+        names = [m.surface for m in mentions_find(answer) if m.kind != "date" and m.normalised not in asked]
+        answer = names[-1] if names else ""
+    return answer if answer and normalise(answer) not in asked else ""
