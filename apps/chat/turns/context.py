@@ -12,6 +12,7 @@ PROMPTS_DIR = Path(__file__).resolve().parent / "prompts"
 CONVERSATION_PROMPT = "conversation_system_prompt.md"
 # Appended when the search found passages of the project's documents.
 PASSAGES_PROMPT = "conversation_passages_prompt.md"
+DOCUMENTS_PROMPT = "conversation_documents_prompt.md"
 
 
 def load_prompt(name: str = CONVERSATION_PROMPT, prompts_dir: Path = PROMPTS_DIR) -> str:

@@ -9,8 +9,8 @@ from apps.agents.history import DEFAULT_HISTORY_LIMIT
 from apps.agents.plain import Provider, plain_answer
 from apps.chat.streams.frames import ErrorFrame, TokenFrame
 from apps.chat.turns.citations import CitationFilter
-from apps.chat.turns.context import PASSAGES_PROMPT, load_prompt, to_history
-from apps.chat.turns.retrieval import AlwaysRetrieveStrategy
+from apps.chat.turns.context import DOCUMENTS_PROMPT, PASSAGES_PROMPT, load_prompt, to_history
+from apps.chat.turns.retrieval import AlwaysRetrieveStrategy, Retrieval
 from apps.chat.turns.turn import Answer, Turn, emit, progress_text
 from apps.graph_tools.errors import ToolError
 
@@ -24,19 +24,7 @@ async def run_plain_turn(turn: Turn, provider: Provider | None) -> Answer | None
     except ToolError as exc:
         await emit(turn, ErrorFrame(error=f"retrieval failed: {exc.message}", code="retrieval_error"))
         return None
-    first = retrieval.entities[0] if retrieval.entities else None
-    system_prompt = load_prompt().format(
-        project_name=turn.project.name,
-        context=retrieval.context,
-        example_name=first["name"] if first else "Name",
-        example_id=first["id"] if first else "<id>",
-    )
-    if retrieval.passages:  # a project without documents keeps the prompt it always had
-        system_prompt += load_prompt(PASSAGES_PROMPT).format(
-            passages=retrieval.passages_context,
-            example_document=retrieval.passages[0]["document_name"],
-            example_passage_id=retrieval.passages[0]["id"],
-        )
+    system_prompt = _system_prompt(turn, retrieval)
     turn.known.add_result(retrieval.result)
     turn.known.add_result(retrieval.passages_result)
     citations = CitationFilter(turn.known)
@@ -81,3 +69,33 @@ async def run_plain_turn(turn: Turn, provider: Provider | None) -> Answer | None
             return None
         context["stop_reason"] = "timeout" if stopped.code == "timeout" else "cancelled"
     return Answer(content=text, retrieval_context=context, citations=citations.citations)
+
+
+def _system_prompt(turn: Turn, retrieval: Retrieval) -> str:
+    """The system prompt of a plain answer: the entities found, then the passages found. A project
+    without documents keeps the prompt it always had; when the graph gave nothing and the documents
+    did, only the passages are shown (``conversation_documents_prompt.md``): told "No matching
+    entities were found", the 1.5B model answered that, or cited passages as ``entity:`` links, on
+    the docqa dev sample."""
+    passages = retrieval.passages
+    if passages and not retrieval.entities:
+        return load_prompt(DOCUMENTS_PROMPT).format(
+            project_name=turn.project.name,
+            passages=retrieval.passages_context,
+            example_document=passages[0]["document_name"],
+            example_passage_id=passages[0]["id"],
+        )
+    first = retrieval.entities[0] if retrieval.entities else None
+    system_prompt = load_prompt().format(
+        project_name=turn.project.name,
+        context=retrieval.context,
+        example_name=first["name"] if first else "Name",
+        example_id=first["id"] if first else "<id>",
+    )
+    if passages:  # a project without documents keeps the prompt it always had
+        system_prompt += load_prompt(PASSAGES_PROMPT).format(
+            passages=retrieval.passages_context,
+            example_document=passages[0]["document_name"],
+            example_passage_id=passages[0]["id"],
+        )
+    return system_prompt

@@ -55,14 +55,17 @@ def format_entities(entities: list[dict[str, Any]]) -> str:
 
 
 def format_passages(passages: list[dict[str, Any]]) -> str:
-    """Format passages for the prompt: the document, the page, the id to cite, the text."""
+    """Format passages for the prompt: each headed by the link that cites it (its document's name,
+    ``passage:<id>``), then the page and the text. As with entities, a small model copies a link it
+    reads: shown "passage <id> (document):", the 1.5B model cited no passage in 10 answers of the
+    docqa dev sample (``make eval --set docqa --plain-only``)."""
     if not passages:
         return NO_PASSAGES
     blocks = []
     for p in passages:
-        where = f"{p['document_name']}" + (f", page {p['page']}" if p.get("page") else "")
+        page = f" (page {p['page']})" if p.get("page") else ""
         text = p["text"] if len(p["text"]) <= PASSAGE_PROMPT_CHARS else p["text"][:PASSAGE_PROMPT_CHARS] + "…"
-        blocks.append(f"- passage {p['id']} ({where}):\n  {text}")
+        blocks.append(f"- [{p['document_name']}](passage:{p['id']}){page}:\n  {text}")
     return "\n".join(blocks)
 
 

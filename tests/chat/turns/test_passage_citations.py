@@ -11,6 +11,7 @@ from apps.chat.models import Conversation, Message
 from apps.documents.models import Passage
 from apps.documents.services import document_upload
 from tests.chat.conftest import agent_request, sse_turn, tokens
+from tests.factories import make_project
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -47,7 +48,7 @@ async def test_a_plain_answer_cites_an_entity_and_a_passage_and_loses_an_invente
 
     assert status == 200
     system = scripted.calls[0].messages[0].content
-    assert f"passage {guide.id} (paris-guide.md)" in system and "finished in 1889" in system
+    assert f"[paris-guide.md](passage:{guide.id})" in system and "finished in 1889" in system
     answer = await Message.objects.aget(id=frames[-1]["messageId"])
     assert answer.content == (
         f"[Paris](entity:{paris.id}) has the Eiffel Tower, finished in 1889 "
@@ -74,6 +75,27 @@ async def test_a_plain_turn_without_documents_keeps_its_prompt(world, scripted):
     await sse_turn(world["client"], {"message": "Paris", "projectId": str(world["project"].id)})
 
     assert "passage" not in scripted.calls[0].messages[0].content
+
+
+async def test_a_plain_turn_over_documents_alone_shows_each_passage_headed_by_its_link(world, scripted):
+    # A project with a document and no graph: the prompt is the passages, each under the Markdown
+    # link that cites it, and no "no entities found" section for the model to repeat.
+    project = await sync_to_async(make_project)(owner=world["user"], name="Notes")
+    await sync_to_async(document_upload)(project=project, name="paris-guide.md", data=GUIDE.encode())
+    guide = await Passage.objects.aget(project=project, text__startswith="The Eiffel Tower")
+    scripted.turns.append(text(f"In 1889 [paris-guide.md](passage:{guide.id})."))
+
+    status, frames = await sse_turn(
+        world["client"], {"message": "When was the Eiffel Tower finished?", "projectId": str(project.id)}
+    )
+
+    assert status == 200
+    system = scripted.calls[0].messages[0].content
+    assert "Answer the user's question from the passages below" in system
+    assert f"- [paris-guide.md](passage:{guide.id}):\n  The Eiffel Tower in Paris was finished" in system
+    assert "Entities found" not in system and "No matching entities" not in system
+    answer = await Message.objects.aget(id=frames[-1]["messageId"])
+    assert [c["key"] for c in answer.citations] == [f"passage:{guide.id}"]
 
 
 async def test_a_passage_cited_in_an_earlier_answer_stays_citable(world, guide, scripted):
