@@ -75,8 +75,23 @@ class Nested:
     anchor: str
 
     def sub_question(self) -> str:
-        """The description as a question of its own: "What is the director of film X?"."""
-        return f"What is {self.text[0].lower() + self.text[1:]}?"
+        """The description as a question of its own: "Who is the director of film X?" when it
+        names a person's role (``PERSON_ROLES``), "What is the capital of X?" otherwise; "Who"
+        also tells the reading the answer is a name (``answer_kind``)."""
+        text = self.text[0].lower() + self.text[1:]
+        head = _ARTICLE.sub("", text.split(" of ")[0]).split()
+        asks = "Who" if head and head[-1].rstrip("s") in PERSON_ROLES else "What"
+        return f"{asks} is {text}?"
+
+
+# The head words of a description that is a person ("the director of film X", "the spouse of Y").
+PERSON_ROLES = frozenset(
+    "director composer author writer screenwriter producer performer singer songwriter founder "
+    "president spouse wife husband father mother child son daughter brother sister sibling parent "
+    "creator actor actress star leader mayor governor king queen ruler monarch emperor chairman "
+    "architect designer inventor editor lyricist presenter host coach manager captain successor "
+    "predecessor grandfather grandmother uncle aunt nephew niece cousin partner".split()
+)
 
 
 def _named(question: str) -> list[Mention]:

@@ -69,8 +69,16 @@ def test_a_resolved_hop_replaces_the_description_with_the_name_a_passage_gave() 
     nested = nested_description(question)
 
     assert nested is not None
-    assert nested.sub_question() == "What is the director of film An Evening Out?"
+    assert nested.sub_question() == "Who is the director of film An Evening Out?"
     assert resolved(question, nested, "Vera Lind") == "Who is the child of Vera Lind?"
+
+
+def test_a_description_of_a_thing_is_asked_what_and_of_a_person_who() -> None:
+    place = nested_description("Who was the mayor of the capital of Rivendia?")
+    spouses = nested_description("Where was the wife of the founder of Acme Corp born?")
+
+    assert place is not None and place.sub_question() == "What is the capital of Rivendia?"
+    assert spouses is not None and spouses.sub_question() == "Who is the founder of Acme Corp?"
 
 
 @pytest.mark.parametrize(

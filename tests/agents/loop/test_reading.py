@@ -116,7 +116,10 @@ async def test_a_two_hop_question_searches_again_with_the_bridge_a_passage_named
     assert isinstance(first[0], ToolCall) and first[0].id.startswith(READ_PREFIX)
     assert first[0].arguments == {"query": "Where was the director of film Night Shift (1999 Film) born?"}
     assert isinstance(second[0], ToolCall) and second[0].arguments == {"query": "Where was Vera Lind born?"}
-    assert "Question: What is the director of film Night Shift (1999 Film)?" in user_text(server.requests[1])
+    assert (
+        "Question: Who is the director of film Night Shift (1999 Film)? (the answer is a name)"
+        in user_text(server.requests[1])
+    )
     assert "[1] Night Shift (1999 film)" in user_text(server.requests[1])
     assert "Question: Where was Vera Lind born? (the answer is a place)" in user_text(server.requests[2])
     assert server.requests[2]["response_format"]["json_schema"]["schema"]["properties"]["passage"][
