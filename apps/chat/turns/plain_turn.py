@@ -8,7 +8,8 @@ from apps.agents.events import RunError, TextDelta
 from apps.agents.history import DEFAULT_HISTORY_LIMIT
 from apps.agents.plain import Provider, plain_answer
 from apps.chat.streams.frames import ErrorFrame, TokenFrame
-from apps.chat.turns.citations import CitationFilter
+from apps.chat.turns.attribution import answer_sources, sources_text
+from apps.chat.turns.citations import CitationFilter, is_passage
 from apps.chat.turns.context import DOCUMENTS_PROMPT, PASSAGES_PROMPT, load_prompt, to_history
 from apps.chat.turns.retrieval import AlwaysRetrieveStrategy, Retrieval
 from apps.chat.turns.turn import Answer, Turn, emit, progress_text
@@ -53,6 +54,9 @@ async def run_plain_turn(turn: Turn, provider: Provider | None) -> Answer | None
         await emit(turn, ErrorFrame(error=stopped.message, code=stopped.code))
         return None
     await send(citations.flush())
+    if stopped is None and retrieval.passages and not any(is_passage(c) for c in citations.citations):
+        sources = answer_sources("".join(parts), turn.user_message.content, retrieval.passages)
+        await send(citations.feed(sources_text(sources)) + citations.flush())
     text = "".join(parts)
     context: dict[str, Any] = {
         "strategy": "always_retrieve",

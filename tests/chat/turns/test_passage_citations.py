@@ -98,6 +98,25 @@ async def test_a_plain_turn_over_documents_alone_shows_each_passage_headed_by_it
     assert [c["key"] for c in answer.citations] == [f"passage:{guide.id}"]
 
 
+async def test_a_plain_answer_that_cites_no_passage_is_given_the_passages_holding_its_facts(
+    world, guide, scripted
+):
+    scripted.turns.append(text("The tower was finished in 1889."))
+
+    status, frames = await sse_turn(
+        world["client"],
+        {"message": "When was the Eiffel Tower finished?", "projectId": str(world["project"].id)},
+    )
+
+    assert status == 200
+    answer = await Message.objects.aget(id=frames[-1]["messageId"])
+    assert (
+        answer.content == f"The tower was finished in 1889.\n\nSources: [paris-guide.md](passage:{guide.id})"
+    )
+    assert tokens(frames).endswith(f"Sources: [paris-guide.md](passage:{guide.id})")
+    assert [c["key"] for c in answer.citations] == [f"passage:{guide.id}"]
+
+
 async def test_a_passage_cited_in_an_earlier_answer_stays_citable(world, guide, scripted):
     scripted.turns += [text("First."), text(f"Again [the guide](passage:{guide.id}).")]
     _, frames = await sse_turn(
