@@ -15,6 +15,8 @@ from apps.graph_tools.recognizer import MONTHS, mentions_find, normalise
 
 # Letters by which a long word of an answer is found in a passage that inflects it.
 STEM = 5
+# The kinds of answer (``questions.answer_kind``) that a bare date never is.
+DATELESS = ("a place", "a name")
 
 
 @dataclass(frozen=True)
@@ -33,7 +35,7 @@ def reading_of(
     word the passage inflects is given as the passage writes it ("Austria" -> "Austrian")."""
     answer = " ".join(str(written.get("answer") or "").split()).strip(" .")
     number = written.get("passage")
-    if not answer or not passages or (kind in ("a place", "a name") and _bare_date(answer)):
+    if not answer or not passages or (kind in DATELESS and bare_date(answer)):
         return Reading(answer="", passage=None)
     named = passages[number - 1] if isinstance(number, int) and 1 <= number <= len(passages) else None
     holding = [p for p in passages if holds(str(p["text"]), answer)]
@@ -43,7 +45,7 @@ def reading_of(
     return Reading(answer=_as_written(str(passage["text"]), answer), passage=passage)
 
 
-def _bare_date(answer: str) -> bool:
+def bare_date(answer: str) -> bool:
     """Whether ``answer`` is a date and nothing more ("24 May 1900", "1900")."""
     rest = re.sub(rf"\b(?:{'|'.join(MONTHS)})\b|\d+|[\s,.]", "", answer, flags=re.IGNORECASE)
     return date_of(answer) is not None and not rest
@@ -94,14 +96,32 @@ def holds(text: str, answer: str) -> bool:
 BRIDGE_MAX_WORDS = 6
 
 
-def bridge_name(answer: str, question: str) -> str:
+def bridge_name(answer: str, question: str, head: str = "") -> str:
     """The name a reading gave for a nested description, or "" when it gave none the question does
-    not hold already. A sentence ("Damerjog is located in eastern Djibouti") gives the last name it
-    mentions that the question does not ("Djibouti")."""
+    not hold already. A sentence gives the first name after the word that writes the description's
+    ``head`` ("directed" for "director": "Agni is a 2004 film directed by Swapan Saha and produced
+    by Mukul Sarkar" gives "Swapan Saha"), else the last name it mentions that the question does
+    not ("Damerjog is located in eastern Djibouti" gives "Djibouti")."""
     if not answer:
         return ""
     asked = normalise(question)
     if len(answer.split()) > BRIDGE_MAX_WORDS:
-        names = [m.surface for m in mentions_find(answer) if m.kind != "date" and m.normalised not in asked]
-        answer = names[-1] if names else ""
+        names = [m for m in mentions_find(answer) if m.kind != "date" and m.normalised not in asked]
+        cue = _cue_end(answer, head)
+        after = [m for m in names if cue is not None and m.start >= cue]
+        answer = after[0].surface if after else (names[-1].surface if names else "")
     return answer if answer and normalise(answer) not in asked else ""
+
+
+def _cue_end(text: str, head: str) -> int | None:
+    """Where the first word of ``text`` that writes ``head`` ends ("directed" for "director", by their
+    first ``STEM`` letters; a shorter head as itself), or None."""
+    key = plain(head)
+    if not key:
+        return None
+    stem = key[:STEM] if len(key) >= STEM else key
+    for word in re.finditer(r"[\w'’-]+", text):
+        written = plain(word.group())
+        if written.startswith(stem) if len(key) >= STEM else written == key:
+            return word.end()
+    return None

@@ -59,6 +59,8 @@ _NOT_NESTED = re.compile(r"^(?:the|a|an)\s+(?:same|first|last|most|only)\b", re.
 _QUALIFIER_AFTER = re.compile(r"\s*\([^)]{1,60}\)")
 _POSSESSED = re.compile(r"\s+([a-z][\w-]*)")
 _ARTICLE = re.compile(r"\b(?:the|a|an)\b", re.IGNORECASE)
+# Where a description's head noun phrase ends: "the director | of film X", "the state | where …".
+_HEAD_END = re.compile(r"\s(?:of|where|that|which|who|whose|in|on|by|for|with)\s")
 # A capitalised article, "I" or a number the recognizer left out of a name it starts ("A Romance
 # Of Seville", "I Cover The Underworld", "45 Calibre Echo").
 _NAME_HEAD = re.compile(r"(?:\b(?:The|A|An|I)|\b\d+)\s+$")
@@ -78,10 +80,15 @@ class Nested:
         """The description as a question of its own: "Who is the director of film X?" when it
         names a person's role (``PERSON_ROLES``), "What is the capital of X?" otherwise; "Who"
         also tells the reading the answer is a name (``answer_kind``)."""
-        text = self.text[0].lower() + self.text[1:]
-        head = _ARTICLE.sub("", text.split(" of ")[0]).split()
-        asks = "Who" if head and head[-1].rstrip("s") in PERSON_ROLES else "What"
+        text = self.text[0].lower() + self.text[1:] if _ARTICLE.match(self.text) else self.text
+        asks = "Who" if self.head().rstrip("s") in PERSON_ROLES else "What"
         return f"{asks} is {text}?"
+
+    def head(self) -> str:
+        """The description's head word, lower case: "director" of "the director of film X",
+        "state" of "the state where X is located", "country" of "X's country"; "" when none."""
+        words = _ARTICLE.sub("", _HEAD_END.split(self.text.lower())[0]).split()
+        return words[-1] if words else ""
 
 
 # The head words of a description that is a person ("the director of film X", "the spouse of Y").

@@ -44,7 +44,7 @@ from apps.agents.llm.base import (
 )
 from apps.agents.loop.layout import snippet
 from apps.agents.loop.lookups import PASSAGE_QUERY_MAX, is_passage, passages_tool
-from apps.agents.loop.passage_text import Reading, bridge_name, holds, plain, reading_of
+from apps.agents.loop.passage_text import DATELESS, Reading, bare_date, bridge_name, holds, plain, reading_of
 from apps.agents.loop.prompt import LOOKUP_ID_PREFIX, this_turn_start
 from apps.agents.loop.questions import (
     Comparison,
@@ -164,12 +164,14 @@ def about(question: str, passages: Sequence[dict[str, Any]]) -> list[dict[str, A
     return [passages[i] for _, i in naming] if naming else list(passages)
 
 
-def read_prompt(question: str, passages: Sequence[dict[str, Any]]) -> list[ChatMessage]:
+def read_prompt(
+    question: str, passages: Sequence[dict[str, Any]], not_a_date: bool = False
+) -> list[ChatMessage]:
     """What the model reads: the numbered passages, then the question and the kind of answer it
-    asks for (``questions.answer_kind``)."""
+    asks for (``questions.answer_kind``), "not a date" when asked again after answering one."""
     lines = [f"[{n}] {snippet(str(p['text']), READ_TEXT_MAX)}" for n, p in enumerate(passages, start=1)]
     kind = answer_kind(question)
-    asks = f" (the answer is {kind})" if kind else ""
+    asks = f" (the answer is {kind}{', not a date' if not_a_date else ''})" if kind else ""
     body = (
         "Passages:\n"
         + "\n".join(lines)
@@ -245,7 +247,7 @@ async def read_step(
         reading = await read(nested.sub_question(), about(nested.text, last.passages)[:READ_PASSAGES])
         if reading is None:
             return None
-        name = bridge_name(reading.answer, last.query)
+        name = bridge_name(reading.answer, last.query, nested.head())
         if name:
             more.append(search_call(tool, thing, resolved(last.query, nested, name)))
     if more:
@@ -335,15 +337,18 @@ async def reading_events(
     start = this_turn_start(messages)
     failed: list[ErrorEvent] = []
 
-    async def read(question: str, passages: list[dict[str, Any]]) -> Reading | None:
+    async def read(question: str, passages: list[dict[str, Any]], again: bool = False) -> Reading | None:
         if not passages:
             return Reading(answer="", passage=None)
-        prompt = read_prompt(question, passages)
+        prompt = read_prompt(question, passages, not_a_date=again)
         text, error = await constrained(prompt, "read", read_schema(len(passages)), READ_MAX_TOKENS)
         if error is not None:
             failed.append(error)
             return None
-        return reading_of(_parsed(text), passages, answer_kind(question))
+        written, kind = _parsed(text), answer_kind(question)
+        if not again and kind in DATELESS and bare_date(str(written.get("answer") or "")):
+            return await read(question, passages, again=True)  # asked a place, it answered a date
+        return reading_of(written, passages, kind)
 
     async def choose(prompt: str, options: list[str]) -> str | None:
         asked = [ChatMessage(role="system", content=CHOOSE_SYSTEM), ChatMessage(role="user", content=prompt)]

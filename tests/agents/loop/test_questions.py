@@ -79,6 +79,11 @@ def test_a_description_of_a_thing_is_asked_what_and_of_a_person_who() -> None:
 
     assert place is not None and place.sub_question() == "What is the capital of Rivendia?"
     assert spouses is not None and spouses.sub_question() == "Who is the founder of Acme Corp?"
+    country = nested_description("Who was the first president of Damerjog's country?")
+    assert country is not None and (country.head(), country.sub_question()) == (
+        "country",
+        "What is Damerjog's country?",
+    )
 
 
 @pytest.mark.parametrize(

@@ -170,6 +170,21 @@ async def test_an_answer_that_no_passage_shown_holds_is_not_given(server: LLMTes
     assert "".join(e.text for e in second if isinstance(e, TextDelta)) == NOT_FOUND
 
 
+async def test_a_date_read_where_a_place_is_asked_is_read_again_as_not_a_date(server: LLMTestServer) -> None:
+    messages = asked("Where was Vera Lind born?")
+    server.enqueue(Json(completion('{"name": "search_passages", "arguments": {"query": "Vera Lind"}}')))
+    first = await step(server, messages)
+    answered(messages, first, [[DIRECTOR]])
+    server.enqueue(Json(completion('{"passage": 1, "answer": "4 May 1950"}')))
+    server.enqueue(Json(completion('{"passage": 1, "answer": "Tartu"}')))
+
+    second = await step(server, messages)
+
+    assert "(the answer is a place)" in user_text(server.requests[1])
+    assert "(the answer is a place, not a date)" in user_text(server.requests[2])
+    assert "".join(e.text for e in second if isinstance(e, TextDelta)).startswith("Tartu.")
+
+
 @pytest.mark.parametrize(
     ("answer", "name"),
     [
@@ -181,6 +196,16 @@ async def test_an_answer_that_no_passage_shown_holds_is_not_given(server: LLMTes
 )
 def test_a_bridge_is_a_name_the_question_does_not_hold(answer: str, name: str) -> None:
     assert bridge_name(answer, "Who leads the country where Tallinn is located, Night Shift?") == name
+
+
+def test_a_sentence_gives_the_name_after_the_word_that_writes_the_descriptions_head() -> None:
+    sentence = "Night Shift is a 1999 drama film directed by Vera Lind and produced by Otto Brandl."
+
+    assert bridge_name(sentence, "When was the director of Night Shift born?", "director") == "Vera Lind"
+    assert bridge_name(sentence, "When was the producer of Night Shift born?", "producer") == "Otto Brandl"
+    assert (
+        bridge_name(sentence, "When was the star of Night Shift born?", "star") == "Otto Brandl"
+    )  # no cue: the last
 
 
 SALTER = passage("5", "Hans Salter (14 January 1896 in Lviv) was an Austrian-American film composer.")
