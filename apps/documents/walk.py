@@ -115,7 +115,7 @@ near AS (
     FROM kb.passage_mentions m
     WHERE m.passage_id = ANY(ARRAY(SELECT passage_id FROM hop) || %(ranked)s::uuid[])
 ),
-names AS (
+names AS MATERIALIZED (
     SELECT hop_names.id, (SELECT count(*) FROM (SELECT 1 FROM kb.passage_mentions
                                                 WHERE mention_name_id = hop_names.id
                                                 LIMIT %(fanout)s) m) AS passages
