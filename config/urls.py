@@ -10,4 +10,5 @@ urlpatterns = [
     path("", include("apps.projects.urls")),
     path("", include("apps.chat.urls")),
     path("", include("apps.usage.urls")),
+    path("", include("apps.documents.urls")),
 ]

@@ -12,7 +12,7 @@ from django.urls import reverse
 
 from apps.chat.selectors import ConversationNotFound, conversation_get
 from apps.graph_tools.writes import change_action_words
-from apps.projects.selectors import principal_from_user
+from apps.projects.selectors import parse_uuid, principal_from_user
 
 
 def index(request: HttpRequest) -> HttpResponse:
@@ -24,8 +24,10 @@ def index(request: HttpRequest) -> HttpResponse:
 
 @login_required
 def chat_page(request: HttpRequest, conversation_id: uuid.UUID | None = None) -> HttpResponse:
-    """The chat page: a new conversation, or one of mine (anyone else's answers 404)."""
-    project_id = None
+    """The chat page: a new conversation (in ``?project=<id>`` when I am one of its members, else
+    the one I chose last), or one of mine (anyone else's answers 404)."""
+    asked = parse_uuid(request.GET.get("project", ""))
+    project_id = str(asked) if asked is not None else None
     conversation_ref = None
     if conversation_id is not None:
         principal = principal_from_user(request.user)

@@ -12,12 +12,31 @@ from django.db import connection, transaction
 from apps.documents.walk import passages_walk
 from apps.graph_tools.embeddings import Embedder
 from apps.graph_tools.search import HNSW_EF_SEARCH, RRF_K, vector_literal, vector_search_options_set
-from apps.graph_tools.text_search import any_word_tsquery_sql
+from apps.graph_tools.text_search import TEXT_SEARCH_CONFIG, any_word_tsquery_sql, tsvector_sql
 
 # Candidates each ranking contributes to the fusion.
 CANDIDATES = 50
 # The fused ranking's first passages restart the walk of the question's mentions (``walk.py``).
 WALK_RANKED = 20
+
+# A query word that more than this many of the project's passages hold says little about which
+# passage is meant ("born", "film" in a corpus of biographies) and would have each of them ranked
+# (ts_rank_cd over 25,000 passages: 100 ms). When the query has rarer words, only the passages
+# holding one of those are ranked, still by all of the query's words. Below this many passages no
+# word is common and every passage holding any word is ranked (issue #48: p95 at 100k passages).
+COMMON_WORD = 2000
+
+# The query's words (as the tsquery syntax quotes them), each with how many of the project's
+# passages hold it, counted up to COMMON_WORD.
+_WORD_COUNTS_SQL = f"""
+SELECT w, (SELECT count(*) FROM (
+           SELECT 1 FROM kb.document_passages p
+           WHERE p.project_id = %(project)s AND p.search_vector @@ to_tsquery('{TEXT_SEARCH_CONFIG}'::regconfig, w)
+           LIMIT %(common)s) s)
+FROM (SELECT DISTINCT '''' || replace(replace(l, chr(92), chr(92) || chr(92)), '''', '''''') || '''' AS w
+      FROM unnest(tsvector_to_array({tsvector_sql("%(q)s")})) l) words
+ORDER BY w
+"""
 
 PASSAGE_COLUMNS = "p.id, p.document_id, d.name, p.ordinal, p.page, p.char_start, p.char_end, p.text"
 
@@ -50,7 +69,8 @@ def passages_search(
     ``mentions`` (the query's mentions the passage mentions too).
 
     Full text matches any of the query's words (a question's words rarely all occur in one
-    passage), ranked by cover density; with ``query_vector`` the passages embedded by
+    passage), ranked by cover density (in a large project, only the passages holding one of its
+    rarer words: ``COMMON_WORD``); with ``query_vector`` the passages embedded by
     ``embedder``'s model are ranked by cosine distance too, and the two rankings fused
     (reciprocal ranks). Then, unless the search is within one document, a personalized PageRank
     from the query's mentions over the mention index, restarting lightly at the fused ranking's
@@ -68,6 +88,8 @@ def passages_search(
     document = ""
     if document_id is not None:
         document, params["document"] = " AND p.document_id = %(document)s", document_id
+    else:
+        document = _rare_words_only(params)
     vector_branch = ""
     if embedder is not None and query_vector is not None:
         params["vec"] = vector_literal(query_vector)
@@ -101,6 +123,19 @@ def passages_search(
             ranking = [(w.passage_id, w.score, w.mentions) for w in walked]
             ranking += [(id_, 0.0, ()) for id_, _, _ in fused if id_ not in reached]
     return _passages_in_order(project_id, ranking[:limit])
+
+
+def _rare_words_only(params: dict[str, Any]) -> str:
+    """The condition that ranks only the passages holding one of the query's rarer words
+    (``COMMON_WORD``), or none when no word is common or every word is."""
+    with connection.cursor() as cursor:
+        cursor.execute(_WORD_COUNTS_SQL, {**params, "common": COMMON_WORD})
+        words = cursor.fetchall()
+    rare = [word for word, passages in words if passages < COMMON_WORD]
+    if not rare or len(rare) == len(words):
+        return ""
+    params["rare"] = " | ".join(rare)
+    return f" AND p.search_vector @@ to_tsquery('{TEXT_SEARCH_CONFIG}'::regconfig, %(rare)s)"
 
 
 def _passages_in_order(

@@ -1,11 +1,14 @@
-"""Reads of a project's documents for REST and the command: lists, one document, its passages."""
+"""Reads of a project's documents for REST, the command and the mentions page: lists, one
+document, its passages, its names."""
 
 from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
 
-from django.db.models import Count, Q, QuerySet
+from django.contrib.postgres.aggregates import ArrayAgg
+from django.db import connection
+from django.db.models import Count, Min, Q, QuerySet
 
 from apps.documents.errors import DocumentNotFound
 from apps.documents.models import Document, Passage, PassageMention
@@ -90,6 +93,93 @@ def mention_list(*, principal: Principal, project_ref: object, document_id: obje
         .order_by("passage__ordinal", "char_start", "id")
     )
     return DocumentMentions(document=document, mentions=mentions)
+
+
+# Characters of the passage shown on either side of a name's first mention in the document.
+CONTEXT_CHARS = 60
+
+
+@dataclass(frozen=True)
+class NameInDocument:
+    """A name a document mentions: its spellings there, the entity it links (None: a candidate),
+    how many of the document's passages mention it, and its first mention in context."""
+
+    name_id: uuid.UUID
+    surfaces: list[str]
+    kinds: list[str]
+    entity_id: uuid.UUID | None
+    entity_name: str
+    entity_type: str
+    passages: int
+    first_ordinal: int
+    before: str = ""
+    surface: str = ""
+    after: str = ""
+
+
+def document_names(*, document: Document) -> QuerySet[PassageMention, dict[str, object]]:
+    """The names ``document``'s passages mention, one row each, those mentioned by most passages
+    first (then by name): what a page of ``names_in_context`` is cut from."""
+    return (
+        PassageMention.objects.filter(passage__document_id=document.id)
+        .values("mention_name_id")
+        .annotate(
+            passage_count=Count("passage_id", distinct=True),
+            first_ordinal=Min("passage__ordinal"),
+            surfaces=ArrayAgg("surface", distinct=True, order_by="surface"),
+            kinds=ArrayAgg("kind", distinct=True, order_by="kind"),
+            normalised=Min("mention_name__normalised"),
+        )
+        .order_by("-passage_count", "normalised", "mention_name_id")
+    )
+
+
+def names_in_context(*, document: Document, rows: list[dict[str, object]]) -> list[NameInDocument]:
+    """A page of ``document_names`` with each name's entity and its first mention in context
+    (``CONTEXT_CHARS`` either side, "…" where the passage goes on): two queries whatever the
+    page's size."""
+    ids = [row["mention_name_id"] for row in rows]
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """SELECT n.id, n.entity_id, coalesce(e.name, ''), coalesce(e.type, '') FROM kb.mention_names n
+               LEFT JOIN kb.graph_objects e ON e.id = n.entity_id WHERE n.id = ANY(%(ids)s)""",
+            {"ids": ids},
+        )
+        entities = {row[0]: row[1:] for row in cursor.fetchall()}
+        cursor.execute(
+            """SELECT DISTINCT ON (m.mention_name_id) m.mention_name_id,
+                      CASE WHEN m.char_start > %(chars)s THEN '…' ELSE '' END
+                      || substr(p.text, greatest(m.char_start - %(chars)s, 0) + 1, least(m.char_start, %(chars)s)),
+                      m.surface,
+                      substr(p.text, m.char_end + 1, %(chars)s)
+                      || CASE WHEN length(p.text) > m.char_end + %(chars)s THEN '…' ELSE '' END
+               FROM kb.passage_mentions m JOIN kb.document_passages p ON p.id = m.passage_id
+               WHERE p.document_id = %(document)s AND m.mention_name_id = ANY(%(ids)s)
+               ORDER BY m.mention_name_id, p.ordinal, m.char_start""",
+            {"ids": ids, "document": document.id, "chars": CONTEXT_CHARS},
+        )
+        contexts = {row[0]: row[1:] for row in cursor.fetchall()}
+    found = []
+    for row in rows:
+        name_id = row["mention_name_id"]
+        entity_id, entity_name, entity_type = entities.get(name_id, (None, "", ""))
+        before, surface, after = contexts.get(name_id, ("", "", ""))
+        found.append(
+            NameInDocument(
+                name_id=name_id,  # type: ignore[arg-type]
+                surfaces=list(row["surfaces"])[:5],  # type: ignore[call-overload]
+                kinds=list(row["kinds"]),  # type: ignore[call-overload]
+                entity_id=entity_id,
+                entity_name=entity_name,
+                entity_type=entity_type,
+                passages=int(row["passage_count"]),  # type: ignore[call-overload]
+                first_ordinal=int(row["first_ordinal"]),  # type: ignore[call-overload]
+                before=before,
+                surface=surface,
+                after=after,
+            )
+        )
+    return found
 
 
 def document_by_name_or_id(*, project_id: uuid.UUID, ref: str) -> Document:

@@ -10,8 +10,8 @@ director named in the film's passage, whose own passage the question never names
 two steps from the question's name, where neither ranking finds it.
 
 Bounded for large projects: only the seeds' neighbourhood is read (each name's first ``FANOUT``
-passages, two hops from the seeds; the ranked passages and the names they mention), never the
-whole index.
+passages, two hops from the seeds, the second hop at most ``SECOND_HOP`` mentions; the ranked
+passages and the names they mention), never the whole index.
 
 Weights measured on the docqa development sample (``make eval --set docqa``, issue #48), Recall@5
 through ``search_passages``: full text and vectors fused 0.71 (2Wiki) / 0.68 (MuSiQue); the
@@ -28,7 +28,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from django.db import connection
+from django.db import connection, transaction
 
 # igraph's PageRank (PRPACK) runs its loops on the OpenMP threads of the libgomp its wheel bundles,
 # which spin while they wait: on 2 busy cores a 5,500-vertex walk took 98 ms, against 2.5 ms on one
@@ -54,6 +54,12 @@ FUZZY_WEIGHT = 0.7
 KEEP = 50
 # Passages read per name: a name mentioned more often is a hub that would spread the walk thin.
 FANOUT = 50
+# Mentions the second hop reads at most (the passages of the names the seeds' passages mention),
+# taken from the names fewest passages mention first: the walk gives each of a name's passages a
+# share of what reaches the name, so the most mentioned names' passages are the least likely to
+# rank. A project of a few thousand passages never reaches it; at 100k passages it keeps the walk's
+# graph to a few thousand vertices (igraph's PageRank and building the graph grow with it).
+SECOND_HOP = 2000
 
 
 @dataclass(frozen=True)
@@ -68,7 +74,10 @@ class Walked:
 
 def _seeds(project_id: uuid.UUID, keys: dict[str, str]) -> dict[uuid.UUID, tuple[str, float]]:
     """The names the question mentions: by key, else the most similar names (``FUZZY_*``)."""
-    with connection.cursor() as cursor:
+    with transaction.atomic(), connection.cursor() as cursor:
+        # ``%`` at FUZZY_SIMILARITY, not pg_trgm's default 0.3: the trigram index then hands over
+        # only the names that may be that similar (at 100k passages, 70 for a name, not 3,000).
+        cursor.execute("SELECT set_config('pg_trgm.similarity_threshold', %s, true)", [str(FUZZY_SIMILARITY)])
         cursor.execute(
             """SELECT k, n.id, 1.0 FROM unnest(%(keys)s::text[]) k
                JOIN kb.mention_names n ON n.project_id = %(project)s AND n.normalised = k
@@ -104,22 +113,30 @@ hop AS (
 near AS (
     SELECT m.passage_id, m.mention_name_id, m.kind, m.passage_id IN (SELECT passage_id FROM hop) AS hop
     FROM kb.passage_mentions m
-    WHERE m.project_id = %(project)s
-      AND (m.passage_id IN (SELECT passage_id FROM hop) OR m.passage_id = ANY(%(ranked)s::uuid[]))
+    WHERE m.passage_id = ANY(ARRAY(SELECT passage_id FROM hop) || %(ranked)s::uuid[])
 ),
-names AS (SELECT DISTINCT mention_name_id AS id FROM near WHERE hop)
-SELECT passage_id, mention_name_id, kind FROM near
+names AS MATERIALIZED (
+    SELECT hop_names.id, (SELECT count(*) FROM (SELECT 1 FROM kb.passage_mentions
+                                                WHERE mention_name_id = hop_names.id
+                                                LIMIT %(fanout)s) m) AS passages
+    FROM (SELECT DISTINCT mention_name_id AS id FROM near WHERE hop) hop_names
+),
+kept AS (
+    SELECT id FROM (SELECT id, sum(passages) OVER (ORDER BY passages, id) AS upto FROM names) n
+    WHERE upto <= %(second_hop)s
+)
+SELECT passage_id::text, mention_name_id::text, kind FROM near
 UNION
-SELECT m.passage_id, names.id, m.kind FROM names
+SELECT m.passage_id::text, kept.id::text, m.kind FROM kept
 CROSS JOIN LATERAL (SELECT passage_id, kind FROM kb.passage_mentions
-                    WHERE mention_name_id = names.id LIMIT %(fanout)s) m
+                    WHERE mention_name_id = kept.id LIMIT %(fanout)s) m
 """
 
 _RELATED_SQL = """
 SELECT a.id, b.id FROM kb.mention_names a
 JOIN kb.graph_relationships r ON r.src_id = a.entity_id
 JOIN kb.mention_names b ON b.entity_id = r.dst_id AND b.project_id = a.project_id
-WHERE a.project_id = %(project)s AND a.id = ANY(%(names)s) AND b.id = ANY(%(names)s)
+WHERE a.project_id = %(project)s AND a.id = ANY(%(names)s::uuid[]) AND b.id = ANY(%(names)s::uuid[])
 """
 
 
@@ -142,29 +159,38 @@ def passages_walk(
     with connection.cursor() as cursor:
         cursor.execute(
             _NEIGHBOURHOOD_SQL,
-            {"project": project_id, "seeds": list(seeds), "ranked": list(ranked), "fanout": FANOUT},
+            {
+                "seeds": list(seeds),
+                "ranked": list(ranked),
+                "fanout": FANOUT,
+                "second_hop": SECOND_HOP,
+            },
         )
         edges = cursor.fetchall()
         names = sorted({name for _, name, _ in edges})
         cursor.execute(_RELATED_SQL, {"project": project_id, "names": names})
-        related = cursor.fetchall()
-    return _ranked_by_walk(edges, related, seeds, ranked)
+        related = [(str(a), str(b)) for a, b in cursor.fetchall()]
+    # Ids as text from here on: hashing a uuid.UUID (a Python __hash__) was a third of the walk's time.
+    return _ranked_by_walk(
+        edges, related, {str(name): seed for name, seed in seeds.items()}, [str(p) for p in ranked]
+    )
 
 
 def _ranked_by_walk(
-    edges: Sequence[tuple[uuid.UUID, uuid.UUID, str]],
-    related: Sequence[tuple[uuid.UUID, uuid.UUID]],
-    seeds: dict[uuid.UUID, tuple[str, float]],
-    ranked: Sequence[uuid.UUID],
+    edges: Sequence[tuple[str, str, str]],
+    related: Sequence[tuple[str, str]],
+    seeds: dict[str, tuple[str, float]],
+    ranked: Sequence[str],
 ) -> list[Walked]:
-    vertex: dict[uuid.UUID, int] = {}
+    """Ids are uuids' text (lower-case, so ordered as the uuids are)."""
+    vertex: dict[str, int] = {}
 
-    def at(node: uuid.UUID) -> int:
+    def at(node: str) -> int:
         return vertex.setdefault(node, len(vertex))
 
     weight: dict[tuple[int, int], float] = {}
-    passages: set[uuid.UUID] = set(ranked)
-    mentioned: dict[uuid.UUID, set[uuid.UUID]] = defaultdict(set)
+    passages: set[str] = set(ranked)
+    mentioned: dict[str, set[str]] = defaultdict(set)
     for passage, name, kind in edges:
         pair = (at(passage), at(name))
         weight[pair] = max(weight.get(pair, 0.0), TITLE_WEIGHT if kind == "title" else 1.0)
@@ -186,10 +212,10 @@ def _ranked_by_walk(
     scores = graph.personalized_pagerank(
         damping=DAMPING, reset=reset, weights=list(weight.values()), directed=False
     )
-    best = heapq.nlargest(KEEP, passages, key=lambda p: (scores[vertex[p]], p.int))
+    best = heapq.nlargest(KEEP, passages, key=lambda p: (scores[vertex[p]], p))
     return [
         Walked(
-            passage_id=passage,
+            passage_id=uuid.UUID(passage),
             score=float(scores[vertex[passage]]),
             mentions=tuple(sorted(seeds[n][0] for n in seeds if passage in mentioned[n])),
         )

@@ -144,6 +144,15 @@ async function init() {
   document.body.dataset.ready = "true";
   ui.input.focus();
   if (state.sendWhenReady) ui.composer.requestSubmit();
+  // A link to an entity from another page (a document's mentions): /chat/?project=<id>#entity-<id>.
+  const linked = /^#entity-(.+)$/.exec(window.location.hash);
+  if (linked && state.projectId) {
+    try {
+      openEntity(decodeURIComponent(linked[1]));
+    } catch (err) {
+      // A malformed link (a lone %): nothing to open.
+    }
+  }
 }
 
 init();

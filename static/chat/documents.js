@@ -2,7 +2,7 @@
 // Documents dialog uploads a file (text, Markdown, HTML, PDF), lists the project's documents, starts
 // an extraction, shows its progress while the background worker asks the model passage by passage,
 // then the change set to review: approve all, approve or reject the selected items, edit an entity's
-// name or type before approving. A module of its own beside chat.js, using only the REST routes.
+// name or type before approving; each document links to its mentions' page. A module of its own beside chat.js, using only the REST routes.
 
 import { api, el } from "./team-api.js";
 import { config } from "./state.js";
@@ -108,6 +108,11 @@ class DocumentsPanel {
   documentRow(doc) {
     const extract = el("button", { type: "button", class: "btn btn-small", text: "Extract", onclick: () => this.extract(doc) });
     const show = el("button", { type: "button", class: "btn btn-small btn-quiet", text: "Review", onclick: () => this.show(doc) });
+    const mentions = el("a", {
+      class: "btn btn-small btn-quiet document-mentions",
+      href: `/projects/${encodeURIComponent(this.projectId)}/documents/${encodeURIComponent(doc.id)}/mentions`,
+      text: "Mentions",
+    });
     const pages = doc.pages ? `, ${doc.pages} pages` : "";
     return el(
       "li",
@@ -116,6 +121,7 @@ class DocumentsPanel {
       el("span", { class: "muted small", text: ` ${doc.format}${pages}, ${doc.passages} passages` }),
       extract,
       show,
+      mentions,
     );
   }
 

@@ -1,7 +1,8 @@
 """The chat page's main flows in Debian's chromium (Playwright): log in, ask an agent, see its
 tool chip and its streamed tokens, and find the answer stored after a reload; and a message sent
 before the page's socket is open (the page just opened, or the server closed the socket) is sent
-once it is, or refused visibly with Retry (issue #47)."""
+once it is, or refused visibly with Retry (issue #47); a document uploaded in the Documents dialog
+shows its mentions on their own page, each linked to its entity or a candidate (issue #48)."""
 
 from __future__ import annotations
 
@@ -10,9 +11,10 @@ import os
 import re
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
-from playwright.sync_api import Page, Route, WebSocketRoute, expect, sync_playwright
+from playwright.sync_api import Locator, Page, Route, WebSocketRoute, expect, sync_playwright
 
 from tests.blackbox.clients import PASSWORD
 from tests.blackbox.covers import covers
@@ -289,3 +291,54 @@ def test_a_decision_whose_socket_closes_before_the_server_answers_is_offered_aga
         project_id=project,
         id_or_key=key,
     )
+
+
+# -- A document's mentions (issue #48) ----------------------------------------------------------
+
+SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
+MEMOIR = (
+    "# Engines\n\n"
+    "Charles Babbage designed the Analytical Engine in London.\n\n"
+    "Charles Babbage met Mary Somerville, who wrote <img src=x onerror=\"document.title='owned'\">.\n"
+)
+
+
+def name_row(page: Page, surface: str) -> Locator:
+    """The row of the mentions page's table for the name spelled ``surface``."""
+    return page.locator("tr.mention-name").filter(
+        has=page.locator("td.surface", has_text=re.compile(f"^{surface}$"))
+    )
+
+
+@covers("PAGE /projects/{}/documents/{}/mentions", "upload", "names", "candidate", "entity link", "escaped")
+def test_a_member_uploads_a_document_and_sees_its_mentions_linked_to_entities_or_as_candidates(
+    page: Page, world: World
+) -> None:
+    log_in(page, world, "bob")
+    with page.expect_response(re.compile(r"/agent-definitions")):
+        page.get_by_label("Project", exact=True).select_option(label="Atlas")
+    page.get_by_role("button", name="Documents").click()
+    page.locator("#document-file").set_input_files(
+        {"name": "bb-engines.md", "mimeType": "text/markdown", "buffer": MEMOIR.encode()}
+    )
+    page.get_by_role("button", name="Upload").click()
+    expect(page.locator("#documents-status")).to_contain_text("bb-engines.md: 3 new passage(s)")
+
+    page.locator(".document-row", has_text="bb-engines.md").get_by_role("link", name="Mentions").click()
+
+    expect(page.get_by_role("heading", name="Mentions in bb-engines.md")).to_be_visible()
+    babbage = name_row(page, "Charles Babbage")
+    expect(babbage.locator("td.passages")).to_have_text("2")
+    expect(babbage.locator("a.entity-link")).to_have_text("Charles Babbage")
+    somerville = name_row(page, "Mary Somerville")
+    expect(somerville).to_have_attribute("data-linked", "false")
+    expect(somerville.locator(".candidate")).to_have_text("candidate")
+    expect(somerville.locator("td.context")).to_contain_text('who wrote <img src=x onerror="document.title=')
+    expect(page).not_to_have_title("owned")
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SCREENSHOTS / "document-mentions-desktop.png"), full_page=False)
+
+    babbage.locator("a.entity-link").click()
+
+    expect(page).to_have_url(re.compile(r"/chat/\?project=[0-9a-f-]{36}#entity-"))
+    expect(page.locator("#side-panel-title")).to_have_text("Charles Babbage")

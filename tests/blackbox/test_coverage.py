@@ -48,6 +48,7 @@ OTHER_SURFACES = {
         "send lost in a closing socket",
         "decision lost in a closing socket",
     },
+    "PAGE /projects/{}/documents/{}/mentions": {"upload", "names", "candidate", "entity link", "escaped"},
 }
 
 
