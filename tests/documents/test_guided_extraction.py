@@ -64,9 +64,9 @@ def test_the_prompt_carries_the_mentions_and_a_confirmed_candidate_is_created_wh
     change_set, asked = extract(project, answer)
 
     [(messages, tools)] = asked
-    instructions = messages[0].content
-    assert "Entities of the graph the passage names: Freedonia (Country)." in instructions
-    assert "Other names the passage mentions: Fredville." in instructions
+    asked_about = messages[-1].content
+    assert "Entities of the graph the passage names: Freedonia (Country).\n" in asked_about
+    assert "Other names the passage mentions: Fredville.\n\nPassage:\n" + TEXT.strip() in asked_about
     relationship = tools[0].parameters["properties"]["relationships"]["items"]["properties"]
     assert relationship["source"]["enum"] == relationship["target"]["enum"] == ["Freedonia", "Fredville"]
     entity = tools[0].parameters["properties"]["entities"]["items"]["properties"]

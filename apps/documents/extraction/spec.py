@@ -125,9 +125,18 @@ def extraction_prompt(
     """The model's messages for one passage: what to extract, under which types, then the text;
     with ``rows``, the answer's items are asked as rows (``compact_json_grammar``). With ``guide``
     (the passage's mentions), the model is told what the passage names and asked only for what it
-    adds (``_guided_lines``)."""
+    adds: the instructions stay the project's (the server's cache of them serves every passage) and
+    the names come before the passage."""
     if guide is not None:
-        lines = _guided_lines(spec, guide)
+        lines = [
+            "You read one passage of a document for a knowledge graph. The names it mentions were found "
+            "already; you add what they are and how they relate.",
+            "Rules: under entities, give the type of each of the other names that is an entity of these "
+            "types (leave out the names that are none, and the graph's entities); under relationships, "
+            "list only the facts the passage states, each between two of the names given ('it', 'the "
+            "country', 'its capital' mean the name they refer to).",
+            *_vocabulary_lines(spec),
+        ]
     else:
         lines = [
             "You read one passage of a document and list the entities it names and the relationships it "
@@ -144,35 +153,25 @@ def extraction_prompt(
         )
     else:
         lines.append('Answer with JSON only: {"entities": [...], "relationships": [...]}.')
+    names = "" if guide is None else _names_given(guide)
     return [
         ChatMessage(role="system", content="\n".join(lines)),
-        ChatMessage(role="user", content=f"Document: {passage.document_name}\n\nPassage:\n{passage.text}"),
+        ChatMessage(
+            role="user", content=f"Document: {passage.document_name}\n\n{names}Passage:\n{passage.text}"
+        ),
     ]
 
 
-def _guided_lines(spec: ExtractionSpec, guide: PassageGuide) -> list[str]:
-    """The instructions of a passage whose mentions are known: the graph's entities it names (with
-    their types), the other names it mentions, and what to add."""
-    lines = [
-        "You read one passage of a document for a knowledge graph. The names it mentions were found "
-        "already; you add what they are and how they relate.",
-        *_vocabulary_lines(spec),
-    ]
+def _names_given(guide: PassageGuide) -> str:
+    """The passage's mentions as the model is given them: the graph's entities it names (with their
+    types), then the other names."""
+    lines = []
     if guide.linked:
-        lines.append(
-            "Entities of the graph the passage names: "
-            + "; ".join(f"{m.surface} ({m.type})" for m in guide.linked)
-            + "."
-        )
+        linked = "; ".join(f"{m.surface} ({m.type})" for m in guide.linked)
+        lines.append(f"Entities of the graph the passage names: {linked}.")
     if guide.candidates:
         lines.append("Other names the passage mentions: " + "; ".join(guide.candidates) + ".")
-    lines.append(
-        "Rules: under entities, give the type of each other name that is an entity of these types "
-        "(leave out the names that are none, and the graph's entities); under relationships, list only "
-        "the facts the passage states, each between two of the names above ('it', 'the country', "
-        "'its capital' mean the name they refer to)."
-    )
-    return lines
+    return "\n".join(lines) + "\n\n" if lines else ""
 
 
 def guided_schema(spec: ExtractionSpec, guide: PassageGuide) -> dict[str, Any]:
