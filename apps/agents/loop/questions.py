@@ -187,6 +187,30 @@ def resolved(question: str, nested: Nested, name: str) -> str:
     return f"{question[: nested.start]}{name.strip()}{question[nested.end :]}"
 
 
+# --- what kind of answer a question asks for ------------------------------------------------------
+
+_KINDS: tuple[tuple[str, str], ...] = (
+    (r"^\s*when\b|\b(?:date|year|when|what time)\b", "a date"),
+    (
+        r"^\s*where\b|\bplace of\b|\b(?:which|what) (?:country|city|town|state|place|region|continent)\b",
+        "a place",
+    ),
+    (r"^\s*how (?:many|much|long|old|tall|high|far)\b|\b(?:population|number of)\b", "a number"),
+    (r"^\s*(?:who|whom|whose)\b|\bwhich (?:person|man|woman|actor|actress|singer|player)\b", "a name"),
+    (r"^\s*(?:is|are|was|were|do|does|did|has|have|had|can|could)\b", "yes or no"),
+)
+
+
+def answer_kind(question: str) -> str | None:
+    """What kind of answer ``question`` asks for ("a place" for "Where was X born?" or "the place
+    of birth of X"), or None when its words do not say. Measured on the docqa dev sample: asked
+    "What is the place of birth of X?", the 1.5B model answered X's date of birth."""
+    for pattern, kind in _KINDS:
+        if re.search(pattern, question, re.IGNORECASE):
+            return kind
+    return None
+
+
 # --- kinship words that are two relations --------------------------------------------------------
 
 # "the father-in-law of X" is "the father of the spouse of X": words a passage rarely writes, as the

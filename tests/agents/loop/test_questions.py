@@ -8,6 +8,7 @@ import pytest
 
 from apps.agents.loop.questions import (
     Comparison,
+    answer_kind,
     as_plain_relations,
     comparison,
     date_of,
@@ -166,3 +167,21 @@ def test_a_kinship_word_that_is_two_relations_is_asked_as_the_two_a_passage_writ
 
     assert asked == plain
     assert plain == question or nested_description(asked) is not None
+
+
+@pytest.mark.parametrize(
+    ("question", "kind"),
+    [
+        ("What is the place of birth of Marta Kolb?", "a place"),
+        ("In which city did Otto Brandl die?", "a place"),
+        ("Which country is Night Ferry from?", "a place"),
+        ("When was Blue Orchard published?", "a date"),
+        ("What is the date of death of Ivo Rusk?", "a date"),
+        ("Who is the child of Lena Vogt?", "a name"),
+        ("How many albums did Red Meridian release?", "a number"),
+        ("What nationality is Marta Kolb?", None),
+        ("What is the population of the state where Ivo Rusk lives?", "a number"),
+    ],
+)
+def test_the_kind_of_answer_is_read_from_the_question_words(question: str, kind: str | None) -> None:
+    assert answer_kind(question) == kind

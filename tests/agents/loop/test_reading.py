@@ -26,7 +26,7 @@ from apps.agents.llm.base import (
 )
 from apps.agents.llm.openai_compat import OpenAICompatProvider
 from apps.agents.loop.provider import PromptedToolsProvider
-from apps.agents.loop.reading import NOT_FOUND, READ_PREFIX, bridge_name
+from apps.agents.loop.reading import NOT_FOUND, READ_PREFIX, bridge_name, reading_of
 from apps.graph_tools.registry import tool_get
 from tests.llm_server import Json, LLMTestServer, completion
 
@@ -117,7 +117,7 @@ async def test_a_two_hop_question_searches_again_with_the_bridge_a_passage_named
     assert isinstance(second[0], ToolCall) and second[0].arguments == {"query": "Where was Vera Lind born?"}
     assert "Question: What is the director of film Night Shift (1999 Film)?" in user_text(server.requests[1])
     assert "[1] Night Shift (1999 film)" in user_text(server.requests[1])
-    assert "Question: Where was Vera Lind born?" in user_text(server.requests[2])
+    assert "Question: Where was Vera Lind born? (the answer is a place)" in user_text(server.requests[2])
     assert server.requests[2]["response_format"]["json_schema"]["schema"]["properties"]["passage"][
         "enum"
     ] == [0, 1, 2]
@@ -177,3 +177,25 @@ async def test_an_answer_that_no_passage_shown_holds_is_not_given(server: LLMTes
 )
 def test_a_bridge_is_a_name_the_question_does_not_hold(answer: str, name: str) -> None:
     assert bridge_name(answer, "Who leads the country where Tallinn is located, Night Shift?") == name
+
+
+SALTER = passage("5", "Hans Salter (14 January 1896 in Lviv) was an Austrian-American film composer.")
+
+
+@pytest.mark.parametrize(
+    ("answer", "kind", "read"),
+    [
+        ("Austria", "a place", "Austrian"),  # as the passage writes it
+        ("Lviv", "a place", "Lviv"),
+        ("14 January 1896", "a place", ""),  # a date where a place was asked: none
+        ("14 January 1896", "a date", "14 January 1896"),
+        ("Vienna", "a place", ""),  # no passage shown holds it
+    ],
+)
+def test_a_reading_is_an_answer_a_passage_holds_of_the_kind_the_question_asks(
+    answer: str, kind: str, read: str
+) -> None:
+    reading = reading_of({"passage": 1, "answer": answer}, [SALTER], kind)
+
+    assert reading.answer == read
+    assert reading.passage == (SALTER if read else None)
