@@ -9,7 +9,6 @@ import uuid
 from dataclasses import dataclass
 
 from apps.documents.models import PassageMention
-from apps.graph_tools.recognizer import normalise
 
 # A passage's mentions given to the model: at most this many names (in the order the passage
 # names them). A passage of a few sentences names a dozen.
@@ -38,15 +37,6 @@ class PassageGuide:
         """Every name a relationship may join: the linked ones as the passage writes them, then the
         candidates."""
         return tuple(m.surface for m in self.linked) + self.candidates
-
-    def named(self, name: str) -> str | None:
-        """The name of the guide that ``name`` is (the same once normalised), as the guide writes it;
-        None when it is none of them."""
-        key = normalise(name)
-        return next((n for n in self.names if normalise(n) == key), None) if key else None
-
-    def linked_as(self, surface: str) -> LinkedName | None:
-        return next((m for m in self.linked if m.surface == surface), None)
 
 
 def passage_guide(*, passage_id: uuid.UUID) -> PassageGuide:
