@@ -24,6 +24,11 @@ pytestmark = pytest.mark.django_db
 TEXT = "Freedonia is a country, and its capital is Fredville.\n"
 
 
+@pytest.fixture(autouse=True)
+def guided(settings):
+    settings.KGCHAT_EXTRACTION_GUIDED = True
+
+
 @pytest.fixture
 def project():
     project = make_project(name="Atlas")
@@ -96,3 +101,16 @@ def test_a_mention_of_an_entity_of_the_graph_keeps_the_graph_s_type_and_is_linke
     [item] = change_set.items.all()
     assert (item.action, item.values["name"], item.values["type"]) == ("link_entity", "Freedonia", "Country")
     assert change_set.status == "empty"
+
+
+def test_unguided_by_default_the_prompt_names_nothing_and_the_mention_is_still_linked(project, settings):
+    settings.KGCHAT_EXTRACTION_GUIDED = False
+    answer = {"entities": [{"name": "Freedonia", "type": "Country"}], "relationships": []}
+
+    change_set, asked = extract(project, answer)
+
+    [(messages, tools)] = asked
+    assert "Other names the passage mentions" not in messages[-1].content
+    assert "enum" not in tools[0].parameters["properties"]["entities"]["items"]["properties"]["name"]
+    [item] = change_set.items.all()
+    assert (item.action, item.values["name"]) == ("link_entity", "Freedonia")

@@ -102,8 +102,9 @@ def extraction_step(*, provider: Provider | None = None, after_each: Callable[[]
                     if after_each is not None:
                         after_each()
                     continue
-                guide = passage_guide(passage_id=passage.id)
-                # A passage the index found no name in is asked as before the index.
+                guided = settings.KGCHAT_EXTRACTION_GUIDED
+                guide = passage_guide(passage_id=passage.id) if guided else PassageGuide()
+                # A passage the index found no name in (or unguided) is asked as before the index.
                 question = extraction_question(
                     passage, spec, rows=model.in_rows, guide=guide if guide.names else None
                 )
