@@ -2,6 +2,7 @@
 a model for the entities and relationships they state, answered as JSON under a schema built from
 the project's types, checked against the passage and proposed as one change set to review.
 
+- ``guide.py``: the passage's mentions (the mention index's rows) the model is given (#48);
 - ``spec.py``: what the model is asked, the schema and the prompt of one passage;
 - ``answers.py``: an answer as the schema and the passage allow it;
 - ``queue.py``: starting a document's extraction, the passages' claims (a lease), answers stored,

@@ -1,10 +1,12 @@
 """One passage's answer as the schema and the passage allow it: unknown types, blank names and
-anything malformed left out, names taken as the passage spells them (``documents/mentions.py``)."""
+anything malformed left out, names taken as the passage spells them (``documents/mentions.py``);
+under the passage's mentions (``guided_output``), its linked entities added as the graph has them."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from apps.documents.extraction.guide import PassageGuide
 from apps.documents.extraction.spec import MAX_MENTIONS, ExtractionSpec
 from apps.documents.mentions import PassageNames
 from apps.graph_tools.names import normalised_name
@@ -68,3 +70,26 @@ def _as_the_passage_says(
             continue
         stated.append({"source": source, "type": rel["type"], "target": target})
     return list(kept.values()), stated
+
+
+def guided_output(
+    output: dict[str, list[dict[str, str]]], guide: PassageGuide
+) -> dict[str, list[dict[str, str]]]:
+    """A cleaned answer (``extraction_output_clean``) given the passage's mentions: each mention of
+    an entity of the graph is one of its entities, with the entity's own name and type (whatever
+    type the model gave it), so that the change set links it; a relationship's end that is such a
+    mention names the entity. A candidate the model typed stays as it typed it (the change set
+    creates it, or merges it into a near entity)."""
+    linked = {normalised_name(m.surface): m for m in guide.linked}
+
+    def as_graph_has_it(name: str) -> str:
+        mention = linked.get(normalised_name(name))
+        return mention.name if mention is not None else name
+
+    entities = [{"name": m.name, "type": m.type, "description": ""} for m in guide.linked]
+    entities += [e for e in output["entities"] if normalised_name(e["name"]) not in linked]
+    relationships = [
+        {**rel, "source": as_graph_has_it(rel["source"]), "target": as_graph_has_it(rel["target"])}
+        for rel in output["relationships"]
+    ]
+    return {"entities": entities, "relationships": relationships}

@@ -15,7 +15,8 @@ from typing import Any
 from django.conf import settings
 
 from apps.agents.structured import LLMError, Provider, StructuredModel, structured_model
-from apps.documents.extraction.answers import extraction_output_clean
+from apps.documents.extraction.answers import extraction_output_clean, guided_output
+from apps.documents.extraction.guide import PassageGuide, passage_guide
 from apps.documents.extraction.queue import (
     ClaimedPassage,
     extraction_claim,
@@ -79,7 +80,7 @@ def extraction_step(*, provider: Provider | None = None, after_each: Callable[[]
     slots = max(1, settings.KGCHAT_EXTRACTION_CONCURRENCY)
     budget = slots * PASSAGES_PER_SLOT
     specs: dict[Any, ExtractionSpec] = {}  # one read per project, not per passage
-    pending: dict[concurrent.futures.Future[Any], tuple[ClaimedPassage, ExtractionSpec]] = {}
+    pending: dict[concurrent.futures.Future[Any], tuple[ClaimedPassage, ExtractionSpec, PassageGuide]] = {}
     claimed = 0
     waiting = True  # a passage may still wait: none has been found missing in this step
     unexpected: Exception | None = None
@@ -101,15 +102,21 @@ def extraction_step(*, provider: Provider | None = None, after_each: Callable[[]
                     if after_each is not None:
                         after_each()
                     continue
-                ask = model.answer(extraction_question(passage, spec, rows=model.in_rows))
-                pending[calls.submit(ask)] = (passage, spec)
+                guided = settings.KGCHAT_EXTRACTION_GUIDED
+                guide = passage_guide(passage_id=passage.id) if guided else PassageGuide()
+                # A passage the index found no name in (or unguided) is asked as before the index.
+                question = extraction_question(
+                    passage, spec, rows=model.in_rows, guide=guide if guide.names else None
+                )
+                ask = model.answer(question)
+                pending[calls.submit(ask)] = (passage, spec, guide)
             if not pending:
                 break
             answered, _ = concurrent.futures.wait(pending, return_when=concurrent.futures.FIRST_COMPLETED)
             for future in answered:
-                passage, spec = pending.pop(future)
+                passage, spec, guide = pending.pop(future)
                 try:
-                    _settle(passage, spec, future)
+                    _settle(passage, spec, guide, future)
                 except Exception as exc:
                     log.exception("extraction of passage %s failed unexpectedly", passage.id)
                     unexpected = unexpected or exc
@@ -125,7 +132,12 @@ def _model(passage: ClaimedPassage, provider: Provider | None) -> StructuredMode
     return structured_model(passage.model, provider=provider)
 
 
-def _settle(passage: ClaimedPassage, spec: ExtractionSpec, answered: concurrent.futures.Future[Any]) -> None:
+def _settle(
+    passage: ClaimedPassage,
+    spec: ExtractionSpec,
+    guide: PassageGuide,
+    answered: concurrent.futures.Future[Any],
+) -> None:
     """Store a passage's answer, or record its model call's failure; anything else is raised."""
     failure = answered.exception()
     if isinstance(failure, LLMError):
@@ -133,7 +145,7 @@ def _settle(passage: ClaimedPassage, spec: ExtractionSpec, answered: concurrent.
     elif failure is not None:
         raise failure
     else:
-        output = extraction_output_clean(answered.result(), spec, text=passage.text)
+        output = guided_output(extraction_output_clean(answered.result(), spec, text=passage.text), guide)
         extraction_store(passage_id=passage.id, output=output)
 
 
