@@ -74,7 +74,7 @@ def _passage_id(messages, name: str) -> str | None:
             for r in json.loads(m.content).get("results", []):
                 if r.get("document_name") == name:
                     return r["id"]
-    found = re.search(rf"passage ([0-9a-f-]{{36}}) \({re.escape(name)}\)", messages[0].content)
+    found = re.search(rf"\[{re.escape(name)}\]\(passage:([0-9a-f-]{{36}})\)", messages[0].content)
     return found.group(1) if found else None
 
 
