@@ -348,6 +348,7 @@ def comparison(question: str) -> Comparison | None:
     spans = [(_name_start(question, m), _name_end(question, m)) for m in (first, second)]
     if question[spans[0][1] : spans[0][1] + 1] in "!?." and question[spans[0][1] : spans[0][1] + 1]:
         spans[0] = (spans[0][0], spans[0][1] + 1)  # "Love, Honor And Oh-Baby!"
+    spans = _whole_titles(question, spans)
     things = (question[spans[0][0] : spans[0][1]], question[spans[1][0] : spans[1][1]])
     if joiner == "and" and not _YES_NO.match(question):
         return None
@@ -364,6 +365,29 @@ def comparison(question: str) -> Comparison | None:
     decision: Decision = "same" if joiner == "and" or re.search(r"\bsame\b", rest) else "choose"
     own = tuple(_alone(question, thing, other) for thing, other in (things, things[::-1]))
     return Comparison(things=things, asks=(own[0], own[1]), decision=decision)
+
+
+# Words of a title before the name the recognizer found in it: each capitalised (or a number), with
+# the commas, dashes and marks between them ("Love, " of "Love, Honor And Oh-Baby!").
+_TITLE_WORDS = re.compile(r"(?:[\s,:;'’!&.–—-]*(?:[A-Z0-9][\w'’.!-]*))+[\s,:;'’!&.–—-]*")
+# The rest of a title after the name the recognizer found, up to the question's own words: no comma
+# ("Frances M|. Vega of the same nationality", "Malabimba| – The Malicious Whore?").
+_TITLE_TAIL = re.compile(r"(?:[ :'’!&.–—-]+[A-Z0-9][\w'’!-]*(?:\.(?=\s))?)+")
+
+
+def _whole_titles(question: str, spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The two compared things' spans widened to whole titles: the first back to the comma that ends
+    the question's own words ("Which film came out first, |Love, Honor And Oh-Baby! or …") where
+    only a title's words lie between, the second on over the capitalised words that follow it ("… or
+    Malabimba| – The Malicious Whore?", "Frances M|. Vega of the same nationality")."""
+    (start, end), (start2, end2) = spans
+    comma = question.find(", ")
+    if 0 < comma and comma + 2 < start and _TITLE_WORDS.fullmatch(question[comma + 2 : start]):
+        start = comma + 2
+    more = _TITLE_TAIL.match(question, end2)
+    if more is not None:
+        end2 = more.end()
+    return [(start, end), (start2, end2)]
 
 
 def _alone(question: str, thing: str, other: str) -> str:

@@ -198,3 +198,30 @@ def test_a_kinship_word_that_is_two_relations_is_asked_as_the_two_a_passage_writ
 )
 def test_the_kind_of_answer_is_read_from_the_question_words(question: str, kind: str | None) -> None:
     assert answer_kind(question) == kind
+
+
+@pytest.mark.parametrize(
+    ("question", "things"),
+    [
+        (
+            "Which film has the director who died later, Love, Honor And Oh-Baby! or I Cover The Underworld?",
+            ("Love, Honor And Oh-Baby!", "I Cover The Underworld"),
+        ),
+        (
+            "Which film came out first, The First Day Of Freedom or Malabimba – The Malicious Whore?",
+            ("The First Day Of Freedom", "Malabimba – The Malicious Whore"),
+        ),
+        (
+            "Are Christopher Newton (Criminal) and Frances M. Vega of the same nationality?",
+            ("Christopher Newton (Criminal)", "Frances M. Vega"),
+        ),
+        (
+            "Are the movies Wizards Of The Lost Kingdom and Final Exam (1981 Film), from the same country?",
+            ("Wizards Of The Lost Kingdom", "Final Exam (1981 Film)"),
+        ),
+    ],
+)
+def test_the_things_compared_are_whole_titles(question: str, things: tuple[str, str]) -> None:
+    compared = comparison(question)
+
+    assert compared is not None and compared.things == things
