@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from apps.agents.loop.questions import date_of
+from apps.agents.loop.compared import date_of
 from apps.graph_tools.recognizer import MONTHS, mentions_find, normalise
 
 # Letters by which a long word of an answer is found in a passage that inflects it.

@@ -42,6 +42,7 @@ from apps.agents.llm.base import (
     ToolSpec,
     Usage,
 )
+from apps.agents.loop.compared import decided
 from apps.agents.loop.layout import snippet
 from apps.agents.loop.lookups import PASSAGE_QUERY_MAX, is_passage, passages_tool
 from apps.agents.loop.passage_text import DATELESS, Reading, bare_date, bridge_name, holds, plain, reading_of
@@ -51,7 +52,6 @@ from apps.agents.loop.questions import (
     answer_kind,
     as_plain_relations,
     comparison,
-    decided,
     nested_description,
     resolved,
 )

@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import pytest
 
+from apps.agents.loop.compared import date_of, decided
 from apps.agents.loop.questions import (
     Comparison,
     answer_kind,
     as_plain_relations,
     comparison,
-    date_of,
-    decided,
     nested_description,
     resolved,
 )

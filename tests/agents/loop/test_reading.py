@@ -158,31 +158,30 @@ async def test_a_comparison_of_dates_searches_both_things_at_once_and_decides_by
     assert len(server.requests) == 3  # the dates decided it: the model was not asked to choose
 
 
-async def test_an_answer_that_no_passage_shown_holds_is_not_given(server: LLMTestServer) -> None:
+async def born_where(server: LLMTestServer, *readings: str) -> str:
+    """The answer to "Where was Vera Lind born?" when the model searches, is shown her passage and
+    writes ``readings`` (each a reading's JSON), one per request."""
     messages = asked("Where was Vera Lind born?")
     server.enqueue(Json(completion('{"name": "search_passages", "arguments": {"query": "Vera Lind"}}')))
     first = await step(server, messages)
     answered(messages, first, [[DIRECTOR]])
-    server.enqueue(Json(completion('{"passage": 1, "answer": "Helsinki"}')))
+    for reading in readings:
+        server.enqueue(Json(completion(reading)))
+    return "".join(e.text for e in await step(server, messages) if isinstance(e, TextDelta))
 
-    second = await step(server, messages)
 
-    assert "".join(e.text for e in second if isinstance(e, TextDelta)) == NOT_FOUND
+async def test_an_answer_that_no_passage_shown_holds_is_not_given(server: LLMTestServer) -> None:
+    assert await born_where(server, '{"passage": 1, "answer": "Helsinki"}') == NOT_FOUND
 
 
 async def test_a_date_read_where_a_place_is_asked_is_read_again_as_not_a_date(server: LLMTestServer) -> None:
-    messages = asked("Where was Vera Lind born?")
-    server.enqueue(Json(completion('{"name": "search_passages", "arguments": {"query": "Vera Lind"}}')))
-    first = await step(server, messages)
-    answered(messages, first, [[DIRECTOR]])
-    server.enqueue(Json(completion('{"passage": 1, "answer": "4 May 1950"}')))
-    server.enqueue(Json(completion('{"passage": 1, "answer": "Tartu"}')))
-
-    second = await step(server, messages)
+    text = await born_where(
+        server, '{"passage": 1, "answer": "4 May 1950"}', '{"passage": 1, "answer": "Tartu"}'
+    )
 
     assert "(the answer is a place)" in user_text(server.requests[1])
     assert "(the answer is a place, not a date)" in user_text(server.requests[2])
-    assert "".join(e.text for e in second if isinstance(e, TextDelta)).startswith("Tartu.")
+    assert text.startswith("Tartu.") and f"(passage:{DIRECTOR['id']})" in text
 
 
 @pytest.mark.parametrize(
