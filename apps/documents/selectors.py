@@ -7,6 +7,7 @@ import uuid
 from dataclasses import dataclass
 
 from django.contrib.postgres.aggregates import ArrayAgg
+from django.core.paginator import Page, Paginator
 from django.db import connection
 from django.db.models import Count, Min, Q, QuerySet
 
@@ -193,3 +194,26 @@ def document_by_name_or_id(*, project_id: uuid.UUID, ref: str) -> Document:
     if document is None:
         raise DocumentNotFound(f"no document {ref!r} in this project")
     return document
+
+
+@dataclass(frozen=True)
+class MentionsPage:
+    """A page of a document's names (``document_names``) in context: ``page`` is Django's page of
+    rows, ``names`` the page's names, ``count`` the document's names in all."""
+
+    document: Document
+    page: Page[dict[str, object]]
+    names: list[NameInDocument]
+    count: int
+
+
+def mentions_page_get(
+    *, principal: Principal, project_ref: object, document_id: object, number: int, per_page: int
+) -> MentionsPage:
+    """Page ``number`` (from 1) of the names a document of a project the principal may see mentions,
+    ``per_page`` to a page. ``DocumentNotFound``; Django's ``EmptyPage`` past the last page."""
+    document = document_get(principal=principal, project_ref=project_ref, document_id=document_id)
+    paginator = Paginator(document_names(document=document), per_page)
+    page = paginator.page(number)
+    names = names_in_context(document=document, rows=list(page.object_list))
+    return MentionsPage(document=document, page=page, names=names, count=paginator.count)

@@ -8,12 +8,12 @@ import re
 import uuid
 
 from django.contrib.auth.decorators import login_required
-from django.core.paginator import EmptyPage, Paginator
+from django.core.paginator import EmptyPage
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 
 from apps.core.errors import NotFound
-from apps.documents.selectors import document_get, document_names, names_in_context
+from apps.documents.selectors import mentions_page_get
 from apps.projects.selectors import principal_from_user
 
 NAMES_PER_PAGE = 50
@@ -24,23 +24,34 @@ def mentions_page(request: HttpRequest, project_id: uuid.UUID, document_id: uuid
     """Any member: the document's names, most mentioned first; anyone else 404; a page number
     that is not a positive whole number 400, one past the last 404."""
     principal = principal_from_user(request.user)
+    asked = request.GET.get("page", "1")
     if principal is None:
         raise Http404("document not found")
+    if not re.fullmatch(r"[1-9][0-9]{0,8}", asked):
+        return _error(request, project_id, "The page number must be a whole number from 1.", 400)
     try:
-        document = document_get(principal=principal, project_ref=project_id, document_id=document_id)
+        found = mentions_page_get(
+            principal=principal,
+            project_ref=project_id,
+            document_id=document_id,
+            number=int(asked),
+            per_page=NAMES_PER_PAGE,
+        )
     except NotFound:
         raise Http404("document not found") from None
-    context: dict[str, object] = {"document": document, "project_id": project_id}
-    asked = request.GET.get("page", "1")
-    if not re.fullmatch(r"[1-9][0-9]{0,8}", asked):
-        context["error"] = "The page number must be a whole number from 1."
-        return render(request, "documents/mentions.html", context, status=400)
-    paginator = Paginator(document_names(document=document), NAMES_PER_PAGE)
-    try:
-        page = paginator.page(int(asked))
     except EmptyPage:
-        context["error"] = f"There is no page {asked}: this document's names fill {paginator.num_pages}."
-        return render(request, "documents/mentions.html", context, status=404)
-    names = names_in_context(document=document, rows=list(page.object_list))
-    context.update(page=page, names=names, count=paginator.count)
+        return _error(request, project_id, f"There is no page {asked} of this document's names.", 404)
+    context = {
+        "document": found.document,
+        "project_id": project_id,
+        "page": found.page,
+        "names": found.names,
+        "count": found.count,
+    }
     return render(request, "documents/mentions.html", context)
+
+
+def _error(request: HttpRequest, project_id: uuid.UUID, error: str, status: int) -> HttpResponse:
+    return render(
+        request, "documents/mentions.html", {"project_id": project_id, "error": error}, status=status
+    )
