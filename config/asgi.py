@@ -85,7 +85,7 @@ def _heap_frozen() -> None:
     after one collection so that no garbage is kept. A full collection walks every tracked object
     while the whole process waits: under load one came every 15-20 s and stopped every stream for
     220-290 ms; without the startup heap it walks only what turns made since, 30-75 ms
-    (docs/benchmarks.md, session 20)."""
+    (docs/benchmarks.md)."""
     gc.collect()
     gc.freeze()
     if _collector_was_on:

@@ -109,7 +109,7 @@ class _OnTheLoop:
     Under ASGI, Django's ``MiddlewareMixin`` sends each of those hooks to a thread and back
     (``sync_to_async``): thirteen hops for kgchat's stack, whose hooks read the request and set
     headers, seven of them in the four below. While a streamed answer's response goes back up
-    through them, its turn is starting beside them (docs/benchmarks.md, session 21). A hook that
+    through them, its turn is starting beside them (docs/benchmarks.md). A hook that
     may reach the database (a session to save, messages to store) still goes to the thread.
     """
 

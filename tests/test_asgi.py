@@ -48,7 +48,7 @@ async def test_an_unknown_page_is_a_plain_404_without_a_traceback():
 def test_the_served_process_keeps_its_startup_heap_out_of_the_collectors_reach():
     """A full collection stops the whole process while it walks every tracked object: importing the
     application freezes what the imports made (~280,000 objects), so one walks only what turns
-    made since (docs/benchmarks.md, session 20: 220-290 ms pauses under load, then 30-75 ms)."""
+    made since (docs/benchmarks.md: 220-290 ms pauses under load, then 30-75 ms)."""
     code = "import gc, config.asgi; print(gc.isenabled(), gc.get_freeze_count(), len(gc.get_objects()))"
     env = {**os.environ, "DJANGO_SETTINGS_MODULE": "config.settings.test"}
     root = Path(__file__).resolve().parent.parent

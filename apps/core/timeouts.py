@@ -5,7 +5,7 @@ a cancelled timer keeps that copy until its due time: cancelling clears the call
 context. A timer scheduled inside a turn (a tool's 30 s timeout, the turn's 300 s watchdog) kept
 what the turn's context variables hold (ADK's invocation context: the agent, its tools, the
 session's events) alive that long after the turn, and every full collection walked it
-(docs/benchmarks.md, session 22). These timers run in an empty context of their own.
+(docs/benchmarks.md). These timers run in an empty context of their own.
 """
 
 from __future__ import annotations

@@ -223,7 +223,7 @@ OLLAMA_BASE_URL = os.environ.get("OLLAMA_BASE_URL", "http://127.0.0.1:11434/v1")
 OPENAI_NATIVE_TOOLS = os.environ.get("OPENAI_NATIVE_TOOLS", "1").lower() not in {"0", "false", "no"}
 # The small-model loop (models without native tool calls: ``local/…``, ``OPENAI_NATIVE_TOOLS=0``) plans a
 # turn as one path query when the agent offers ``query_paths``; off (``0``), it keeps its earlier
-# search-and-look-up recipe and does not see ``query_paths``. On by default since session 10: planned,
+# search-and-look-up recipe and does not see ``query_paths``. On by default: planned,
 # the offline default scored at least as well on every kind and MetaQA hop (docs/evals.md).
 KGCHAT_SMALL_MODEL_PLANS = env_bool("KGCHAT_SMALL_MODEL_PLANS", True)
 # Where `make run` serves the offline default (local/<model>): one llama.cpp server on loopback.

@@ -18,7 +18,7 @@ Three slots (``n_parallel=3``) sharing one KV cache of ``--ctx`` tokens (``kv_un
 use what the others leave): a slot keeps its previous prompt's cache, so a turn's system prompt and
 tool list, which stay the same from step to step and from turn to turn, are read once
 (``cache_prompt``), and the server puts a request in the idle slot whose cached prompt it shares
-most. Requests at once are decoded together (measured on 2 cores, docs/evals.md, session 18: 5.9
+most. Requests at once are decoded together (measured on 2 cores, docs/evals.md: 5.9
 generated tokens/s one request at a time, 12.5 two at a time, 11.7 four at a time). The extraction
 worker asks two at a time (``KGCHAT_EXTRACTION_CONCURRENCY``) and the third slot keeps a chat
 turn's prompt: beside the worker, with two slots, two turns of five lost their cached system prompt

@@ -1,4 +1,4 @@
-"""A question's words matched to the graph's relationship names by meaning (issue #25, session 12).
+"""A question's words matched to the graph's relationship names by meaning (issue #25).
 
 ``plan.word_path`` matches words to relationship names by their letters ("directed" DIRECTED_BY,
 "wrote" WRITTEN_BY). A word no relationship name holds ("author", "rated") is matched here: the
@@ -35,7 +35,7 @@ from apps.agents.loop.plan_graph import Relationship
 log = logging.getLogger("kgchat.agents.meaning")
 
 # Chosen on one half of MetaQA's dev split (seed 1), checked on the other half and on the demo
-# and fictional question kinds (docs/evals.md, session 12).
+# and fictional question kinds (docs/evals.md).
 MEANING_MIN = 0.42
 MEANING_MARGIN = 0.15
 MIN_RELATIONSHIPS = 3
@@ -190,7 +190,7 @@ def relationship_by_meaning(text: str, relationships: Sequence[Relationship]) ->
 # Chosen on one half of MetaQA's dev questions from a film whose words name no relationship (seed 1,
 # 60 values a relationship as ``relationship_value_names`` reads them: 158 chosen of 591, all
 # right), checked on the other half (154 of 614, all right) and on the demo and fictional kinds
-# (docs/evals.md, session 14). The words compared are the question's content words ("words
+# (docs/evals.md). The words compared are the question's content words ("words
 # describe film"). At 0.30, "what sort of film is" chose HAS_TAGS (24 of 614); at a margin of
 # 0.08, "words describe" chose IN_LANGUAGE.
 VALUES_MIN = 0.35

@@ -721,7 +721,7 @@ def _reached_other(
 ) -> dict[str, Any]:
     """The second entity's part of a plan that gives it no relationships though it is not of the type
     asked for: the last of the plan's relationships that reaches its type, moved to its side (the
-    answers are not the entity itself, they are related to it). Measured (session 16): "which of the
+    answers are not the entity itself, they are related to it). Measured: "which of the
     countries that border Turkmenistan use the Tenge" was planned as BORDERS, USES_CURRENCY with the
     Tenge alone on the other side; as written it asks which currencies are the Tenge."""
     if _rels(other.get("relationships")) or not asks_for or any(m.type == asks_for for m in others):
@@ -868,7 +868,7 @@ def value_path(
     when none stands out. The words compared: the question's outside the start's name, without
     function words ("how popular of a movie is X": "popular movie").
 
-    Measured (docs/evals.md, session 14): on MetaQA's dev questions from a film whose words name
+    Measured (docs/evals.md): on MetaQA's dev questions from a film whose words name
     no relationship, the model's plan took the hop asked for 8 times of 24 ("how popular": the
     rating, not the votes; "what words describe": the genre, not the tags); by the values' names,
     of 614 such questions (half the dev split) 154 were chosen, all right."""

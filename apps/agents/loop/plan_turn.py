@@ -276,7 +276,7 @@ def plan_card(arguments: dict[str, Any], result: dict[str, Any], threshold: int 
     # answered "the rating is 1" and "with 1 found: famous". The card names what it reached right
     # after the type and counts it last; and not at all for one entity of a list, whose "(1 in
     # all)" the model copied ("uses the CFA Franc BCEAO (1 in all)", "very popular, with 1 in all
-    # votes": 8 answers of 217, session 19). "How many" is shaped a count, which keeps it.
+    # votes": 8 answers of 217). "How many" is shaped a count, which keeps it.
     if count == 1 and arguments.get("result") != "count":
         return f"{head}: {shown}."
     return f"{head}: {shown}{more} ({count} in all)."
@@ -363,7 +363,7 @@ def unnamed_results(answer: str, found: Sequence[dict[str, Any]]) -> str:
     """What the loop adds after an answer that leaves out results it was given: all of them when it
     names none, the rest when it names some; "" when it names them all (or there are none).
 
-    Measured on MetaQA (session 13): the model answered "what topics is Tanner Hall about" with
+    Measured on MetaQA: the model answered "what topics is Tanner Hall about" with
     "Tanner Hall is about a movie" from a card that showed the tag "bd-r", answered with its own
     plan ("To answer this question, I'll follow these steps"), and named one genre of two or one
     actor of four (recall 0.79 at 1-hop with Hits@1 0.90)."""

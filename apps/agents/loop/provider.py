@@ -103,7 +103,7 @@ def llguidance_grammar(schema: dict[str, Any]) -> str:
     """``schema`` as a grammar for llama.cpp's ``grammar`` field (its llguidance engine), with JSON's
     whitespace fixed to one space after ``:`` and ``,``.
 
-    Measured (session 15): under ``response_format`` the server's own grammar let the model
+    Measured: under ``response_format`` the server's own grammar let the model
     pretty-print (``{\\n  "answer": "list"\\n}``: 12 tokens; a plan 36-49), at ~140 ms a token on 2
     cores; under this grammar it wrote the same shape in 7 and plans in 24-39. MetaQA 2- and 3-hop,
     40 questions: the same 40 plans, done p50 17.7 -> 15.4 s (2-hop) and 23.7 -> 19.5 s (3-hop)."""
@@ -431,7 +431,7 @@ class PromptedToolsProvider:
         """The forced search of the earlier recipe: a call of any tool but the path tool.
 
         Its prompt is every step's (all of ``tools``, the path tool's plan rules included); only
-        its schema leaves the path tool out. Measured (session 15): with a prompt of its own (no
+        its schema leaves the path tool out. Measured: with a prompt of its own (no
         path tool, no plan rules), the server's prompt cache kept that prompt in place of the
         planning one, and read ~2,000 tokens anew (50-60 s) at the recipe's answer or at the next
         question's plan."""

@@ -58,8 +58,8 @@ class _TurnLog:
 
     A frame object is three or four objects the garbage collector walks at every full collection.
     Kept as objects for ``RETENTION_SECONDS`` after their turn, they were most of what it walked
-    (docs/benchmarks.md, session 22); kept while their turn runs (a 300-token answer holds 300),
-    they were about a seventh of it at 3 turns/s (session 22's census). The subscribers
+    (docs/benchmarks.md); kept while their turn runs (a 300-token answer holds 300),
+    they were about a seventh of it at 3 turns/s (the same census). The subscribers
     following a turn read its frames as they come, among the ``LIVE_FRAMES`` latest; one that
     joins late or falls behind gets the older ones rebuilt from their text (``frame_from_text``),
     as from Redis."""

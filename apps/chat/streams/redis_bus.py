@@ -91,7 +91,7 @@ class _RedisWatch:
 # one pipeline (a turn's other frames and its first token go at once, with whatever waits). Each
 # round trip (a connection from the pool, the socket written, the replies read) cost the event loop
 # more than the frames in it: with one round trip per turn and frame, two processes behind Redis
-# spent ~2x one process's CPU per turn (``bench.capacity``; docs/benchmarks.md, session 24). Every
+# spent ~2x one process's CPU per turn (``bench.capacity``; docs/benchmarks.md). Every
 # socket sees a frame once it is in Redis, so a token reaches the user up to this much later.
 BATCH_SECONDS = 0.025
 
