@@ -215,7 +215,8 @@ def resolved(question: str, nested: Nested, name: str) -> str:
 _KINDS: tuple[tuple[str, str], ...] = (
     (r"^\s*when\b|\b(?:date|year|when|what time)\b", "a date"),
     (
-        r"^\s*where\b|\bplace of\b|\b(?:which|what) (?:country|city|town|state|place|region|continent)\b",
+        r"^\s*where\b|\bplace of\b|\b(?:birthplace|hometown)\b"
+        r"|\b(?:which|what) (?:country|city|town|state|place|region|continent)\b",
         "a place",
     ),
     (r"^\s*how (?:many|much|long|old|tall|high|far)\b|\b(?:population|number of)\b", "a number"),

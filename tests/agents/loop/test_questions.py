@@ -189,6 +189,7 @@ def test_a_kinship_word_that_is_two_relations_is_asked_as_the_two_a_passage_writ
     ("question", "kind"),
     [
         ("What is the place of birth of Marta Kolb?", "a place"),
+        ("What is the birthplace of Albert, King of Sweden?", "a place"),
         ("In which city did Otto Brandl die?", "a place"),
         ("Which country is Night Ferry from?", "a place"),
         ("When was Blue Orchard published?", "a date"),
