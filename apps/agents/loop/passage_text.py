@@ -128,6 +128,7 @@ def bridge_name(answer: str, question: str, head: str = "") -> str:
         cue = _cue_end(answer, head)
         after = [m for m in names if cue is not None and m.start >= cue]
         answer = after[0].surface if after else (names[-1].surface if names else "")
+    answer = re.sub(r"(?<=\w)- (?=[A-Z])", "-", answer)  # "Sayn- Wittgenstein", as some passages split it
     return answer if answer and normalise(answer) not in asked else ""
 
 

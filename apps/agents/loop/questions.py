@@ -58,6 +58,12 @@ _CLAUSE_BEFORE = re.compile(
 )
 _NOT_NESTED = re.compile(r"^(?:the|a|an)\s+(?:same|first|last|most|only)\b", re.IGNORECASE)
 _QUALIFIER_AFTER = re.compile(r"\s*\([^)]{1,60}\)")
+# A noble title after a name is part of it ("John Ernest, Duke Of Saxe-Eisenach", "Albert, King of Sweden").
+_TITLE_AFTER = re.compile(
+    r",\s+(?:Duke|Duchess|King|Queen|Prince|Princess|Count|Countess|Earl|Lord|Lady|Emperor|Empress|"
+    r"Archduke|Archduchess|Grand Duke|Margrave|Landgrave|Elector|Bishop|Archbishop|Marquess|Baron)"
+    r"\s+[Oo]f\s+[A-Z][\w'’]*(?:[\s-]+[A-Z][\w'’]*)*"
+)
 _POSSESSED = re.compile(r"\s+([a-z][\w-]*)")
 _ARTICLE = re.compile(r"\b(?:the|a|an)\b", re.IGNORECASE)
 # Where a description's head noun phrase ends: "the director | of film X", "the state | where …".
@@ -107,8 +113,9 @@ def _named(question: str) -> list[Mention]:
 
 
 def _name_end(question: str, mention: Mention) -> int:
-    """Where a name ends, with a parenthesised qualifier after it ("Palo Alto (2013 Film)")."""
-    after = _QUALIFIER_AFTER.match(question, mention.end)
+    """Where a name ends, with a parenthesised qualifier ("Palo Alto (2013 Film)") or a noble title
+    (``_TITLE_AFTER``) after it."""
+    after = _QUALIFIER_AFTER.match(question, mention.end) or _TITLE_AFTER.match(question, mention.end)
     return after.end() if after else mention.end
 
 

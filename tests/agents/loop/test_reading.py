@@ -246,6 +246,7 @@ def test_two_answers_name_the_same_country_by_name_or_demonym(first: str, second
         ("Vera Lind", "Vera Lind"),
         ("Tallinn is located in northern Estonia near the sea", "Estonia"),
         ("Night Shift", ""),  # the question holds it already: no hop
+        ("Johannetta of Sayn- Wittgenstein", "Johannetta of Sayn-Wittgenstein"),  # a split hyphen joined
         ("", ""),
     ],
 )
