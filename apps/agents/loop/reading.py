@@ -159,16 +159,27 @@ def about(question: str, passages: Sequence[dict[str, Any]]) -> list[dict[str, A
     recognizer; a name written whole counts more than one of its longer words, as a surname
     alone), most first, in search order otherwise; all of them when none does.
 
+    Where a passage names a name whole, only the passages of the documents that do are worth
+    reading: another passage holding only its surname is a namesake's.
+
     Measured on the docqa dev sample: of five passages, the 1.5B model often answered from one
-    about another film or person than the question's; and a long article's later passage names
-    its subject by surname only ("His son …" in Vatroslav Mimica's second passage)."""
+    about another film or person than the question's ("Where was Domenico Ravenna born?" answered
+    from Pia Ravenna's); and a long article's later passage names its subject by surname only
+    ("His son …" in Vatroslav Mimica's second passage)."""
     names = {plain(m.surface) for m in mentions_find(question) if m.kind != "date"} - {""}
     words = {w for n in names for w in n.split() if len(w) >= 4}
 
+    def whole(passage: dict[str, Any]) -> int:
+        text = f" {plain(str(passage['text']))} "
+        return sum(f" {n} " in text for n in names)
+
     def score(passage: dict[str, Any]) -> int:
         text = f" {plain(str(passage['text']))} "
-        return 2 * sum(f" {n} " in text for n in names) + sum(f" {w} " in text for w in words)
+        return 2 * whole(passage) + sum(f" {w} " in text for w in words)
 
+    named = {str(p.get("document_id")) for p in passages if whole(p)}
+    if named:  # a namesake's passage ("Pia Ravenna" for "Domenico Ravenna") is not read
+        passages = [p for p in passages if str(p.get("document_id")) in named]
     counted = [(score(p), i) for i, p in enumerate(passages)]
     naming = sorted((c for c in counted if c[0] > 0), key=lambda c: (-c[0], c[1]))
     return [passages[i] for _, i in naming] if naming else list(passages)

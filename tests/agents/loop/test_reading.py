@@ -28,7 +28,7 @@ from apps.agents.llm.openai_compat import OpenAICompatProvider
 from apps.agents.loop.compared import same_value
 from apps.agents.loop.passage_text import bridge_name, focus, reading_of
 from apps.agents.loop.provider import PromptedToolsProvider
-from apps.agents.loop.reading import NOT_FOUND, READ_PREFIX, headline
+from apps.agents.loop.reading import NOT_FOUND, READ_PREFIX, about, headline
 from apps.graph_tools.registry import tool_get
 from tests.llm_server import Json, LLMTestServer, completion
 
@@ -293,3 +293,12 @@ def test_a_place_is_read_with_the_region_the_passage_writes_after_it() -> None:
         reading_of({"passage": 1, "answer": "St. Louis"}, [berry], "a place").answer == "St. Louis, Missouri"
     )
     assert reading_of({"passage": 1, "answer": "Missouri"}, [berry], "a place").answer == "Missouri"
+
+
+def test_a_namesakes_passage_is_not_read_where_a_passage_names_the_name_whole() -> None:
+    pia = passage("9", "Pia Ravenna: Pia Ravenna (born Hjordis Tilgmann) was a Finnish soprano.")
+    domenico = passage("a", "Domenico Ravenna: Domenico Ravenna (1584 - 1637) was a Roman Catholic prelate.")
+    later = {**passage("b", "Ravenna served as Bishop of Nicastro."), "document_id": domenico["document_id"]}
+
+    assert about("Where was Domenico Ravenna born?", [pia, domenico, later]) == [domenico, later]
+    assert about("Where was Carlo Ravenna born?", [pia, domenico]) == [pia, domenico]  # none whole: all
