@@ -27,6 +27,7 @@ from __future__ import annotations
 import heapq
 import math
 import os
+import re
 import uuid
 from collections import defaultdict
 from collections.abc import Sequence
@@ -68,6 +69,8 @@ FANOUT = 50
 # rank. A project of a few thousand passages never reaches it; at 100k passages it keeps the walk's
 # graph to a few thousand vertices (igraph's PageRank and building the graph grow with it).
 SECOND_HOP = 2000
+# A parenthesised qualifier of the question ("Palo Alto (2013 Film)").
+_QUALIFIER = re.compile(r"\([^()]*\)")
 
 
 @dataclass(frozen=True)
@@ -148,6 +151,19 @@ WHERE a.project_id = %(project)s AND a.id = ANY(%(names)s::uuid[]) AND b.id = AN
 """
 
 
+def _question_keys(query: str) -> dict[str, str]:
+    """The question's mentions (key → as written), but for those inside a parenthesised qualifier:
+    in "the director of film Atomised (Film)" the qualifier says which Atomised is meant, and "Film"
+    as a seed would send the walk to every passage that starts a sentence with it (docqa dev, 2Wiki
+    R@5 / all@5: 0.95 / 0.88 → 0.97 / 0.94)."""
+    qualifiers = [match.span() for match in _QUALIFIER.finditer(query)]
+    keys: dict[str, str] = {}
+    for mention in mentions_find(query):
+        if not any(start < mention.start and mention.end < end for start, end in qualifiers):
+            keys.setdefault(mention.normalised, mention.surface)
+    return keys
+
+
 def passages_walk(
     *, project_id: uuid.UUID, query: str, ranked: Sequence[uuid.UUID] = ()
 ) -> list[Walked] | None:
@@ -156,9 +172,7 @@ def passages_walk(
 
     None when the query mentions no name a passage of the project mentions: the walk has nowhere
     to start, and the caller keeps its own ranking."""
-    keys: dict[str, str] = {}
-    for mention in mentions_find(query):
-        keys.setdefault(mention.normalised, mention.surface)
+    keys = _question_keys(query)
     if not keys:
         return None
     seeds = _seeds(project_id, keys)
