@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 
+from apps.agents.loop.countries import country_of
 from apps.agents.loop.questions import Comparison
 from apps.graph_tools.recognizer import MONTHS, normalise
 
@@ -54,11 +55,15 @@ def decided(comparison: Comparison, values: tuple[str, str]) -> str | None:
 
 
 def same_value(first: str, second: str) -> bool:
-    """Whether two answers name the same thing: equal names, one inside the other ("Rome" and
+    """Whether two answers name the same thing: the same country by name or demonym ("Denmark" and
+    "Danish"; "British" and "American" are not), equal names, one inside the other ("Rome" and
     "Rome, Italy"), or the same word stem ("Italy" and "Italian")."""
     a, b = normalise(first), normalise(second)
     if not a or not b:
         return False
+    countries = country_of(first), country_of(second)
+    if countries[0] is not None and countries[1] is not None:
+        return countries[0] == countries[1]
     if a == b or f" {a} " in f" {b} " or f" {b} " in f" {a} ":
         return True
     stems = {w[:4] for w in a.split() if len(w) >= 4}

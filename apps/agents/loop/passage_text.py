@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from apps.agents.loop.compared import date_of
+from apps.agents.loop.countries import country_of
 from apps.graph_tools.recognizer import MONTHS, mentions_find, normalise
 
 # Letters by which a long word of an answer is found in a passage that inflects it.
@@ -32,17 +33,34 @@ def reading_of(
 ) -> Reading:
     """The model's JSON as a ``Reading``: an answer that no passage shown holds counts as none, and
     so does a bare date where ``kind`` (``questions.answer_kind``) asks for a place or a name. A
-    word the passage inflects is given as the passage writes it ("Austria" -> "Austrian")."""
+    word the passage inflects is given as the passage writes it ("Austria" -> "Austrian"), and so
+    is a country it writes by its demonym ("United Kingdom" -> "British": ``countries``)."""
     answer = " ".join(str(written.get("answer") or "").split()).strip(" .")
     number = written.get("passage")
     if not answer or not passages or (kind in DATELESS and bare_date(answer)):
         return Reading(answer="", passage=None)
     named = passages[number - 1] if isinstance(number, int) and 1 <= number <= len(passages) else None
     holding = [p for p in passages if holds(str(p["text"]), answer)]
+    if not holding and (country := country_of(answer)) is not None:
+        # "United Kingdom" read in "a 1935 British film": the passage's form of the country.
+        for form in (f for f in (country.demonym, country.name) if f):
+            if holding := [p for p in passages if holds(str(p["text"]), form)]:
+                answer = form
+                break
     passage = named if named is not None and named in holding else (holding[0] if holding else None)
     if passage is None:
         return Reading(answer="", passage=None)
-    return Reading(answer=_as_written(str(passage["text"]), answer), passage=passage)
+    written_as = _as_written(str(passage["text"]), answer)
+    if kind == "a place":
+        written_as = _with_region(str(passage["text"]), written_as)
+    return Reading(answer=written_as, passage=passage)
+
+
+def _with_region(text: str, place: str) -> str:
+    """``place`` with the region the passage writes after it ("St. Louis" -> "St. Louis, Missouri"),
+    as a place is written: its name, a comma, a capitalised name."""
+    after = re.search(re.escape(place) + r",\s+([A-Z][\w'’.-]*(?:\s+[A-Z][\w'’-]*)*)", text)
+    return f"{place}, {after.group(1).rstrip('.')}" if after else place
 
 
 def bare_date(answer: str) -> bool:
@@ -125,3 +143,57 @@ def _cue_end(text: str, head: str) -> int | None:
         if written.startswith(stem) if len(key) >= STEM else written == key:
             return word.end()
     return None
+
+
+# Words a passage writes for what a question asks, beside the question's own ("the child of X":
+# "His son Sergio …"; "Where did X die?": "… died in Ljubljana"), by their first ``STEM`` letters.
+CUES = {
+    "child": ("son", "daughter", "children"),
+    "children": ("son", "daughter"),
+    "spouse": ("wife", "husband", "married"),
+    "wife": ("married",),
+    "husband": ("married",),
+    "father": ("son", "daughter"),
+    "mother": ("son", "daughter"),
+    "parent": ("son", "daughter", "father", "mother"),
+    "die": ("died", "death"),
+    "death": ("died",),
+    "born": ("birth",),
+    "birth": ("born",),
+    "nationality": ("citizen",),
+}
+# Words of a question that say nothing of where in a passage its answer is.
+_ASKING = frozenset("who whom whose what which where when how why did does do is was are were the of".split())
+_SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"“(])")
+
+
+def focus(text: str, question: str, limit: int) -> str:
+    """``text`` on one line in at most ``limit`` characters, keeping what bears on ``question``.
+
+    A passage that fits is given whole. A longer one keeps its first sentence (which names its
+    subject), then the sentences sharing most words with the question or their ``CUES``, then the
+    rest in order while they fit; the kept sentences stay in the passage's order, "…" marking a gap.
+    Measured on the docqa dev sample: 95 of 743 passages are over 800 characters, and the answer to
+    "Who is the child of Vatroslav Mimica?" is the last sentence of his article's second passage."""
+    text = " ".join(text.split())
+    if len(text) <= limit:
+        return text
+    sentences = _SENTENCE.split(text)
+    asked = [w for w in plain(question).split() if w not in _ASKING and len(w) >= 3]
+    keys = {w[:STEM] for w in asked} | {c[:STEM] for w in asked for c in CUES.get(w, ())}
+
+    def score(sentence: str) -> int:
+        return sum(any(w.startswith(k) for k in keys) for w in plain(sentence).split())
+
+    if len(sentences[0]) >= limit:
+        return sentences[0][: limit - 1].rstrip() + "…"
+    kept, used = [0], len(sentences[0])
+    for i in sorted(range(1, len(sentences)), key=lambda i: (-score(sentences[i]), i)):
+        if used + len(sentences[i]) + 2 <= limit:
+            kept.append(i)
+            used += len(sentences[i]) + 2
+    parts, last = [], -1
+    for i in sorted(kept):
+        parts.append(("… " if i != last + 1 else "") + sentences[i])
+        last = i
+    return " ".join(parts) + (" …" if last != len(sentences) - 1 else "")

@@ -48,12 +48,12 @@ MAX_POSSESSED_WORDS = 3
 
 _OF_BEFORE = re.compile(
     rf"(?:the|a|an)\s+(?:[\w-]+\s+){{0,3}}?(?:of|by|for)\s+(?:the\s+)?(?:(?:{KIND_WORDS})\s+)?"
-    r"(?:(?:The|A|An|I)\s+)?$",
+    r"(?:(?:The|A|An|I|\d+)\s+)?$",
     re.IGNORECASE,
 )
 _CLAUSE_BEFORE = re.compile(
     r"the\s+(?:[\w-]+\s+){0,2}?(?:where|in which|that|which|whose|who)\s+(?:[\w-]+\s+){0,3}?"
-    r"(?:(?:The|A|An|the|a|an)\s+)?$",
+    r"(?:(?:The|A|An|the|a|an|\d+)\s+)?$",
     re.IGNORECASE,
 )
 _NOT_NESTED = re.compile(r"^(?:the|a|an)\s+(?:same|first|last|most|only)\b", re.IGNORECASE)

@@ -43,9 +43,18 @@ from apps.agents.llm.base import (
     Usage,
 )
 from apps.agents.loop.compared import decided
-from apps.agents.loop.layout import snippet
+from apps.agents.loop.countries import country_of
 from apps.agents.loop.lookups import PASSAGE_QUERY_MAX, is_passage, passages_tool
-from apps.agents.loop.passage_text import DATELESS, Reading, bare_date, bridge_name, holds, plain, reading_of
+from apps.agents.loop.passage_text import (
+    DATELESS,
+    Reading,
+    bare_date,
+    bridge_name,
+    focus,
+    holds,
+    plain,
+    reading_of,
+)
 from apps.agents.loop.prompt import LOOKUP_ID_PREFIX, this_turn_start
 from apps.agents.loop.questions import (
     Comparison,
@@ -88,8 +97,9 @@ class Search:
     passages: list[dict[str, Any]]
 
 
-# The model's reading of ``question`` in ``passages`` (None: the model failed; the turn ends).
-Reader = Callable[[str, list[dict[str, Any]]], Awaitable[Reading | None]]
+# The model's reading of ``question`` in ``passages``, told the answer is not ``excluded`` when it is
+# not "" (None: the model failed; the turn ends).
+Reader = Callable[[str, list[dict[str, Any]], str], Awaitable[Reading | None]]
 # The model's choice among ``options`` for ``prompt`` (None: the model failed).
 Chooser = Callable[[str, list[str]], Awaitable[str | None]]
 
@@ -165,13 +175,17 @@ def about(question: str, passages: Sequence[dict[str, Any]]) -> list[dict[str, A
 
 
 def read_prompt(
-    question: str, passages: Sequence[dict[str, Any]], not_a_date: bool = False
+    question: str, passages: Sequence[dict[str, Any]], not_a_date: bool = False, excluded: str = ""
 ) -> list[ChatMessage]:
     """What the model reads: the numbered passages, then the question and the kind of answer it
-    asks for (``questions.answer_kind``), "not a date" when asked again after answering one."""
-    lines = [f"[{n}] {snippet(str(p['text']), READ_TEXT_MAX)}" for n, p in enumerate(passages, start=1)]
+    asks for (``questions.answer_kind``), "not a date" when asked again after answering one, and
+    "not <excluded>" when asked again after answering with what the question itself names."""
+    texts = [focus(str(p["text"]), question, READ_TEXT_MAX) for p in passages]
+    lines = [f"[{n}] {text}" for n, text in enumerate(texts, start=1)]
     kind = answer_kind(question)
-    asks = f" (the answer is {kind}{', not a date' if not_a_date else ''})" if kind else ""
+    nots = [n for n in ("a date" if not_a_date else "", excluded) if n]
+    said = ", ".join(([kind] if kind else []) + [f"not {n}" for n in nots])
+    asks = f" (the answer is {said})" if said else ""
     body = (
         "Passages:\n"
         + "\n".join(lines)
@@ -244,7 +258,7 @@ async def read_step(
         nested = nested_description(last.query) if len(own) < MAX_SEARCHES else None
         if nested is None:
             continue
-        reading = await read(nested.sub_question(), about(nested.text, last.passages)[:READ_PASSAGES])
+        reading = await read(nested.sub_question(), about(nested.text, last.passages)[:READ_PASSAGES], "")
         if reading is None:
             return None
         name = bridge_name(reading.answer, last.query, nested.head())
@@ -254,7 +268,12 @@ async def read_step(
         return ReadStep(searches=more)
     finals: list[Reading] = []
     for own in by_thing:
-        reading = await read(own[-1].query, about(own[-1].query, own[-1].passages)[:READ_PASSAGES])
+        shown = about(own[-1].query, own[-1].passages)[:READ_PASSAGES]
+        reading = await read(own[-1].query, shown, "")
+        if reading is not None and compared is None and names_asked(reading.answer, question):
+            # "Who is Sibyl Hathaway's child-in-law?" answered "Dame Sibyl Hathaway": asked again.
+            again = await read(own[-1].query, shown, reading.answer)
+            reading = again if again is None or not names_asked(again.answer, question) else Reading("", None)
         if reading is None:
             return None
         finals.append(reading)
@@ -263,13 +282,31 @@ async def read_step(
     return await _compared(question, compared, by_thing, finals, choose)
 
 
+def names_asked(answer: str, question: str) -> bool:
+    """Whether ``answer`` is (mostly) a name that ``question`` itself holds: not what it asks."""
+    return bool(answer) and holds(question, answer)
+
+
 def _answer(own: Sequence[Search], final: Reading) -> str:
     """One thing's answer: the answer first, then each hop and the final reading with its passage."""
     if not final.answer:
         return NOT_FOUND
     lines = [f"- {h.description}: {h.name}{_cite(h.passage)}" for h in _hops(own)]
     lines.append(f"- {own[-1].query} {final.answer}{_cite(final.passage)}")
-    return f"{final.answer}.\n\n" + "\n".join(lines)
+    return f"{headline(own[-1].query, final.answer)}.\n\n" + "\n".join(lines)
+
+
+_ASKS_COUNTRY = re.compile(r"\b(?:country|countries|nationality|citizen\w*)\b", re.IGNORECASE)
+
+
+def headline(question: str, answer: str) -> str:
+    """The answer's first line: a country that ``question`` asks for is given in both its forms,
+    the passage's first ("Danish (Denmark)", "United Kingdom (British)"; ``countries``)."""
+    country = country_of(answer) if _ASKS_COUNTRY.search(question) else None
+    if country is None or not country.demonym:
+        return answer
+    other = country.name if answer.casefold() != country.name.casefold() else country.demonym
+    return f"{answer} ({other})"
 
 
 async def _compared(
@@ -337,17 +374,19 @@ async def reading_events(
     start = this_turn_start(messages)
     failed: list[ErrorEvent] = []
 
-    async def read(question: str, passages: list[dict[str, Any]], again: bool = False) -> Reading | None:
+    async def read(
+        question: str, passages: list[dict[str, Any]], excluded: str = "", again: bool = False
+    ) -> Reading | None:
         if not passages:
             return Reading(answer="", passage=None)
-        prompt = read_prompt(question, passages, not_a_date=again)
+        prompt = read_prompt(question, passages, not_a_date=again, excluded=excluded)
         text, error = await constrained(prompt, "read", read_schema(len(passages)), READ_MAX_TOKENS)
         if error is not None:
             failed.append(error)
             return None
         written, kind = _parsed(text), answer_kind(question)
         if not again and kind in DATELESS and bare_date(str(written.get("answer") or "")):
-            return await read(question, passages, again=True)  # asked a place, it answered a date
+            return await read(question, passages, excluded, again=True)  # asked a place, it answered a date
         return reading_of(written, passages, kind)
 
     async def choose(prompt: str, options: list[str]) -> str | None:

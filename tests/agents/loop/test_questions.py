@@ -41,6 +41,10 @@ from apps.agents.loop.questions import (
             "Where did the director of film Night Shift (1999 Film) study?",
             "the director of film Night Shift (1999 Film)",
         ),
+        (
+            "When did the director of 45 Calibre Echo die?",
+            "the director of 45 Calibre Echo",
+        ),  # a number first
     ],
 )
 def test_the_innermost_description_of_a_nested_question_is_found(question: str, description: str) -> None:

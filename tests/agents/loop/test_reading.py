@@ -25,9 +25,10 @@ from apps.agents.llm.base import (
     ToolSpec,
 )
 from apps.agents.llm.openai_compat import OpenAICompatProvider
-from apps.agents.loop.passage_text import bridge_name, reading_of
+from apps.agents.loop.compared import same_value
+from apps.agents.loop.passage_text import bridge_name, focus, reading_of
 from apps.agents.loop.provider import PromptedToolsProvider
-from apps.agents.loop.reading import NOT_FOUND, READ_PREFIX
+from apps.agents.loop.reading import NOT_FOUND, READ_PREFIX, headline
 from apps.graph_tools.registry import tool_get
 from tests.llm_server import Json, LLMTestServer, completion
 
@@ -184,6 +185,61 @@ async def test_a_date_read_where_a_place_is_asked_is_read_again_as_not_a_date(se
     assert text.startswith("Tartu.") and f"(passage:{DIRECTOR['id']})" in text
 
 
+async def test_an_answer_the_question_itself_names_is_read_again_as_not_it(server: LLMTestServer) -> None:
+    text = await born_where(
+        server, '{"passage": 1, "answer": "Vera Lind"}', '{"passage": 1, "answer": "Tartu"}'
+    )
+
+    assert "(the answer is a place, not Vera Lind)" in user_text(server.requests[2])
+    assert text.startswith("Tartu.")
+
+
+async def test_an_answer_the_question_names_twice_is_not_given(server: LLMTestServer) -> None:
+    text = await born_where(
+        server, '{"passage": 1, "answer": "Vera Lind"}', '{"passage": 1, "answer": "Lind"}'
+    )
+
+    assert text == NOT_FOUND
+
+
+MIMICA = passage(
+    "6",
+    "Vatroslav Mimica (born 25 June 1923) is a Croatian film director. "
+    + " ".join(f"In {1950 + n} he made his film number {n} at Jadran Film." for n in range(30))
+    + " His son Sergio Mimica-Gezzan is an American film and television director.",
+)
+
+
+def test_a_long_passage_keeps_its_first_sentence_and_those_that_bear_on_the_question() -> None:
+    text = focus(str(MIMICA["text"]), "Who is the child of Vatroslav Mimica?", 800)
+
+    assert len(text) <= 800
+    assert text.startswith("Vatroslav Mimica (born 25 June 1923) is a Croatian film director.")
+    assert text.endswith("His son Sergio Mimica-Gezzan is an American film and television director.")
+    assert "… " in text  # the sentences left out are marked
+    assert focus("A short passage. It fits.", "Who?", 800) == "A short passage. It fits."
+
+
+ROOM = passage("7", "Inside the Room: Inside the Room is a 1935 British mystery film.")
+
+
+def test_a_country_is_read_in_a_passage_that_writes_its_demonym_and_answered_in_both_forms() -> None:
+    reading = reading_of({"passage": 1, "answer": "United Kingdom"}, [ROOM], "a place")
+
+    assert reading.answer == "British" and reading.passage == ROOM
+    assert headline("Which country is Inside the Room from?", "British") == "British (United Kingdom)"
+    assert headline("What nationality is Hans Salter?", "Austria") == "Austria (Austrian)"
+    assert headline("Where was Hans Salter born?", "Austria") == "Austria"  # no country asked
+
+
+@pytest.mark.parametrize(
+    ("first", "second", "same"),
+    [("Danish", "Denmark", True), ("British", "American", False), ("Rome", "Rome, Italy", True)],
+)
+def test_two_answers_name_the_same_country_by_name_or_demonym(first: str, second: str, same: bool) -> None:
+    assert same_value(first, second) is same
+
+
 @pytest.mark.parametrize(
     ("answer", "name"),
     [
@@ -227,3 +283,12 @@ def test_a_reading_is_an_answer_a_passage_holds_of_the_kind_the_question_asks(
 
     assert reading.answer == read
     assert reading.passage == (SALTER if read else None)
+
+
+def test_a_place_is_read_with_the_region_the_passage_writes_after_it() -> None:
+    berry = passage("8", "Chuck Berry was born in St. Louis, Missouri, on October 18, 1926.")
+
+    assert (
+        reading_of({"passage": 1, "answer": "St. Louis"}, [berry], "a place").answer == "St. Louis, Missouri"
+    )
+    assert reading_of({"passage": 1, "answer": "Missouri"}, [berry], "a place").answer == "Missouri"
