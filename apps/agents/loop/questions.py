@@ -58,6 +58,14 @@ _CLAUSE_BEFORE = re.compile(
 )
 _NOT_NESTED = re.compile(r"^(?:the|a|an)\s+(?:same|first|last|most|only)\b", re.IGNORECASE)
 _QUALIFIER_AFTER = re.compile(r"\s*\([^)]{1,60}\)")
+# A title's words that the recognizer leaves out of the name it found, joined by a small word
+# ("Jump| for Glory", "Bastien| und Bastienne", "Judiciary Act| of 1869", "Meet Me| in St. Louis"):
+# each a lower-case joiner (optionally with "the") and a capitalised word or a number. Not "and" or
+# "or", which join two things compared.
+_JOINED_TITLE = re.compile(
+    r"(?:\s+(?:for|und|of|in|on|at|to|from|with|de|del|la|le|les|du|des|von|van|der|den|di|da|y)"
+    r"(?:\s+the)?\s+[A-Z0-9][\w'’.-]*(?:\s+[A-Z][\w'’.-]*)*)+"
+)
 # A noble title after a name is part of it ("John Ernest, Duke Of Saxe-Eisenach", "Albert, King of Sweden").
 _TITLE_AFTER = re.compile(
     r",\s+(?:Duke|Duchess|King|Queen|Prince|Princess|Count|Countess|Earl|Lord|Lady|Emperor|Empress|"
@@ -115,8 +123,12 @@ def _named(question: str) -> list[Mention]:
 def _name_end(question: str, mention: Mention) -> int:
     """Where a name ends, with a parenthesised qualifier ("Palo Alto (2013 Film)") or a noble title
     (``_TITLE_AFTER``) after it."""
-    after = _QUALIFIER_AFTER.match(question, mention.end) or _TITLE_AFTER.match(question, mention.end)
-    return after.end() if after else mention.end
+    end = mention.end
+    joined = _JOINED_TITLE.match(question, end)
+    if joined is not None:
+        end = joined.end()
+    after = _QUALIFIER_AFTER.match(question, end) or _TITLE_AFTER.match(question, end)
+    return after.end() if after else end
 
 
 def _name_start(question: str, mention: Mention) -> int:
@@ -166,7 +178,11 @@ def _clause_end(question: str, end: int) -> int:
     ``CLAUSE_VERBS``, one of them alone, or "is a <noun>"."""
     words = _words_after(question, end, 3)
     said = [w for w, _ in words]
+    if said[:2] in (["will", "be"], ["would", "be"], ["can", "be"]) and said[2:3] and said[2] in CLAUSE_VERBS:
+        return words[2][1]  # "where the next winter Olympics will be held"
     if said[:1] and said[0] in CLAUSE_AUXILIARIES:
+        if said[1:3] == ["part", "of"]:
+            return words[2][1]  # "the district that Knott is part of"
         if len(said) >= 3 and said[1] in ("a", "an"):
             return words[2][1]
         if len(said) >= 2 and said[1] in CLAUSE_VERBS:

@@ -64,7 +64,7 @@ from apps.agents.loop.questions import (
     nested_description,
     resolved,
 )
-from apps.graph_tools.recognizer import mentions_find
+from apps.graph_tools.recognizer import mentions_find, normalise
 
 # The ids of the loop's reading searches: "lookup_read<thing>_<hex>" (the thing: 0, or 0/1 compared).
 READ_PREFIX = f"{LOOKUP_ID_PREFIX}read"
@@ -281,10 +281,11 @@ async def read_step(
     for own in by_thing:
         shown = about(own[-1].query, own[-1].passages)[:READ_PASSAGES]
         reading = await read(own[-1].query, shown, "")
-        if reading is not None and compared is None and names_asked(reading.answer, question):
+        asked = (question, own[-1].query)
+        if reading is not None and compared is None and names_asked(reading.answer, asked):
             # "Who is Sibyl Hathaway's child-in-law?" answered "Dame Sibyl Hathaway": asked again.
             again = await read(own[-1].query, shown, reading.answer)
-            reading = again if again is None or not names_asked(again.answer, question) else Reading("", None)
+            reading = again if again is None or not names_asked(again.answer, asked) else Reading("", None)
         if reading is None:
             return None
         finals.append(reading)
@@ -293,9 +294,19 @@ async def read_step(
     return await _compared(question, compared, by_thing, finals, choose)
 
 
-def names_asked(answer: str, question: str) -> bool:
-    """Whether ``answer`` is (mostly) a name that ``question`` itself holds: not what it asks."""
-    return bool(answer) and holds(question, answer)
+def names_asked(answer: str, questions: Sequence[str]) -> bool:
+    """Whether ``answer`` is a name one of ``questions`` (the question and its resolved form) names,
+    or a part of one or one with a title ("Dame Sibyl Hathaway" for "Sibyl Hathaway's …"): not what
+    it asks. A child named after a parent ("Leopoldo Torre Nilsson", "Leopoldo Torres Ríos") is not."""
+    said = f" {normalise(answer)} "
+    if not said.strip():
+        return False
+    for question in questions:
+        for mention in mentions_find(question):
+            name = f" {normalise(mention.surface)} "
+            if mention.kind != "date" and name.strip() and (name in said or said in name):
+                return True
+    return False
 
 
 def _answer(own: Sequence[Search], final: Reading) -> str:

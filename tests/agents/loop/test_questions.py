@@ -45,6 +45,23 @@ from apps.agents.loop.questions import (
             "When did the director of 45 Calibre Echo die?",
             "the director of 45 Calibre Echo",
         ),  # a number first
+        (
+            "Who is the spouse of the director of Jump for Glory?",
+            "the director of Jump for Glory",
+        ),  # joined title
+        (
+            "What piece by the composer of Bastien und Bastienne is famous?",
+            "the composer of Bastien und Bastienne",
+        ),
+        (
+            "When did the city where the next winter Olympics will be held fall?",
+            "the city where the next winter Olympics will be held",
+        ),
+        ("Where is the district that Knott is part of located?", "the district that Knott is part of"),
+        (
+            "Who is the mother of the spouse of John Ernest, Duke Of Saxe-Eisenach?",
+            "the spouse of John Ernest, Duke Of Saxe-Eisenach",  # a noble title is part of the name
+        ),
     ],
 )
 def test_the_innermost_description_of_a_nested_question_is_found(question: str, description: str) -> None:

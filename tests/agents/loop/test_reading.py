@@ -28,7 +28,7 @@ from apps.agents.llm.openai_compat import OpenAICompatProvider
 from apps.agents.loop.compared import same_value
 from apps.agents.loop.passage_text import bridge_name, focus, reading_of
 from apps.agents.loop.provider import PromptedToolsProvider
-from apps.agents.loop.reading import NOT_FOUND, READ_PREFIX, about, headline
+from apps.agents.loop.reading import NOT_FOUND, READ_PREFIX, about, headline, names_asked
 from apps.graph_tools.registry import tool_get
 from tests.llm_server import Json, LLMTestServer, completion
 
@@ -302,3 +302,23 @@ def test_a_namesakes_passage_is_not_read_where_a_passage_names_the_name_whole() 
 
     assert about("Where was Domenico Ravenna born?", [pia, domenico, later]) == [domenico, later]
     assert about("Where was Carlo Ravenna born?", [pia, domenico]) == [pia, domenico]  # none whole: all
+
+
+@pytest.mark.parametrize(
+    ("answer", "asked"),
+    [
+        ("Dame Sibyl Hathaway", True),  # the question's name with a title
+        ("Neil Young", True),  # the name a hop resolved
+        ("Leopoldo Torre Nilsson", False),  # a child named after the parent
+        ("Astrid Young", False),
+    ],
+)
+def test_an_answer_is_what_the_question_names_only_when_it_is_or_holds_one_of_its_names(
+    answer: str, asked: bool
+) -> None:
+    questions = (
+        "Who is Sibyl Hathaway's sibling?",
+        "Who is the sibling of Neil Young or Leopoldo Torres Ríos?",
+    )
+
+    assert names_asked(answer, questions) is asked
