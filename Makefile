@@ -84,6 +84,7 @@ lint: install system-deps
 	$(PY) scripts/check_import_cycles.py
 	@bash scripts/local_llm.sh runtime
 	$(PY) scripts/check_portable.py
+	$(PY) scripts/check_limits.py
 
 # bench.capacity's default is short (4 s of arrivals at 3 turns/s); the issue's run is e.g.
 # BENCH_CAPACITY_DURATION=120 BENCH_CAPACITY_RATES=1,2,3,4,6,8,10,12,16 make bench (or python -m bench capacity).

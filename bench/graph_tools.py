@@ -263,153 +263,168 @@ def run() -> None:
     centroids = rng.standard_normal((1000, DIM)).astype(np.float32)
     if REUSE:
         project = Project.objects.get(slug=REUSE)
-        pid = project.id
         print(f"reusing project {REUSE}: {project.graph_objects.count()} entities")
     else:
         slug = f"bench-graph-tools-{uuid.uuid4().hex[:8]}"
         project = Project.objects.create(name="bench graph tools", slug=slug)
-        pid = project.id
     keep = KEEP or bool(REUSE)
     try:
-        vectors = clustered_unit_vectors(rng, ENTITIES, centroids)
-        if not REUSE:
-            started = time.monotonic()
-            with transaction.atomic():
-                phases = build(pid, vectors)
-            with connection.cursor() as cursor:
-                cursor.execute("SELECT count(*) FROM kb.graph_relationships WHERE project_id = %s", [pid])
-                rel_count = cursor.fetchone()[0]  # type: ignore[index]
-                cursor.execute("ANALYZE kb.graph_objects")
-                cursor.execute("ANALYZE kb.graph_relationships")
-                cursor.execute("ANALYZE kb.graph_object_embeddings")
-            print(
-                f"generated {ENTITIES} entities, {rel_count} relationships in {time.monotonic() - started:.1f} s "
-                f"({', '.join(f'{k} {v:.1f} s' for k, v in phases.items())}); "
-                f"load average {', '.join(f'{x:.1f}' for x in os.getloadavg())}",
-                flush=True,
-            )
-        # With the server's maintenance_work_mem, as the product builds it (config/embedded_db.py);
-        # a reused project whose index is missing gets it here.
-        started = time.monotonic()
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT 1 FROM pg_indexes WHERE schemaname = 'kb' AND indexname = %s", [index])
-            index_existed = cursor.fetchone() is not None
-            cursor.execute("SHOW maintenance_work_mem")
-            memory = cursor.fetchone()[0]  # type: ignore[index]
-        if not index_existed:
-            vector_index_ensure(embedder=embedder)
-            print(
-                f"built HNSW index {index} in {time.monotonic() - started:.1f} s (maintenance_work_mem {memory}); "
-                f"load average {', '.join(f'{x:.1f}' for x in os.getloadavg())}",
-                flush=True,
-            )
-        del vectors
-        print(f"disk use: {_disk_use()}", flush=True)
-
-        keys = [f"e{int(i)}" for i in rng.integers(1, ENTITIES + 1, REPEAT)]
-        queries = [
-            f"{FIRST[i % len(FIRST)]} {WORDS[int(rng.integers(0, len(WORDS)))]}" for i in range(REPEAT)
-        ]
-        qvecs = clustered_unit_vectors(rng, REPEAT, centroids)  # queries from the same topics
-        typed = ENTITY_TYPES
-        rows: list[tuple[str, float, float, str]] = []
-
-        def add(name: str, func: Callable[[int], Any], target: str = "", repeat: int = REPEAT) -> None:
-            func(0)  # warm the cache and the connection
-            p50, p95 = timed(func, repeat)
-            rows.append((name, p50, p95, target))
-
-        add(
-            "hybrid_search",
-            lambda i: search.hybrid_search(
-                project_id=pid, embedder=embedder, query=queries[i], limit=10, query_vector=qvecs[i]
-            ),
-            "p95 < 50 ms",
-        )
-        add("search_entities", lambda i: search.text_search(project_id=pid, query=queries[i], limit=20))
-        add(
-            "semantic_search",
-            lambda i: search.vector_search(project_id=pid, embedder=embedder, vector=qvecs[i], limit=10),
-        )
-        add(
-            "semantic_search type=",
-            lambda i: search.vector_search(
-                project_id=pid, embedder=embedder, vector=qvecs[i], types=[typed[i % 6]], limit=10
-            ),
-        )
-        add(
-            "find_similar",
-            lambda i: search.find_similar(
-                project_id=pid,
-                embedder=embedder,
-                entity=graph_queries.entity_resolve(project_id=pid, ref=keys[i]),
-                limit=10,
-            ),
-        )
-        add(
-            "query_entities",
-            lambda i: graph_queries.entity_query(
-                project_id=pid, type=typed[i % 6], properties={"bucket": i % 100}, limit=50
-            ),
-        )
-        add(
-            "get_entity_edges",
-            lambda i: graph_queries.entity_edges(project_id=pid, entity_id=keys[i]),
-            "p95 < 10 ms",
-        )
-        add(
-            "traverse_graph depth 2",
-            lambda i: graph_queries.graph_traverse(project_id=pid, start_entity_id=keys[i], max_depth=2),
-        )
-        add(
-            "traverse_graph depth 3",
-            lambda i: graph_queries.graph_traverse(project_id=pid, start_entity_id=keys[i], max_depth=3),
-            "p95 < 100 ms",
-        )
-        add(
-            "traverse_graph depth 3 out",
-            lambda i: graph_queries.graph_traverse(
-                project_id=pid, start_entity_id=keys[i], max_depth=3, direction="out"
-            ),
-        )
-        add("list_entity_types", lambda i: graph_queries.entity_type_counts(project_id=pid))
-        add("schema_version", lambda i: graph_queries.schema_version(project_id=pid))
-        add("list_relationships", lambda i: graph_queries.relationship_summary(project_id=pid))
-        add(
-            "list_relationships entity_type=",
-            lambda i: graph_queries.relationship_summary(project_id=pid, entity_type=typed[i % 6]),
-        )
-        model = get_embedder()
-        add(f"query embedding ({model.name})", lambda i: model.embed_query(queries[i]))
-
-        recalls = []
-        for v in qvecs[:50]:
-            ann = [
-                r["id"] for r in search.vector_search(project_id=pid, embedder=embedder, vector=v, limit=10)
-            ]
-            exact = exact_top(pid, v, 10)
-            recalls.append(len(set(ann) & set(exact)) / 10)
-        recall = sum(recalls) / len(recalls)
-        uses_index = plan_uses_index(pid, qvecs[0], index)
-        counts_ok = counts_match_a_scan(pid)
-
-        load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
-        print(f"\nload average (1, 5, 15 min) after timing: {load} on {os.cpu_count()} CPUs")
-        print(f"\n{'tool':40} {'p50 ms':>8} {'p95 ms':>8}  target")
-        for name, p50, p95, target in rows:
-            verdict = ""
-            if target:
-                verdict = " — met" if p95 < float(target.split("<")[1].split()[0]) else " — NOT met"
-            print(f"{name:40} {p50:8.1f} {p95:8.1f}  {target}{verdict}")
-        met = "met" if recall >= 0.95 else "NOT met"
-        print(f"\nsemantic_search recall@10 vs exact brute force: {recall:.3f} (target >= 0.95 — {met})")
-        print(f"vector query plan uses {index}: {'yes' if uses_index else 'NO'}")
-        print(f"type counts kept by triggers match a full scan: {'yes' if counts_ok else 'NO'}")
+        graph_prepare(project.id, clustered_unit_vectors(rng, ENTITIES, centroids), embedder, index)
+        rows, qvecs = tools_timed(project.id, embedder, rng, centroids)
+        recall = vector_recall(project.id, embedder, qvecs[:50])
+        uses_index = plan_uses_index(project.id, qvecs[0], index)
+        counts_ok = counts_match_a_scan(project.id)
+        timings_print(rows, recall, uses_index, counts_ok, index)
     finally:
         if keep:
             print(f"kept project {project.slug} (time it again: BENCH_REUSE={project.slug})")
         else:
             bench_project_remove(project, index)
+
+
+def graph_prepare(pid: uuid.UUID, vectors: np.ndarray, embedder: SyntheticEmbedder, index: str) -> None:
+    """Generate the synthetic graph with ``vectors`` (not for a reused project), then build its HNSW
+    index if it is missing."""
+    if not REUSE:
+        started = time.monotonic()
+        with transaction.atomic():
+            phases = build(pid, vectors)
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT count(*) FROM kb.graph_relationships WHERE project_id = %s", [pid])
+            rel_count = cursor.fetchone()[0]  # type: ignore[index]
+            cursor.execute("ANALYZE kb.graph_objects")
+            cursor.execute("ANALYZE kb.graph_relationships")
+            cursor.execute("ANALYZE kb.graph_object_embeddings")
+        print(
+            f"generated {ENTITIES} entities, {rel_count} relationships in {time.monotonic() - started:.1f} s "
+            f"({', '.join(f'{k} {v:.1f} s' for k, v in phases.items())}); "
+            f"load average {', '.join(f'{x:.1f}' for x in os.getloadavg())}",
+            flush=True,
+        )
+    # With the server's maintenance_work_mem, as the product builds it (config/embedded_db.py);
+    # a reused project whose index is missing gets it here.
+    started = time.monotonic()
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT 1 FROM pg_indexes WHERE schemaname = 'kb' AND indexname = %s", [index])
+        index_existed = cursor.fetchone() is not None
+        cursor.execute("SHOW maintenance_work_mem")
+        memory = cursor.fetchone()[0]  # type: ignore[index]
+    if not index_existed:
+        vector_index_ensure(embedder=embedder)
+        print(
+            f"built HNSW index {index} in {time.monotonic() - started:.1f} s (maintenance_work_mem {memory}); "
+            f"load average {', '.join(f'{x:.1f}' for x in os.getloadavg())}",
+            flush=True,
+        )
+    print(f"disk use: {_disk_use()}", flush=True)
+
+
+def tools_timed(
+    pid: uuid.UUID, embedder: SyntheticEmbedder, rng: np.random.Generator, centroids: np.ndarray
+) -> tuple[list[tuple[str, float, float, str]], np.ndarray]:
+    """Each graph tool's query ``REPEAT`` times on drawn keys, words and vectors: (name, p50 ms, p95 ms,
+    target) rows, and the query vectors (from the same topics as the entities')."""
+    keys = [f"e{int(i)}" for i in rng.integers(1, ENTITIES + 1, REPEAT)]
+    queries = [f"{FIRST[i % len(FIRST)]} {WORDS[int(rng.integers(0, len(WORDS)))]}" for i in range(REPEAT)]
+    qvecs = clustered_unit_vectors(rng, REPEAT, centroids)
+    typed = ENTITY_TYPES
+    rows: list[tuple[str, float, float, str]] = []
+
+    def add(name: str, func: Callable[[int], Any], target: str = "", repeat: int = REPEAT) -> None:
+        func(0)  # warm the cache and the connection
+        p50, p95 = timed(func, repeat)
+        rows.append((name, p50, p95, target))
+
+    add(
+        "hybrid_search",
+        lambda i: search.hybrid_search(
+            project_id=pid, embedder=embedder, query=queries[i], limit=10, query_vector=qvecs[i]
+        ),
+        "p95 < 50 ms",
+    )
+    add("search_entities", lambda i: search.text_search(project_id=pid, query=queries[i], limit=20))
+    add(
+        "semantic_search",
+        lambda i: search.vector_search(project_id=pid, embedder=embedder, vector=qvecs[i], limit=10),
+    )
+    add(
+        "semantic_search type=",
+        lambda i: search.vector_search(
+            project_id=pid, embedder=embedder, vector=qvecs[i], types=[typed[i % 6]], limit=10
+        ),
+    )
+    add(
+        "find_similar",
+        lambda i: search.find_similar(
+            project_id=pid,
+            embedder=embedder,
+            entity=graph_queries.entity_resolve(project_id=pid, ref=keys[i]),
+            limit=10,
+        ),
+    )
+    add(
+        "query_entities",
+        lambda i: graph_queries.entity_query(
+            project_id=pid, type=typed[i % 6], properties={"bucket": i % 100}, limit=50
+        ),
+    )
+    add(
+        "get_entity_edges",
+        lambda i: graph_queries.entity_edges(project_id=pid, entity_id=keys[i]),
+        "p95 < 10 ms",
+    )
+    add(
+        "traverse_graph depth 2",
+        lambda i: graph_queries.graph_traverse(project_id=pid, start_entity_id=keys[i], max_depth=2),
+    )
+    add(
+        "traverse_graph depth 3",
+        lambda i: graph_queries.graph_traverse(project_id=pid, start_entity_id=keys[i], max_depth=3),
+        "p95 < 100 ms",
+    )
+    add(
+        "traverse_graph depth 3 out",
+        lambda i: graph_queries.graph_traverse(
+            project_id=pid, start_entity_id=keys[i], max_depth=3, direction="out"
+        ),
+    )
+    add("list_entity_types", lambda i: graph_queries.entity_type_counts(project_id=pid))
+    add("schema_version", lambda i: graph_queries.schema_version(project_id=pid))
+    add("list_relationships", lambda i: graph_queries.relationship_summary(project_id=pid))
+    add(
+        "list_relationships entity_type=",
+        lambda i: graph_queries.relationship_summary(project_id=pid, entity_type=typed[i % 6]),
+    )
+    model = get_embedder()
+    add(f"query embedding ({model.name})", lambda i: model.embed_query(queries[i]))
+    return rows, qvecs
+
+
+def vector_recall(pid: uuid.UUID, embedder: SyntheticEmbedder, qvecs: np.ndarray) -> float:
+    """recall@10 of the HNSW vector search against exact brute force, averaged over ``qvecs``."""
+    recalls = []
+    for v in qvecs:
+        ann = [r["id"] for r in search.vector_search(project_id=pid, embedder=embedder, vector=v, limit=10)]
+        exact = exact_top(pid, v, 10)
+        recalls.append(len(set(ann) & set(exact)) / 10)
+    return sum(recalls) / len(recalls)
+
+
+def timings_print(
+    rows: list[tuple[str, float, float, str]], recall: float, uses_index: bool, counts_ok: bool, index: str
+) -> None:
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    print(f"\nload average (1, 5, 15 min) after timing: {load} on {os.cpu_count()} CPUs")
+    print(f"\n{'tool':40} {'p50 ms':>8} {'p95 ms':>8}  target")
+    for name, p50, p95, target in rows:
+        verdict = ""
+        if target:
+            verdict = " — met" if p95 < float(target.split("<")[1].split()[0]) else " — NOT met"
+        print(f"{name:40} {p50:8.1f} {p95:8.1f}  {target}{verdict}")
+    met = "met" if recall >= 0.95 else "NOT met"
+    print(f"\nsemantic_search recall@10 vs exact brute force: {recall:.3f} (target >= 0.95 — {met})")
+    print(f"vector query plan uses {index}: {'yes' if uses_index else 'NO'}")
+    print(f"type counts kept by triggers match a full scan: {'yes' if counts_ok else 'NO'}")
 
 
 def bench_project_remove(project: Project, index: str) -> None:

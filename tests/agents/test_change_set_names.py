@@ -8,7 +8,7 @@ import pytest
 from apps.documents.extraction.step import extraction_run_until_idle
 from apps.documents.services import document_upload
 from apps.graph_tools.models import GraphObject
-from tests.agents.test_extraction import TEXT, owner_client, perfect_extractor, project, start
+from tests.documents.extraction.atlas import TEXT, owner_client, perfect_extractor, project, start
 
 pytestmark = pytest.mark.django_db
 __all__ = ["owner_client", "project"]  # the fixtures this module uses

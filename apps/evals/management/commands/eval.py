@@ -26,82 +26,8 @@ class Command(BaseCommand):
     help = "Ask eval questions through the turn service and score the answers (table, JSON, chart)."
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument(
-            "--set",
-            dest="sets",
-            action="append",
-            choices=(*SETS, "extraction", "docqa"),
-            help="question set (repeatable; default demo); extraction: the fictional world as prose, "
-            "extracted into a graph and compared with the world; docqa: multi-hop questions over "
-            "Wikipedia passages uploaded as documents (retrieval and answers)",
-        )
-        parser.add_argument(
-            "--project", help="project slug or id (default: the set's own eval project; needed for generated)"
-        )
-        parser.add_argument(
-            "--agent", default="graph-query-agent", help="agent definition name in the project"
-        )
-        parser.add_argument(
-            "--model",
-            dest="models",
-            action="append",
-            help=f"model to evaluate (repeatable; default {PLANNER_MODEL})",
-        )
-        parser.add_argument(
-            "--plain",
-            action="store_true",
-            help="also ask in plain chat (RAG without an agent; not for the planner)",
-        )
-        parser.add_argument("--plain-only", action="store_true", help="only plain chat, no agent")
-        parser.add_argument("--per-kind", type=int, default=DEFAULT_PER_KIND, help="questions of each kind")
-        parser.add_argument(
-            "--per-hop",
-            type=int,
-            default=metaqa.DEFAULT_PER_HOP,
-            help="metaqa: dev questions of each hop count, spread over its question types (0: all of them)",
-        )
-        parser.add_argument(
-            "--all",
-            action="store_true",
-            help="metaqa: the whole dev split (36k questions; same as --per-hop 0)",
-        )
-        parser.add_argument("--limit", type=int, help="at most this many questions per set")
-        parser.add_argument(
-            "--kind",
-            dest="kinds",
-            action="append",
-            choices=[*KINDS, *METAQA_KINDS],
-            help="only questions of this kind (repeatable; default every kind)",
-        )
-        parser.add_argument("--seed", type=int, default=DEFAULT_SEED)
-        parser.add_argument(
-            "--no-answers",
-            action="store_true",
-            help="extraction: do not ask the fictional questions over the extracted graph; "
-            "docqa: score retrieval only",
-        )
-        parser.add_argument(
-            "--countries",
-            type=int,
-            help="extraction: only the first this many countries' paragraphs (default all of them)",
-        )
-        parser.add_argument(
-            "--per-dataset",
-            type=int,
-            default=DEFAULT_PER_DATASET,
-            help="docqa: answer the first N questions of each dataset (0: all 50); retrieval is "
-            f"always scored on every question (default {DEFAULT_PER_DATASET})",
-        )
-        parser.add_argument(
-            "--docqa-data",
-            help="docqa: the sample's folder (default ../shared/data/docqa beside the clone)",
-        )
-        parser.add_argument(
-            "--reuse",
-            action="store_true",
-            help="docqa: keep the project an earlier run uploaded and embedded, if it is complete "
-            "(not after a change to the mention recognizer)",
-        )
+        _asking_arguments(parser)
+        _set_arguments(parser)
         parser.add_argument(
             "--rescore", help="score the answers of a written results file again (nothing is asked)"
         )
@@ -264,3 +190,87 @@ class Command(BaseCommand):
             self.stdout.write("\n" + metaqa_text)
         paths = report.write(results, rows, out)
         self.stdout.write("\n" + "  ".join(f"{k}: {v}" for k, v in paths.items()))
+
+
+def _asking_arguments(parser: CommandParser) -> None:
+    """What is asked and of whom: the sets, the project and agent, the models, plain chat, which
+    questions and how many."""
+    parser.add_argument(
+        "--set",
+        dest="sets",
+        action="append",
+        choices=(*SETS, "extraction", "docqa"),
+        help="question set (repeatable; default demo); extraction: the fictional world as prose, "
+        "extracted into a graph and compared with the world; docqa: multi-hop questions over "
+        "Wikipedia passages uploaded as documents (retrieval and answers)",
+    )
+    parser.add_argument(
+        "--project", help="project slug or id (default: the set's own eval project; needed for generated)"
+    )
+    parser.add_argument("--agent", default="graph-query-agent", help="agent definition name in the project")
+    parser.add_argument(
+        "--model",
+        dest="models",
+        action="append",
+        help=f"model to evaluate (repeatable; default {PLANNER_MODEL})",
+    )
+    parser.add_argument(
+        "--plain",
+        action="store_true",
+        help="also ask in plain chat (RAG without an agent; not for the planner)",
+    )
+    parser.add_argument("--plain-only", action="store_true", help="only plain chat, no agent")
+    parser.add_argument("--per-kind", type=int, default=DEFAULT_PER_KIND, help="questions of each kind")
+    parser.add_argument("--limit", type=int, help="at most this many questions per set")
+    parser.add_argument(
+        "--kind",
+        dest="kinds",
+        action="append",
+        choices=[*KINDS, *METAQA_KINDS],
+        help="only questions of this kind (repeatable; default every kind)",
+    )
+    parser.add_argument("--seed", type=int, default=DEFAULT_SEED)
+
+
+def _set_arguments(parser: CommandParser) -> None:
+    """Options of one set: metaqa's share of the dev split, extraction's countries and answers, docqa's
+    questions, data and reuse of its uploaded project."""
+    parser.add_argument(
+        "--per-hop",
+        type=int,
+        default=metaqa.DEFAULT_PER_HOP,
+        help="metaqa: dev questions of each hop count, spread over its question types (0: all of them)",
+    )
+    parser.add_argument(
+        "--all",
+        action="store_true",
+        help="metaqa: the whole dev split (36k questions; same as --per-hop 0)",
+    )
+    parser.add_argument(
+        "--no-answers",
+        action="store_true",
+        help="extraction: do not ask the fictional questions over the extracted graph; "
+        "docqa: score retrieval only",
+    )
+    parser.add_argument(
+        "--countries",
+        type=int,
+        help="extraction: only the first this many countries' paragraphs (default all of them)",
+    )
+    parser.add_argument(
+        "--per-dataset",
+        type=int,
+        default=DEFAULT_PER_DATASET,
+        help="docqa: answer the first N questions of each dataset (0: all 50); retrieval is "
+        f"always scored on every question (default {DEFAULT_PER_DATASET})",
+    )
+    parser.add_argument(
+        "--docqa-data",
+        help="docqa: the sample's folder (default ../shared/data/docqa beside the clone)",
+    )
+    parser.add_argument(
+        "--reuse",
+        action="store_true",
+        help="docqa: keep the project an earlier run uploaded and embedded, if it is complete "
+        "(not after a change to the mention recognizer)",
+    )
