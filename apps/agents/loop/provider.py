@@ -48,6 +48,7 @@ from apps.agents.llm.base import (
     Usage,
 )
 from apps.agents.loop import plan, plan_graph, plan_turn
+from apps.agents.loop.candidates import plan_candidates
 from apps.agents.loop.holdback import LOOP_PIECE, LOOP_REPEATS, CallHoldback, FoundCall, find_call, looping
 from apps.agents.loop.layout import RESULT_MAX_CHARS
 from apps.agents.loop.lookups import (
@@ -397,7 +398,7 @@ class PromptedToolsProvider:
                 yield item
                 return
         if written:
-            candidates = plan.plan_candidates(
+            candidates = plan_candidates(
                 {**written, "answer": shape},
                 move.named,
                 move.relationships,

@@ -1,7 +1,7 @@
 """A few names of the entities each relationship type reaches, read once per graph version (issue #25).
 
 The plan step compares a question whose words name no relationship with them
-(``plan.value_path``): "how popular of a movie is X" with the Votes a film has ("famous", "well
+(``word_relationships.value_path``): "how popular of a movie is X" with the Votes a film has ("famous", "well
 known"), "what words describe film X" with its tags. The loop's provider knows no project: the
 ADK run says which graph it works on (``reading_graph``), and the plan step reads that graph's
 values here (``graph_values``: ``relationship_value_names``, bounded, cached per project and graph

@@ -21,8 +21,9 @@ from apps.agents.llm.base import (
     ToolSpec,
 )
 from apps.agents.llm.openai_compat import OpenAICompatProvider
+from apps.agents.loop import candidates as paths
 from apps.agents.loop import plan as plan_step
-from apps.agents.loop import plan_graph, plan_turn
+from apps.agents.loop import plan_graph, plan_turn, word_relationships
 from apps.agents.loop.prompt import LOOKUP_ID_PREFIX
 from apps.agents.loop.provider import PromptedToolsProvider
 from apps.agents.loop.schema import step_schema
@@ -230,11 +231,14 @@ def test_words_of_a_relationships_name_are_found_in_their_irregular_forms_and_sy
         plan_graph.Relationship("SPEAKS", "Country", "Language"),
     ]
 
-    assert plan_step.word_hints("who wrote Dune", books)[1] == ["WRITTEN_BY"]
-    assert plan_step.word_hints("which languages are spoken in Peru", books) == (["Language"], ["SPEAKS"])
-    assert plan_step.word_hints("who directed Dune", books)[1] == ["DIRECTED_BY"]
-    assert plan_step.word_hints("List the neighbours of Liberia", RELATIONSHIPS)[1] == ["BORDERS"]
-    assert plan_step.word_hints("Name the capital of Togo", RELATIONSHIPS)[1] == ["CAPITAL_OF"]
+    assert word_relationships.word_hints("who wrote Dune", books)[1] == ["WRITTEN_BY"]
+    assert word_relationships.word_hints("which languages are spoken in Peru", books) == (
+        ["Language"],
+        ["SPEAKS"],
+    )
+    assert word_relationships.word_hints("who directed Dune", books)[1] == ["DIRECTED_BY"]
+    assert word_relationships.word_hints("List the neighbours of Liberia", RELATIONSHIPS)[1] == ["BORDERS"]
+    assert word_relationships.word_hints("Name the capital of Togo", RELATIONSHIPS)[1] == ["CAPITAL_OF"]
 
 
 def test_a_yes_no_asks_whether_the_second_entity_itself_is_reached_when_it_is_of_that_type():
@@ -246,8 +250,8 @@ def test_a_yes_no_asks_whether_the_second_entity_itself_is_reached_when_it_is_of
         **{"and": {"start": "Naira", "relationships": ["USES_CURRENCY"]}},
     )
 
-    (itself,) = plan_step.plan_candidates(written, [BENIN, TOGO], RELATIONSHIPS)
-    (currency,) = plan_step.plan_candidates(via_currency, [BENIN, NAIRA], RELATIONSHIPS)
+    (itself,) = paths.plan_candidates(written, [BENIN, TOGO], RELATIONSHIPS)
+    (currency,) = paths.plan_candidates(via_currency, [BENIN, NAIRA], RELATIONSHIPS)
 
     # "Does Benin border Togo": is Togo among Benin's neighbours (not: does a neighbour border Togo).
     assert itself["hops"][0]["in_path"] == {"start": [{"key": "country:TG"}], "hops": []}
@@ -259,13 +263,13 @@ def test_another_named_entity_the_plan_left_out_constrains_the_answers_first():
     polokwane = plan_graph.Mention("Polokwane", "City", ("city:polokwane",))
     written = plan(start="Polokwane", asks_for="Country", relationships=["CAPITAL_OF"], answer="yes/no")
 
-    (yes_no,) = plan_step.plan_candidates(written, [south_africa, polokwane], RELATIONSHIPS)
-    constrained, plain = plan_step.plan_candidates(
+    (yes_no,) = paths.plan_candidates(written, [south_africa, polokwane], RELATIONSHIPS)
+    constrained, plain = paths.plan_candidates(
         plan(), [BENIN, NAIRA], RELATIONSHIPS, hinted=["BORDERS", "USES_CURRENCY"]
     )
     # Part of the start's own name is not another entity; "each" keeps its plan.
     guinea = plan_graph.Mention("Guinea", "Country", ("country:GN",))
-    (inside,) = plan_step.plan_candidates(
+    (inside,) = paths.plan_candidates(
         plan(start="Guinea-Bissau"),
         [plan_graph.Mention("Guinea-Bissau", "Country", ("country:GW",)), guinea],
         RELATIONSHIPS,
@@ -277,13 +281,13 @@ def test_another_named_entity_the_plan_left_out_constrains_the_answers_first():
     assert constrained["hops"][0]["in_path"]["start"] == [{"key": "currency:NGN"}]
     assert "in_path" not in plain["hops"][0]
     assert "in_path" not in inside["hops"][0]
-    assert plan_step.implied_and(plan(answer="each"), [BENIN, NAIRA], ["BORDERS"]) is None
-    assert plan_step.implied_and(plan(), [BENIN], ["BORDERS"]) is None
+    assert paths.implied_and(plan(answer="each"), [BENIN, NAIRA], ["BORDERS"]) is None
+    assert paths.implied_and(plan(), [BENIN], ["BORDERS"]) is None
 
 
 def test_the_typed_path_that_fits_the_relationships_mentioned_and_the_type_asked_for_is_chosen():
     def best(start: str, mentioned: list[str], asks_for: str) -> list[str]:
-        return [p.text for p in plan_step.best_paths(start, mentioned, asks_for, RELATIONSHIPS)]
+        return [p.text for p in paths.best_paths(start, mentioned, asks_for, RELATIONSHIPS)]
 
     assert best("City", ["CAPITAL_OF", "LOCATED_IN"], "City") == [
         "City -CAPITAL_OF-> Country <-LOCATED_IN- City",
@@ -352,7 +356,7 @@ D, W, S, Y, L, G = "DIRECTED_BY", "WRITTEN_BY", "STARRED_ACTORS", "RELEASE_YEAR"
     ],
 )
 def test_the_chain_a_question_names_grows_outward_from_its_start_with_repeats(question, start, chain):
-    assert plan_step.word_path(question, start, FILMS) == chain
+    assert word_relationships.word_path(question, start, FILMS) == chain
 
 
 def test_a_list_from_one_entity_follows_the_chain_its_words_name_where_the_plan_says_otherwise():
@@ -367,7 +371,7 @@ def test_a_list_from_one_entity_follows_the_chain_its_words_name_where_the_plan_
         "answer": "list",
     }
     question = "who directed movies that share actors with the movie Zombieland"
-    (best, *_) = plan_step.plan_candidates(written, [dune], FILMS, question=question)
+    (best, *_) = paths.plan_candidates(written, [dune], FILMS, question=question)
     assert [(h["relationship"], h["direction"]) for h in best["hops"]] == [(S, "out"), (S, "in"), (D, "out")]
     # "when" asks for the graph's time type, whatever the plan said it asks for.
     when = {
@@ -377,12 +381,12 @@ def test_a_list_from_one_entity_follows_the_chain_its_words_name_where_the_plan_
         "and": None,
         "answer": "list",
     }
-    (best, *_) = plan_step.plan_candidates(
+    (best, *_) = paths.plan_candidates(
         when, [lee], FILMS, question="when were the films directed by Ann Lee released"
     )
     assert [(h["relationship"], h["direction"]) for h in best["hops"]] == [(D, "in"), (Y, "out")]
     # Without the question, the plan's own list decides as before.
-    (before, *_) = plan_step.plan_candidates(when, [lee], FILMS)
+    (before, *_) = paths.plan_candidates(when, [lee], FILMS)
     assert [h["relationship"] for h in before["hops"]] == [D, Y, Y]
 
 
@@ -394,11 +398,11 @@ def test_a_second_entity_of_another_type_than_asked_for_is_reached_by_the_plans_
     )
     intended = plan(**{"and": {"start": "Naira", "relationships": ["USES_CURRENCY"]}})
 
-    candidates = plan_step.plan_candidates(written, [BENIN, NAIRA], RELATIONSHIPS)
+    candidates = paths.plan_candidates(written, [BENIN, NAIRA], RELATIONSHIPS)
 
-    assert candidates == plan_step.plan_candidates(intended, [BENIN, NAIRA], RELATIONSHIPS)
+    assert candidates == paths.plan_candidates(intended, [BENIN, NAIRA], RELATIONSHIPS)
     # A yes/no about the entity itself keeps it alone ("does Benin border Togo?").
-    (yes_no,) = plan_step.plan_candidates(
+    (yes_no,) = paths.plan_candidates(
         plan(**{"and": {"start": "Togo", "relationships": []}}, answer="yes/no"), [BENIN, TOGO], RELATIONSHIPS
     )
     assert yes_no["hops"][0]["in_path"] == {"start": [{"key": "country:TG"}], "hops": []}
@@ -407,19 +411,19 @@ def test_a_second_entity_of_another_type_than_asked_for_is_reached_by_the_plans_
 def test_a_plan_becomes_path_queries_the_best_fitting_paths_first():
     named = [BENIN, NAIRA, TOGO]
 
-    (listed,) = plan_step.plan_candidates(plan(), named, RELATIONSHIPS)
-    (filtered,) = plan_step.plan_candidates(
+    (listed,) = paths.plan_candidates(plan(), named, RELATIONSHIPS)
+    (filtered,) = paths.plan_candidates(
         plan(**{"and": {"start": "Naira", "relationships": ["USES_CURRENCY"]}}), named, RELATIONSHIPS
     )
-    (yes_no,) = plan_step.plan_candidates(
+    (yes_no,) = paths.plan_candidates(
         plan(**{"and": {"start": "Togo", "relationships": []}}, answer="yes/no"), named, RELATIONSHIPS
     )
-    (each,) = plan_step.plan_candidates(
+    (each,) = paths.plan_candidates(
         plan(asks_for="Currency", relationships=["BORDERS", "USES_CURRENCY"], answer="each"),
         named,
         RELATIONSHIPS,
     )
-    (larger,) = plan_step.plan_candidates(
+    (larger,) = paths.plan_candidates(
         plan(
             relationships=[],
             **{"and": {"start": "Togo", "relationships": []}},
@@ -450,7 +454,7 @@ def test_a_plan_becomes_path_queries_the_best_fitting_paths_first():
         "result": "max",
         "property": "area_km2",
     }
-    assert plan_step.plan_candidates(plan(start="Ghana"), named, RELATIONSHIPS) == []
+    assert paths.plan_candidates(plan(start="Ghana"), named, RELATIONSHIPS) == []
 
 
 def test_a_relationship_the_second_entity_follows_is_not_followed_again_on_the_main_path():
@@ -461,7 +465,7 @@ def test_a_relationship_the_second_entity_follows_is_not_followed_again_on_the_m
         **{"and": {"start": "Benin", "relationships": ["BORDERS"]}},
     )
 
-    (filtered,) = plan_step.plan_candidates(written, named, RELATIONSHIPS)
+    (filtered,) = paths.plan_candidates(written, named, RELATIONSHIPS)
 
     assert filtered["start"] == [{"key": "currency:NGN"}]
     assert [h["relationship"] for h in filtered["hops"]] == ["USES_CURRENCY"]
@@ -473,19 +477,19 @@ def test_a_plan_naming_the_same_relationships_on_both_sides_gives_each_side_the_
     both = ["BORDERS", "USES_CURRENCY"]
     written = plan(start="Naira", relationships=both, **{"and": {"start": "Benin", "relationships": both}})
 
-    (filtered,) = plan_step.plan_candidates(written, [NAIRA, BENIN], RELATIONSHIPS)
+    (filtered,) = paths.plan_candidates(written, [NAIRA, BENIN], RELATIONSHIPS)
 
     assert filtered["start"] == [{"key": "currency:NGN"}]
     assert [h["relationship"] for h in filtered["hops"]] == ["USES_CURRENCY"]
     assert filtered["hops"][0]["in_path"]["start"] == [{"key": "country:BJ"}]
     assert [h["relationship"] for h in filtered["hops"][0]["in_path"]["hops"]] == ["BORDERS"]
     # The same when the plan asks for the start's own type.
-    own = plan_step.plan_candidates({**written, "asks_for": "Currency"}, [NAIRA, BENIN], RELATIONSHIPS)
+    own = paths.plan_candidates({**written, "asks_for": "Currency"}, [NAIRA, BENIN], RELATIONSHIPS)
     assert [h["relationship"] for h in own[0]["hops"]] == ["USES_CURRENCY"]
     assert [h["relationship"] for h in own[0]["hops"][0]["in_path"]["hops"]] == ["BORDERS"]
     # The same when the plan left the second entity out and the question's words name both.
     question = "Which neighbours of Benin use the Naira?"
-    implied, *_ = plan_step.plan_candidates(
+    implied, *_ = paths.plan_candidates(
         plan(relationships=both), [BENIN, NAIRA], RELATIONSHIPS, hinted=both, question=question
     )
     assert implied["start"] == [{"key": "country:BJ"}]
@@ -493,7 +497,7 @@ def test_a_plan_naming_the_same_relationships_on_both_sides_gives_each_side_the_
     assert [h["relationship"] for h in implied["hops"][0]["in_path"]["hops"]] == ["USES_CURRENCY"]
     # Both sides of one type with the same relationship ("border both A and B") stay as written.
     same = plan(relationships=["BORDERS"], **{"and": {"start": "Togo", "relationships": ["BORDERS"]}})
-    (intersection,) = plan_step.plan_candidates(same, [BENIN, TOGO], RELATIONSHIPS)
+    (intersection,) = paths.plan_candidates(same, [BENIN, TOGO], RELATIONSHIPS)
     assert [h["relationship"] for h in intersection["hops"]] == ["BORDERS"]
 
 
@@ -502,12 +506,10 @@ def test_a_plan_asking_for_its_starts_own_type_asks_for_the_one_type_the_questio
     located = [*RELATIONSHIPS, plan_graph.Relationship("LOCATED_IN", "Country", "Continent")]
     written = plan(relationships=["LOCATED_IN"], asks_for=asks_for)
 
-    (continent,) = plan_step.plan_candidates(
-        written, [BENIN], located, question="On which continent is Benin?"
-    )
-    both = plan_step.plan_candidates(written, [BENIN], located, question="Where is Benin?")
+    (continent,) = paths.plan_candidates(written, [BENIN], located, question="On which continent is Benin?")
+    both = paths.plan_candidates(written, [BENIN], located, question="Where is Benin?")
 
-    asked_by_the_way = plan_step.plan_candidates(
+    asked_by_the_way = paths.plan_candidates(
         written, [BENIN], located, question="Who heads the cities of the continent Benin lies on?"
     )
 
@@ -517,8 +519,8 @@ def test_a_plan_asking_for_its_starts_own_type_asks_for_the_one_type_the_questio
 
 
 def test_a_list_follows_a_relationship_the_question_names_but_the_plan_left_out_for_each_item():
-    (each,) = plan_step.plan_candidates(plan(), [BENIN], RELATIONSHIPS, hinted=["BORDERS", "USES_CURRENCY"])
-    (plain,) = plan_step.plan_candidates(plan(), [BENIN], RELATIONSHIPS, hinted=["BORDERS"])
+    (each,) = paths.plan_candidates(plan(), [BENIN], RELATIONSHIPS, hinted=["BORDERS", "USES_CURRENCY"])
+    (plain,) = paths.plan_candidates(plan(), [BENIN], RELATIONSHIPS, hinted=["BORDERS"])
 
     assert each["result"] == "group"
     assert [(h["relationship"], h["direction"]) for h in each["hops"]] == [
@@ -530,7 +532,7 @@ def test_a_list_follows_a_relationship_the_question_names_but_the_plan_left_out_
 
 def test_paths_that_fit_equally_well_are_all_queried_and_the_first_that_finds_something_answers():
     kumasi = plan_graph.Mention("Kumasi", "City", ("city:kumasi",))
-    candidates = plan_step.plan_candidates(
+    candidates = paths.plan_candidates(
         plan(start="Kumasi", asks_for="City", relationships=["CAPITAL_OF", "LOCATED_IN"]),
         [kumasi],
         RELATIONSHIPS,
@@ -559,9 +561,9 @@ def test_a_start_named_like_an_entity_of_another_type_is_ranked_with_it_and_the_
     # It named none: the paths tie, and the one the question writes as its name goes first.
     named_none = plan(start="Jack Arnold", asks_for="Movie", relationships=[], answer="list")
 
-    (best, *_) = plan_step.plan_candidates(chose_person, [person, tag], tagged, question=question)
-    (tied, *_) = plan_step.plan_candidates(named_none, [person, tag], tagged, question=question)
-    (capital, *_) = plan_step.plan_candidates(
+    (best, *_) = paths.plan_candidates(chose_person, [person, tag], tagged, question=question)
+    (tied, *_) = paths.plan_candidates(named_none, [person, tag], tagged, question=question)
+    (capital, *_) = paths.plan_candidates(
         named_none, [person, tag], tagged, question="what movies did Jack Arnold direct"
     )
 
@@ -716,7 +718,7 @@ def test_a_comparison_is_written_out_by_the_loop_first_by_the_number_then_the_ot
 
 
 async def test_a_per_item_plan_is_answered_by_the_loop_without_a_model_step(server: LLMTestServer):
-    (arguments,) = plan_step.plan_candidates(
+    (arguments,) = paths.plan_candidates(
         plan(asks_for="Currency", relationships=["BORDERS", "USES_CURRENCY"], answer="each"),
         [BENIN],
         RELATIONSHIPS,
@@ -840,7 +842,7 @@ async def test_the_answer_reads_the_plans_result_as_cards_of_names_and_links_wha
     server: LLMTestServer,
 ):
     nigeria = entity("country:NG", "Country", "Nigeria")
-    (arguments,) = plan_step.plan_candidates(
+    (arguments,) = paths.plan_candidates(
         plan(**{"and": {"start": "Naira", "relationships": ["USES_CURRENCY"]}}), [BENIN, NAIRA], RELATIONSHIPS
     )
     result = {
@@ -862,7 +864,7 @@ async def test_the_answer_reads_the_plans_result_as_cards_of_names_and_links_wha
 
 
 async def test_a_counts_answer_that_states_no_number_gets_the_count_after_it(server: LLMTestServer):
-    (arguments,) = plan_step.plan_candidates(
+    (arguments,) = paths.plan_candidates(
         plan(start="Naira", relationships=["USES_CURRENCY"], answer="count"), [NAIRA], RELATIONSHIPS
     )
     found = [entity("country:NG", "Country", "Nigeria"), entity("country:BJ", "Country", "Benin")]
