@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from apps.agents.llm.base import ChatMessage, ToolSpec
-from apps.agents.loop.lookups import members_line, question_number
+from apps.agents.loop.cards import members_line, question_number
 from apps.agents.loop.plan import plan_request
 from apps.agents.loop.plan_graph import (
     CARD_SHOWN,

@@ -49,12 +49,11 @@ from apps.agents.llm.base import (
 )
 from apps.agents.loop import plan, plan_graph, plan_turn
 from apps.agents.loop.candidates import plan_candidates
+from apps.agents.loop.cards import AnswerLinker, card_entities
 from apps.agents.loop.holdback import LOOP_PIECE, LOOP_REPEATS, CallHoldback, FoundCall, find_call, looping
 from apps.agents.loop.layout import RESULT_MAX_CHARS
 from apps.agents.loop.lookups import (
-    AnswerLinker,
     TurnLookups,
-    card_entities,
     edges_tool,
     link,
     next_lookup,

@@ -12,15 +12,8 @@ from typing import Any
 
 from apps.agents.llm.base import ChatMessage, Done, GenerationConfig, ToolCall, ToolCallRequest, ToolSpec
 from apps.agents.llm.openai_compat import OpenAICompatProvider
-from apps.agents.loop.lookups import (
-    AnswerLinker,
-    TurnLookups,
-    card_entities,
-    entity_card,
-    named_hits,
-    next_lookup,
-    question_number,
-)
+from apps.agents.loop.cards import AnswerLinker, card_entities, entity_card, question_number
+from apps.agents.loop.lookups import TurnLookups, named_hits, next_lookup
 from apps.agents.loop.prompt import LOOKUP_ID_PREFIX, prompt_messages
 from apps.agents.loop.provider import PromptedToolsProvider
 from apps.agents.loop.schema import first_step_tools, step_schema
