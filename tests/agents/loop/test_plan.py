@@ -25,8 +25,8 @@ from apps.agents.loop import candidates as paths
 from apps.agents.loop import plan as plan_step
 from apps.agents.loop import plan_graph, plan_turn, word_relationships
 from apps.agents.loop.prompt import LOOKUP_ID_PREFIX
-from apps.agents.loop.provider import PromptedToolsProvider
 from apps.agents.loop.schema import step_schema
+from apps.agents.loop.turn import SmallModelTurn
 from apps.graph_tools.registry import GraphVocabulary, tool_get
 from tests.llm_server import Json, LLMTestServer, Stream, completion, text_chunks
 
@@ -757,10 +757,8 @@ def server() -> Iterator[LLMTestServer]:
         yield s
 
 
-def provider_for(server: LLMTestServer) -> PromptedToolsProvider:
-    return PromptedToolsProvider(
-        inner=OpenAICompatProvider(base_url=server.base_url, model="small", max_retries=0)
-    )
+def provider_for(server: LLMTestServer) -> SmallModelTurn:
+    return SmallModelTurn(inner=OpenAICompatProvider(base_url=server.base_url, model="small", max_retries=0))
 
 
 QUESTION = [
@@ -781,7 +779,7 @@ def after(*calls: tuple[str, str, dict[str, Any], Any]) -> list[ChatMessage]:
     return messages
 
 
-async def run(provider: PromptedToolsProvider, messages: list[ChatMessage]) -> list[StreamEvent]:
+async def run(provider: SmallModelTurn, messages: list[ChatMessage]) -> list[StreamEvent]:
     return [
         e async for e in provider.stream(messages, TOOLS, GenerationConfig(model="small", temperature=0.1))
     ]
