@@ -7,6 +7,10 @@ once with the outcome: success, error (a failure, a limit, a timeout) or cancell
 ``stream_callback`` (sync or async) receives the app's events (``apps/agents/events.py``):
 ``TextDelta``, ``ToolCallStart``, ``ToolCallEnd`` and ``RunError``. Without one it is batch mode.
 
+How the turn's steps run is chosen here (``loop.turn.turn_steps``): a model that calls tools only
+under a JSON Schema gets the small-model loop over its provider, given the turn's project and
+graph version; any other model runs its steps itself.
+
 Why a run is stopped from outside (a user's cancel, a timeout, a deleted conversation) comes in
 as the ``StopSignal`` of the request; the executor reports it as the run's last event and status.
 """
@@ -14,6 +18,7 @@ as the ``StopSignal`` of the request; the executor reports it as the run's last 
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 import uuid
@@ -40,6 +45,7 @@ from apps.agents.events import (
 from apps.agents.history import HistoryMessage
 from apps.agents.llm.base import Provider, Usage
 from apps.agents.llm.resolve import effective_model_name, resolve_model
+from apps.agents.loop.turn import turn_steps
 from apps.agents.models import AgentDefinition, AgentRun, RunStatus
 from apps.agents.selectors import agent_definition_check_enabled, agent_definitions_by_names
 from apps.agents.services import agent_run_finish, agent_run_start
@@ -140,7 +146,8 @@ class AgentExecutor:
         stopped = False
         try:
             agent_definition_check_enabled(definition)
-            provider = request.provider or resolve_model(definition.model_choice.name)
+            steps = functools.partial(turn_steps, project_id=project_id, graph_version=request.graph_version)
+            provider = steps(request.provider or resolve_model(definition.model_choice.name))
             model = provider.name
             subs = request.sub_agent_definitions
             if subs is None:
@@ -167,6 +174,7 @@ class AgentExecutor:
                 graph_version=request.graph_version,
                 attempt=request.attempt,
                 available=request.tools_available,
+                steps_for=steps,
             )
             stopped = request.stop is not None and request.stop.is_set()
         except asyncio.CancelledError:

@@ -24,6 +24,7 @@ from apps.agents.llm.base import (
     ToolCallRequest,
 )
 from apps.agents.llm.resolve import effective_model_name, resolve_model
+from apps.agents.loop.turn import turn_steps
 from apps.core.cancel import CANCELLED, until_cancelled
 
 __all__ = ["Provider", "effective_model_name", "history_messages", "plain_answer"]
@@ -75,7 +76,8 @@ async def plain_answer(
     """
     messages = history_messages(history, system_prompt, max_messages=max_messages)
     try:
-        llm = provider or resolve_model(model)
+        # A small model answers as its agent turns' last step does (the loop's prompt and limits).
+        llm = turn_steps(provider or resolve_model(model), project_id=None, graph_version=None)
         config = GenerationConfig(model=model, temperature=PLAIN_TEMPERATURE, stream=True)
         async for event in until_cancelled(llm.stream(messages, [], config), stop.event):
             if event is CANCELLED:

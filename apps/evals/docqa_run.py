@@ -199,19 +199,20 @@ class AnswerResult:
 @sync_to_async
 def _stored(
     message_id: str | None, run_id: str | None
-) -> tuple[str, list[dict[str, Any]], str | None, list[str]]:
-    """The stored answer, its kept citations, the run's raw final text and its tool calls' names."""
+) -> tuple[str, list[dict[str, Any]], str | None, list[str], int | None]:
+    """The stored answer, its kept citations, the run's raw final text, its tool calls' names and
+    its steps (the model calls of its agent, as ADK made them)."""
     content, citations = "", []
     message = Message.objects.filter(id=message_id).first() if message_id else None
     if message is not None:
         content, citations = message.content, list(message.citations or [])
-    raw, tools = None, []
+    raw, tools, steps = None, [], None
     if run_id:
         run = AgentRun.objects.filter(id=run_id).first()
-        raw = run.final_text if run is not None else None
+        raw, steps = (run.final_text, run.step_count) if run is not None else (None, None)
         rows = AgentRunToolCall.objects.filter(run_id=uuid.UUID(run_id)).order_by("step_number", "created_at")
         tools = list(rows.values_list("tool_name", flat=True))
-    return content, citations, raw, tools
+    return content, citations, raw, tools, steps
 
 
 def invented_refs(raw: str, citations: list[dict[str, Any]]) -> int:
@@ -240,7 +241,7 @@ async def docqa_answer(
         agent=agent,
         provider=provider,
     )
-    content, citations, raw, tools = await _stored(turn.message_id, turn.run_id)
+    content, citations, raw, tools, steps = await _stored(turn.message_id, turn.run_id)
     cited = [setup.names.get(str(c.get("id")), "?") for c in citations if c.get("type") == "passage"]
     raw_text = raw if raw is not None else "".join(provider.text)
     return AnswerResult(
@@ -259,7 +260,7 @@ async def docqa_answer(
         cites_supporting=any(name in question.supporting for name in cited),
         invented=invented_refs(raw_text, citations),
         tools=tools,
-        steps=provider.calls,
+        steps=steps if steps is not None else provider.calls,
         done_s=turn.done_s,
         error="; ".join(turn.errors) or None,
     )

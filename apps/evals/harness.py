@@ -15,11 +15,14 @@ from django.contrib.auth.models import User
 from apps.agents.definitions import default_agents_install
 from apps.agents.llm.base import (
     ChatMessage,
+    CompatModel,
     Done,
     GenerationConfig,
+    JsonConstraint,
     Provider,
     StreamEvent,
     TextDelta,
+    ToolCalling,
     ToolSpec,
     Usage,
 )
@@ -149,7 +152,11 @@ def eval_questions(
 
 @dataclass
 class MeteredProvider:
-    """A provider that records its raw text, its calls and their usage (one per eval question)."""
+    """A provider that records its raw text, its calls and their usage (one per eval question).
+
+    It says what its ``inner`` says of how the model calls tools and takes a JSON Schema, and passes
+    extra request fields on, so a small model's turn runs the same loop over it (each request of
+    the loop is then one call here)."""
 
     inner: Provider
     name: str = ""
@@ -160,16 +167,37 @@ class MeteredProvider:
     def __post_init__(self) -> None:
         self.name = self.name or self.inner.name
 
+    @property
+    def tool_calling(self) -> ToolCalling:
+        return getattr(self.inner, "tool_calling", "native")
+
+    @property
+    def json_constraint(self) -> JsonConstraint:
+        return getattr(self.inner, "json_constraint", "response_format")
+
     def stream(
-        self, messages: list[ChatMessage], tools: list[ToolSpec], config: GenerationConfig
+        self,
+        messages: list[ChatMessage],
+        tools: list[ToolSpec],
+        config: GenerationConfig,
+        *,
+        extra_body: dict[str, Any] | None = None,
     ) -> AsyncIterator[StreamEvent]:
-        return self._stream(messages, tools, config)
+        return self._stream(messages, tools, config, extra_body)
 
     async def _stream(
-        self, messages: list[ChatMessage], tools: list[ToolSpec], config: GenerationConfig
+        self,
+        messages: list[ChatMessage],
+        tools: list[ToolSpec],
+        config: GenerationConfig,
+        extra_body: dict[str, Any] | None,
     ) -> AsyncIterator[StreamEvent]:
         self.calls += 1
-        async for event in self.inner.stream(messages, tools, config):
+        if extra_body is not None and isinstance(self.inner, CompatModel):
+            events = self.inner.stream(messages, tools, config, extra_body=extra_body)
+        else:
+            events = self.inner.stream(messages, tools, config)
+        async for event in events:
             if isinstance(event, TextDelta):
                 self.text.append(event.text)
             elif isinstance(event, Done):

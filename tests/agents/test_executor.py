@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Any
 
 import pytest
@@ -21,9 +22,12 @@ from apps.agents.events import (
 from apps.agents.executor import AgentExecutor, ExecuteRequest
 from apps.agents.history import HistoryMessage, HistoryToolCall
 from apps.agents.llm.base import Done, ErrorEvent, Usage
+from apps.agents.llm.openai_compat import OpenAICompatProvider
 from apps.agents.llm.scripted import Delay, ScriptedProvider, text, tool_call
+from apps.agents.loop.turn import SmallModelTurn
 from apps.agents.models import AgentDefinition, AgentRun, AgentRunMessage, AgentRunToolCall
 from tests.factories import add_member, make_agent_definition, make_entity, make_project, make_user
+from tests.llm_server import Json, LLMTestServer, Stream, completion, text_chunks
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -392,3 +396,33 @@ async def test_disabled_definition_does_not_run(definition: AgentDefinition) -> 
     assert (result.status, result.error_code) == ("error", "agent_definition_disabled")
     assert provider.calls == []
     assert [e.code for e in events if isinstance(e, RunError)] == ["agent_definition_disabled"]
+
+
+async def test_a_model_that_calls_tools_only_under_a_schema_runs_the_small_model_loop_with_the_turns_project(
+    definition: AgentDefinition, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seen: list[tuple[Any, Any]] = []
+    stream = SmallModelTurn.stream
+
+    def spy(self: SmallModelTurn, messages: Any, tools: Any, config: Any) -> Any:
+        seen.append((self.project_id, self.graph_version))
+        return stream(self, messages, tools, config)
+
+    monkeypatch.setattr(SmallModelTurn, "stream", spy)
+    with LLMTestServer() as server:
+        server.enqueue(
+            Json(completion(json.dumps({"name": "list_entity_types", "arguments": {}}))),
+            Stream(text_chunks("There are 2 types.")),
+        )
+        provider = OpenAICompatProvider(
+            base_url=server.base_url, model="small", max_retries=0, tool_calling="prompted"
+        )
+
+        result = await AgentExecutor().execute(
+            ExecuteRequest(
+                agent_definition=definition, message="Which types exist?", provider=provider, graph_version=7
+            )
+        )
+
+    assert result.status == "success" and [c.tool for c in result.tool_calls] == ["list_entity_types"]
+    assert seen and set(seen) == {(definition.project_id, 7)}

@@ -4,7 +4,7 @@ The test marked ``local_llm`` starts the real llama.cpp server (xllamacpp) on a 
 and runs an agent turn through the small-model loop. It is skipped where ``make run`` (or
 ``scripts/local_llm.sh install``) has not installed the runtime and the 1.1 GB model, as on CI:
 ``make test`` never needs them, and the loop itself is tested against a scripted HTTP server in
-tests/agents/loop/test_provider.py.
+tests/agents/loop/test_turn.py.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -32,24 +33,28 @@ from apps.agents.llm.base import ChatMessage, ErrorEvent, GenerationConfig, Mode
 from apps.agents.llm.local_server import main as local_server_main
 from apps.agents.llm.openai_compat import OpenAICompatProvider
 from apps.agents.llm.resolve import resolve_model
-from apps.agents.loop.provider import PromptedToolsProvider
+from apps.agents.loop.turn import SmallModelTurn, turn_steps
 from bench.support import free_port
 from tests.llm_server import LLMTestServer, Stream, text_chunks
 
 MODEL_FILE = Path(settings.BASE_DIR) / ".data" / "models" / "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"
 
 
-def test_local_model_is_the_small_model_loop_over_the_local_server(settings: Settings) -> None:
+def test_local_models_turns_run_as_the_small_model_loop_over_the_local_server(settings: Settings) -> None:
     settings.KGCHAT_MODEL = ""
     settings.KGCHAT_LOCAL_LLM_URL = "http://127.0.0.1:9/v1"
+    project_id = uuid.uuid4()
 
     provider = resolve_model("local/qwen2.5-1.5b")
+    turn = turn_steps(provider, project_id=project_id, graph_version=3)
 
-    assert isinstance(provider, PromptedToolsProvider)
-    assert provider.name == "local/qwen2.5-1.5b"
-    assert isinstance(provider.inner, OpenAICompatProvider)
-    assert provider.inner.base_url == "http://127.0.0.1:9/v1"
-    assert provider.constrain == "llguidance"  # llama.cpp's grammar field, not response_format
+    assert isinstance(provider, OpenAICompatProvider)  # the vendor wrapper: it knows no loop
+    assert provider.base_url == "http://127.0.0.1:9/v1"
+    assert provider.tool_calling == "prompted"
+    assert isinstance(turn, SmallModelTurn) and turn.inner is provider
+    assert turn.name == "local/qwen2.5-1.5b"
+    assert (turn.project_id, turn.graph_version) == (project_id, 3)
+    assert turn.constrain == "llguidance"  # llama.cpp's grammar field, not response_format
 
 
 def test_unknown_local_model_names_are_refused(settings: Settings) -> None:
@@ -68,8 +73,12 @@ def test_openai_models_flagged_without_native_tools_get_the_small_model_loop(set
     settings.OPENAI_NATIVE_TOOLS = True
     native = resolve_model("openai/qwen")
 
-    assert isinstance(flagged, PromptedToolsProvider) and flagged.name == "openai/qwen"
+    assert isinstance(flagged, OpenAICompatProvider) and flagged.tool_calling == "prompted"
+    loop = turn_steps(flagged, project_id=None, graph_version=None)
+    assert isinstance(loop, SmallModelTurn) and loop.name == "openai/qwen"
+    assert loop.constrain == "response_format"
     assert isinstance(native, OpenAICompatProvider)
+    assert turn_steps(native, project_id=None, graph_version=None) is native
 
 
 async def test_a_stopped_local_server_ends_the_step_with_an_error_that_says_how_to_start_it(
@@ -77,7 +86,7 @@ async def test_a_stopped_local_server_ends_the_step_with_an_error_that_says_how_
 ) -> None:
     settings.KGCHAT_MODEL = ""
     settings.KGCHAT_LOCAL_LLM_URL = f"http://127.0.0.1:{free_port()}/v1"
-    provider = resolve_model("local/qwen2.5-1.5b")
+    provider = turn_steps(resolve_model("local/qwen2.5-1.5b"), project_id=None, graph_version=None)
 
     events = [
         e

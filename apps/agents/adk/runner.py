@@ -16,6 +16,7 @@ import uuid
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import aclosing, contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
@@ -41,7 +42,6 @@ from apps.agents.events import (
 from apps.agents.history import HistoryMessage
 from apps.agents.llm.base import LLMError, Provider
 from apps.agents.llm.resolve import effective_model_name, resolve_model
-from apps.agents.loop.values import reading_graph
 from apps.agents.models import AgentDefinition
 from apps.core.errors import ServiceError
 
@@ -117,6 +117,17 @@ def sub_provider(sub: AgentDefinition, fallback: Provider) -> Provider:
         return fallback
 
 
+def _sub_steps(
+    sub: AgentDefinition, root: Provider, steps_for: Callable[[Provider], Provider] | None
+) -> Provider:
+    """The steps a sub-agent's turn runs on: the root agent's when it has the same model, else its
+    own model's, as the executor runs a turn on it (``steps_for``)."""
+    own = sub_provider(sub, root)
+    if own is root or steps_for is None:
+        return own
+    return steps_for(own)
+
+
 def build_agent(
     definition: AgentDefinition,
     provider: Provider,
@@ -128,12 +139,15 @@ def build_agent(
     gate_for: Callable[[AgentDefinition], WriteGate] | None = None,
     graph_version: int | None = None,
     available: Mapping[str, bool] | None = None,
+    steps_for: Callable[[Provider], Provider] | None = None,
 ) -> LlmAgent:
     """The ``LlmAgent`` of a definition, its tools, and its sub-agents (one level deep: no cycles).
 
     ``graph_version``: the project's, when known; a tool whose schema names the project's types
     reads them once per version. ``available``: what the tools' availability checks said in the
-    project, when the caller read them (by tool name); the others are read once a run."""
+    project, when the caller read them (by tool name); the others are read once a run.
+    ``steps_for``: how a turn runs on a sub-agent's own model (the executor's choice, e.g. the
+    small-model loop over it); ``provider`` is the root agent's already."""
     adapter = ModelAdapter.for_provider(
         provider,
         temperature=definition.model_choice.temperature,
@@ -157,7 +171,7 @@ def build_agent(
     subs: list[BaseAgent] = [
         build_agent(
             sub,
-            provider if share else sub_provider(sub, provider),
+            provider if share else _sub_steps(sub, provider, steps_for),
             state,
             project_id=project_id,
             sub_definitions=[],
@@ -201,8 +215,10 @@ async def adk_run(
     attempt: int = 1,
     event_store: Any = None,
     available: Mapping[str, bool] | None = None,
+    steps_for: Callable[[Provider], Provider] | None = None,
 ) -> None:
-    """Run one turn of ``definition`` on ADK's runner, recording into ``state`` as it goes.
+    """Run one turn of ``definition`` on ADK's runner, recording into ``state`` as it goes: the
+    agent (``build_agent``), its session (``_session``), where it starts (``_start``), the run.
 
     The session is the run's, stored in ``kb.agent_run_events`` as it goes (``RunSessionService``):
     a new run's starts with ``history`` (the chat layer loaded it and stores the turn's messages
@@ -214,7 +230,9 @@ async def adk_run(
     its stored events: no new message; a model step that finished is not called again, a stored
     tool result is not fetched again, a call recorded but never answered is run. ``event_store``
     replaces ``apps.agents.services`` as where the events go (tests of a run without a row);
-    ``available``: the tools' availability in the project, when the caller read it (``build_agent``).
+    ``available``: the tools' availability in the project, when the caller read it (``build_agent``);
+    ``provider`` is what the root agent's steps run on, ``steps_for`` what a sub-agent's own model's
+    do (both the executor's choice).
     """
     agent = build_agent(
         definition,
@@ -226,21 +244,51 @@ async def adk_run(
         gate_for=gate_for,
         graph_version=graph_version,
         available=available,
+        steps_for=steps_for,
     )
-    session_id = str(run_id)
     service = _session(definition, agent, history, run_id=run_id, attempt=attempt, store=event_store)
-    content: types.Content | None = _first_message(message, resume)
+    start = await _start(
+        service, state, user_id=user_id, attempt=attempt, first=_first_message(message, resume)
+    )
+    if start.answered:
+        # It died after storing its answer: that answer (restored) is the run's; ADK would ask
+        # the model again and the answer would stream twice.
+        _keep(state, service)
+    else:
+        await _run(agent, service, state, start, user_id=user_id, stop=stop)
+
+
+@dataclass(frozen=True)
+class Start:
+    """Where a run starts: its new message (none when a stored invocation goes on), that
+    invocation's id, and whether its stored events already end with its answer."""
+
+    content: types.Content | None
     invocation_id: str | None = None
-    if attempt > 1:
-        content, invocation_id = await _resume_point(
-            service, state, user_id, attempt, _first_message(message, resume)
-        )
-        if _answered(service.own_events):
-            # It died after storing its answer: that answer (restored) is the run's; ADK would ask
-            # the model again and the answer would stream twice.
-            state.messages = list(service.appended.get(session_id, []))
-            state.events_stored = service.stored
-            return
+    answered: bool = False
+
+
+async def _start(
+    service: RunSessionService, state: RunState, *, user_id: str, attempt: int, first: types.Content
+) -> Start:
+    """A new run starts from ``first``; a resumed one from its resume point (``_resume_point``)."""
+    if attempt <= 1:
+        return Start(first)
+    content, invocation_id = await _resume_point(service, state, user_id, attempt, first)
+    return Start(content, invocation_id, answered=_answered(service.own_events))
+
+
+async def _run(
+    agent: LlmAgent,
+    service: RunSessionService,
+    state: RunState,
+    start: Start,
+    *,
+    user_id: str,
+    stop: StopSignal | None,
+) -> None:
+    """ADK's ``Runner`` over the run's session from ``start``, each event recorded into ``state``;
+    the messages the run added are kept in ``state`` however it ends."""
     app = App(name=APP_NAME, root_agent=agent, resumability_config=RESUMABLE)
     runner = Runner(app=app, session_service=service)
     run_config = RunConfig(
@@ -250,23 +298,28 @@ async def adk_run(
         async with aclosing(
             runner.run_async(
                 user_id=user_id,
-                session_id=session_id,
-                new_message=content,
-                invocation_id=invocation_id,
+                session_id=str(service.run_id),
+                new_message=start.content,
+                invocation_id=start.invocation_id,
                 run_config=run_config,
                 abort_signal=stop.event if stop is not None else None,
             )
         ) as events:
-            with reading_graph(project_id, graph_version), _agent_not_found_named():
+            with _agent_not_found_named():
                 async for event in events:
                     await state.on_event(event)
     finally:
-        state.messages = list(service.appended.get(session_id, []))
-        state.events_stored = service.stored
+        _keep(state, service)
         try:
             await runner.close()
         except Exception:
-            logger.warning("closing the ADK runner of session %s failed", session_id, exc_info=True)
+            logger.warning("closing the ADK runner of session %s failed", service.run_id, exc_info=True)
+
+
+def _keep(state: RunState, service: RunSessionService) -> None:
+    """Leave in ``state`` the messages the run added to its session and the events it stored."""
+    state.messages = list(service.appended.get(str(service.run_id), []))
+    state.events_stored = service.stored
 
 
 def _session(
@@ -306,8 +359,7 @@ async def run_state_restore(state: RunState, *, run_id: uuid.UUID, attempt: int)
     run does before it goes on, and its messages: for a run that ends without going on."""
     service = RunSessionService(run_id=run_id, resume=True)
     await _resume_point(service, state, "", attempt, _first_message("", None))
-    state.messages = list(service.appended.get(str(run_id), []))
-    state.events_stored = service.stored
+    _keep(state, service)
 
 
 def _answered(events: Sequence[Event]) -> bool:

@@ -107,3 +107,30 @@ class Provider(Protocol):
     def stream(
         self, messages: list[ChatMessage], tools: list[ToolSpec], config: GenerationConfig
     ) -> AsyncIterator[StreamEvent]: ...
+
+
+# How a model calls tools: in the API's own format ("native"), or only when a JSON Schema constrains
+# its answer ("prompted": small models; the agents layer runs their turns as ``apps.agents.loop``).
+ToolCalling = Literal["native", "prompted"]
+# How a JSON Schema reaches an OpenAI-compatible server: OpenAI's ``response_format`` (any such
+# server), or llama.cpp's own ``grammar`` field holding an llguidance JSON grammar.
+JsonConstraint = Literal["response_format", "llguidance"]
+
+
+@runtime_checkable
+class CompatModel(Protocol):
+    """A provider that takes extra request fields (``response_format``, ``grammar``, …) and says how
+    its model calls tools and how its server constrains an answer to a JSON Schema."""
+
+    name: str
+    tool_calling: ToolCalling
+    json_constraint: JsonConstraint
+
+    def stream(
+        self,
+        messages: list[ChatMessage],
+        tools: list[ToolSpec],
+        config: GenerationConfig,
+        *,
+        extra_body: dict[str, Any] | None = None,
+    ) -> AsyncIterator[StreamEvent]: ...

@@ -4,8 +4,9 @@
 llama.cpp server process on loopback (``apps.agents.llm.local_server``, started by ``make run``
 through ``scripts/local_llm.sh serve``), at ``settings.KGCHAT_LOCAL_LLM_URL``. Every app process
 talks to that one server over HTTP, so the 2 GB of weights are loaded once per machine, not once per
-process. A model this small calls tools well only under a JSON Schema, so its provider is the
-``PromptedToolsProvider`` agent loop over the OpenAI-compatible one. It sends the server's key
+process. A model this small calls tools well only under a JSON Schema, so its provider says so
+(``tool_calling="prompted"``: the agents layer runs its turns as the small-model loop) and that the
+server takes a schema as an llguidance grammar. It sends the server's key
 (``settings.KGCHAT_LOCAL_LLM_KEY_FILE``, made by the script) as a Bearer token: the server refuses
 requests without it, so that no web page open in the user's browser can make it work.
 """
@@ -17,7 +18,6 @@ from django.conf import settings
 from apps.agents.llm.base import ModelUnavailable
 from apps.agents.llm.local_server import api_key_read
 from apps.agents.llm.openai_compat import OpenAICompatProvider
-from apps.agents.loop.provider import PromptedToolsProvider
 
 # The names ``scripts/local_llm.sh`` can install and serve (its ALIAS).
 MODELS = ("qwen2.5-1.5b",)
@@ -29,12 +29,12 @@ INSTALL_HINT = (
 )
 
 
-def provider(model: str) -> PromptedToolsProvider:
+def provider(model: str) -> OpenAICompatProvider:
     """The provider for ``local/<model>``; ``ModelUnavailable`` for a name that is not served here."""
     if model not in MODELS:
         known = ", ".join(f"local/{name}" for name in MODELS)
         raise ModelUnavailable(f"unknown offline model local/{model}: use {known}")
-    inner = OpenAICompatProvider(
+    return OpenAICompatProvider(
         base_url=settings.KGCHAT_LOCAL_LLM_URL,
         # Read at every turn: a server restarted with a new key is followed without restarting kgchat.
         api_key=api_key_read(settings.KGCHAT_LOCAL_LLM_KEY_FILE),
@@ -43,8 +43,7 @@ def provider(model: str) -> PromptedToolsProvider:
         max_retries=0,
         timeout=300.0,
         unreachable_hint=f"the offline model server is not running: {INSTALL_HINT}",
-    )
-    # llama.cpp's server: its JSON Schemas as llguidance grammars, with no room for pretty-printing.
-    return PromptedToolsProvider(
-        inner=inner, plan_paths=settings.KGCHAT_SMALL_MODEL_PLANS, constrain="llguidance"
+        tool_calling="prompted",
+        # llama.cpp's server: its JSON Schemas as llguidance grammars, with no room for pretty-printing.
+        json_constraint="llguidance",
     )

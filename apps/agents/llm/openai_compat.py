@@ -25,9 +25,11 @@ from apps.agents.llm.base import (
     Done,
     ErrorEvent,
     GenerationConfig,
+    JsonConstraint,
     StreamEvent,
     TextDelta,
     ToolCall,
+    ToolCalling,
     ToolSpec,
     Usage,
 )
@@ -211,6 +213,9 @@ class OpenAICompatProvider:
     extra_headers: dict[str, str] = field(default_factory=dict)
     # Added to the error when the server cannot be reached (how to start it).
     unreachable_hint: str = ""
+    # Whether the model's own tool calls are relied on, and how the server takes a JSON Schema.
+    tool_calling: ToolCalling = "native"
+    json_constraint: JsonConstraint = "response_format"
 
     def __post_init__(self) -> None:
         self.base_url = self.base_url.rstrip("/")

@@ -11,8 +11,9 @@ from the module ``apps.agents.llm.local``, which must define ``provider(model: s
 ``ModelUnavailable`` here, before any run starts. The provider's ``name`` is the served model name
 (for the ``meta`` frame).
 
-``openai/`` models call tools natively unless ``OPENAI_NATIVE_TOOLS`` is off: then they get the
-small-model agent loop of ``apps.agents.loop`` (like ``local/`` models always do).
+``openai/`` models call tools natively unless ``OPENAI_NATIVE_TOOLS`` is off: then their provider
+says ``tool_calling="prompted"`` (as ``local/`` models' always does), and the agents layer runs
+their turns as the small-model loop (``apps.agents.loop.turn.turn_steps``); nothing here knows it.
 """
 
 from __future__ import annotations
@@ -62,14 +63,14 @@ def resolve_model(name: str) -> Provider:
             )
         from apps.agents.llm.openai_compat import OpenAICompatProvider
 
-        compat = OpenAICompatProvider(
-            base_url=base_url or OPENAI_DEFAULT_BASE_URL, api_key=api_key, model=rest, name=served
+        native = getattr(settings, "OPENAI_NATIVE_TOOLS", True)
+        return OpenAICompatProvider(
+            base_url=base_url or OPENAI_DEFAULT_BASE_URL,
+            api_key=api_key,
+            model=rest,
+            name=served,
+            tool_calling="native" if native else "prompted",
         )
-        if getattr(settings, "OPENAI_NATIVE_TOOLS", True):
-            return compat
-        from apps.agents.loop.provider import PromptedToolsProvider
-
-        return PromptedToolsProvider(inner=compat, plan_paths=settings.KGCHAT_SMALL_MODEL_PLANS)
     if prefix == "ollama":
         from apps.agents.llm.openai_compat import OpenAICompatProvider
 

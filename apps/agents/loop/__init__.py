@@ -1,7 +1,10 @@
-"""The small-model agent loop: tool calls for models without reliable native ones.
+"""The small-model agent loop: an agent turn for models without reliable native tool calls.
 
-``provider.PromptedToolsProvider`` wraps an OpenAI-compatible provider and runs each agent step;
-``schema`` is the forced first step's JSON Schema, ``holdback`` finds a call in free text while it
-streams, ``layout`` and ``prompt`` are what the model reads, ``lookups`` are the loop's own look-ups
-of the entities a question names and the entity cards made from them.
+``turn.SmallModelTurn`` runs the turn's steps (the executor chooses it, ``turn.turn_steps``, with the
+turn's project); ``model_requests`` are its requests to the model, ``schema`` the forced first
+step's JSON Schema, ``holdback`` finds a call in free text while it streams, ``layout`` and
+``prompt`` are what the model reads, ``lookups`` the loop's own look-ups of the entities a question
+names and ``cards`` what the model reads of them. A planned turn: ``plan_graph``, ``plan``,
+``grammar``, ``word_relationships``, ``candidates``, ``planned`` and ``plan_turn``; the documents,
+read hop by hop: ``reading``.
 """

@@ -1,6 +1,6 @@
 """A question's words matched to the graph's relationship names by meaning (issue #25).
 
-``plan.word_path`` matches words to relationship names by their letters ("directed" DIRECTED_BY,
+``word_relationships.word_path`` matches words to relationship names by their letters ("directed" DIRECTED_BY,
 "wrote" WRITTEN_BY). A word no relationship name holds ("author", "rated") is matched here: the
 embedded multilingual-e5-small model (the one semantic search uses) embeds each relationship's
 name once per graph schema, and each word once; a word names the relationship it is nearest to

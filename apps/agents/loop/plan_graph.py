@@ -26,7 +26,7 @@ loop finds the path. So:
    yes/no or the ranking; a long list is added whole after the model's sentence.
 
 Nothing here knows a question template: what varies is read from the graph (its types and
-relationships) and from the question (the names and words it contains). ``PromptedToolsProvider``
+relationships) and from the question (the names and words it contains). ``turn.SmallModelTurn``
 calls these functions (``plan_turn.next_move``); everything else of the loop stays where it was.
 
 This module reads the graph (its relationships, from the path tool's schema; the typed paths

@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from apps.agents.llm.base import ChatMessage, ToolSpec
-from apps.agents.loop.lookups import members_line, question_number
-from apps.agents.loop.plan import plan_request, word_hints
+from apps.agents.loop.cards import members_line, question_number
+from apps.agents.loop.plan import plan_request
 from apps.agents.loop.plan_graph import (
     CARD_SHOWN,
     Mention,
@@ -23,6 +23,7 @@ from apps.agents.loop.plan_graph import (
     mentions,
     path_tool,
 )
+from apps.agents.loop.word_relationships import word_hints
 from apps.core.numbers import NUMBER_WORDS
 
 # --- the turn so far -----------------------------------------------------------------------------
@@ -127,7 +128,7 @@ class MakePlan:
     named: list[Mention]
     relationships: list[Relationship]
     hinted: list[str] = field(default_factory=list)  # relationships the question's words name
-    question: str = ""  # its grammar decides the shapes allowed (``plan.grammar_shapes``)
+    question: str = ""  # its grammar decides the shapes allowed (``grammar.grammar_shapes``)
 
 
 @dataclass(frozen=True)

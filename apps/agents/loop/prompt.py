@@ -12,17 +12,16 @@ from typing import Any
 
 from apps.agents.llm.base import ChatMessage, ToolSpec
 from apps.agents.loop import plan_graph, plan_turn
+from apps.agents.loop.cards import entity_card, question_number
 from apps.agents.loop.layout import RESULT_MAX_CHARS, clip, layout_passages, layout_result
 from apps.agents.loop.lookups import (
     TurnLookups,
     edges_tool,
     entities,
-    entity_card,
     is_entity,
     link,
     named_hits,
     passages_tool,
-    question_number,
     turn_lookups,
 )
 from apps.agents.loop.plan import plan_system_part

@@ -1,11 +1,11 @@
 """A few names of the entities each relationship type reaches, read once per graph version (issue #25).
 
 The plan step compares a question whose words name no relationship with them
-(``plan.value_path``): "how popular of a movie is X" with the Votes a film has ("famous", "well
-known"), "what words describe film X" with its tags. The loop's provider knows no project: the
-ADK run says which graph it works on (``reading_graph``), and the plan step reads that graph's
-values here (``graph_values``: ``relationship_value_names``, bounded, cached per project and graph
-version; their names embedded once, off the event loop).
+(``word_relationships.value_path``): "how popular of a movie is X" with the Votes a film has ("famous", "well
+known"), "what words describe film X" with its tags. The turn's loop is given its project and
+graph version by the executor (``turn.turn_steps``), and the plan step reads that graph's values
+here (``graph_values``: ``relationship_value_names``, bounded, cached per project and graph version;
+their names embedded once, off the event loop).
 """
 
 from __future__ import annotations
@@ -13,9 +13,6 @@ from __future__ import annotations
 import logging
 import uuid
 from collections import OrderedDict
-from collections.abc import Iterator
-from contextlib import contextmanager
-from contextvars import ContextVar
 
 from asgiref.sync import sync_to_async
 from django.db import DatabaseError
@@ -31,19 +28,7 @@ _GRAPHS_KEPT = 64
 
 Values = dict[str, tuple[str, ...]]
 
-# The graph this run's turn works on: (project, graph version; None when unknown).
-_CURRENT: ContextVar[tuple[uuid.UUID, int | None] | None] = ContextVar("kgchat_loop_graph", default=None)
 _READ: OrderedDict[tuple[uuid.UUID, int], Values] = OrderedDict()
-
-
-@contextmanager
-def reading_graph(project_id: uuid.UUID, graph_version: int | None) -> Iterator[None]:
-    """Within it (a run's model calls), ``graph_values`` reads this project's graph."""
-    token = _CURRENT.set((project_id, graph_version))
-    try:
-        yield
-    finally:
-        _CURRENT.reset(token)
 
 
 def _read(project_id: uuid.UUID) -> Values:
@@ -52,13 +37,11 @@ def _read(project_id: uuid.UUID) -> Values:
     return values
 
 
-async def graph_values() -> Values:
-    """The values of the graph this turn works on (none outside a run, or when the read fails):
-    read once per project and graph version, every turn when the version is unknown."""
-    graph = _CURRENT.get()
-    if graph is None:
+async def graph_values(project_id: uuid.UUID | None, version: int | None) -> Values:
+    """The values of the project's graph (none without a project, or when the read fails): read
+    once per project and graph version, every turn when the version is unknown."""
+    if project_id is None:
         return {}
-    project_id, version = graph
     key = (project_id, version) if version is not None else None
     if key is not None and key in _READ:
         _READ.move_to_end(key)

@@ -12,18 +12,11 @@ from typing import Any
 
 from apps.agents.llm.base import ChatMessage, Done, GenerationConfig, ToolCall, ToolCallRequest, ToolSpec
 from apps.agents.llm.openai_compat import OpenAICompatProvider
-from apps.agents.loop.lookups import (
-    AnswerLinker,
-    TurnLookups,
-    card_entities,
-    entity_card,
-    named_hits,
-    next_lookup,
-    question_number,
-)
+from apps.agents.loop.cards import AnswerLinker, card_entities, entity_card, question_number
+from apps.agents.loop.lookups import TurnLookups, named_hits, next_lookup
 from apps.agents.loop.prompt import LOOKUP_ID_PREFIX, prompt_messages
-from apps.agents.loop.provider import PromptedToolsProvider
 from apps.agents.loop.schema import first_step_tools, step_schema
+from apps.agents.loop.turn import SmallModelTurn
 from apps.graph_tools.registry import tool_get
 from tests.llm_server import LLMTestServer, Stream, text_chunks
 
@@ -208,7 +201,7 @@ async def test_the_provider_makes_the_look_ups_without_asking_the_model_then_ask
     with LLMTestServer() as server:
         server.enqueue(Stream(text_chunks("Accra.")))
         inner = OpenAICompatProvider(base_url=server.base_url, model="small", max_retries=0)
-        provider = PromptedToolsProvider(inner=inner)
+        provider = SmallModelTurn(inner=inner)
         turn = searched("Capital of the country where Kumasi lies?", "Kumasi", KUMASI)
         config = GenerationConfig(model="small")
 

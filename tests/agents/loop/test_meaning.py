@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from apps.agents.loop import meaning
-from apps.agents.loop import plan as plan_step
+from apps.agents.loop import candidates as paths
+from apps.agents.loop import meaning, word_relationships
 from apps.agents.loop.plan_graph import Mention, Relationship
 
 WORLD = [
@@ -37,27 +37,31 @@ FILMS = [
 
 def test_a_question_word_that_names_a_relationship_by_meaning_picks_that_relationship():
     # No relationship's name holds "situated" or "money" (the lexical match finds nothing).
-    assert plan_step.word_hints("in which country is Kumasi situated", WORLD)[1] == []
+    assert word_relationships.word_hints("in which country is Kumasi situated", WORLD)[1] == []
     assert meaning.relationship_by_meaning("situated", WORLD) == "LOCATED_IN"
-    assert plan_step.word_path("in which country is Kumasi situated", "Kumasi", WORLD) == ["LOCATED_IN"]
-    assert plan_step.word_path("what money does Senegal have", "Senegal", WORLD) == ["USES_CURRENCY"]
+    assert word_relationships.word_path("in which country is Kumasi situated", "Kumasi", WORLD) == [
+        "LOCATED_IN"
+    ]
+    assert word_relationships.word_path("what money does Senegal have", "Senegal", WORLD) == ["USES_CURRENCY"]
 
 
 def test_a_relationship_a_word_names_by_its_letters_is_not_named_again_by_meaning():
     # "use" names USES_CURRENCY; "money" means it too, but is no second hop there and back.
     assert meaning.relationship_by_meaning("money", WORLD) == "USES_CURRENCY"
-    assert plan_step.word_path("what money do they use in senegal", "senegal", WORLD) == ["USES_CURRENCY"]
+    assert word_relationships.word_path("what money do they use in senegal", "senegal", WORLD) == [
+        "USES_CURRENCY"
+    ]
 
 
 def test_a_word_near_no_relationship_or_near_several_names_none():
     # Function words, the graph's type words and words near nothing in particular name nothing.
-    assert plan_step.word_path("what is Senegal", "Senegal", WORLD) == []
-    assert plan_step.word_path("tell me about Senegal", "Senegal", WORLD) == []
-    assert plan_step.word_path("which countries is Senegal near", "Senegal", WORLD) == []
+    assert word_relationships.word_path("what is Senegal", "Senegal", WORLD) == []
+    assert word_relationships.word_path("tell me about Senegal", "Senegal", WORLD) == []
+    assert word_relationships.word_path("which countries is Senegal near", "Senegal", WORLD) == []
     # Measured on MetaQA: e5 puts "describe" nearest WRITTEN_BY (0.41 centred), above the threshold's
     # reach only when it is lowered past words that mean something else; it names nothing here.
     assert meaning.relationship_by_meaning("describe", FILMS) is None
-    assert plan_step.word_path("describe Dune", "Dune", FILMS) == []
+    assert word_relationships.word_path("describe Dune", "Dune", FILMS) == []
 
 
 def test_a_schema_too_small_to_centre_matches_nothing_by_meaning():
@@ -78,14 +82,14 @@ def test_paths_that_tie_are_tried_first_along_the_relationship_the_words_lean_to
     plan = {"start": "Dune", "asks_for": "Person", "relationships": [], "and": None, "answer": "list"}
     # No word names a relationship by its letters: DIRECTED_BY, STARRED_ACTORS and WRITTEN_BY reach
     # a Person equally well; "author" leans to WRITTEN_BY, which is queried first.
-    leaning = plan_step.word_leanings("who is the author of Dune", "Dune", FILMS)
+    leaning = word_relationships.word_leanings("who is the author of Dune", "Dune", FILMS)
     assert max(leaning, key=lambda rel: leaning[rel]) == "WRITTEN_BY"
-    candidates = plan_step.plan_candidates(plan, [dune], FILMS, question="who is the author of Dune")
+    candidates = paths.plan_candidates(plan, [dune], FILMS, question="who is the author of Dune")
     first = [c["hops"][0]["relationship"] for c in candidates]
     assert first[0] == "WRITTEN_BY"
     assert sorted(first) == ["DIRECTED_BY", "STARRED_ACTORS", "WRITTEN_BY"]
     # Without the question the tie keeps the order of the typed paths (DIRECTED_BY first).
-    plain = plan_step.plan_candidates(plan, [dune], FILMS)
+    plain = paths.plan_candidates(plan, [dune], FILMS)
     assert plain[0]["hops"][0]["relationship"] == "DIRECTED_BY"
 
 
@@ -238,7 +242,7 @@ def massacre_plan(asks_for: str, *relationships: str) -> dict[str, Any]:
 
 def hops_chosen(written: dict[str, Any], question: str, **kwargs: Any) -> list[str]:
     """The relationships of the one typed path ``plan_candidates`` makes of ``written``."""
-    (arguments,) = plan_step.plan_candidates(written, [MASSACRE], FILMS, question=question, **kwargs)
+    (arguments,) = paths.plan_candidates(written, [MASSACRE], FILMS, question=question, **kwargs)
     return [h["relationship"] for h in arguments["hops"]]
 
 
@@ -265,4 +269,4 @@ def test_the_values_never_change_a_path_the_words_name_or_a_plan_of_several_rela
 def test_a_question_that_does_not_write_the_starts_name_gets_no_relationship_by_values():
     dollar = Mention("$", "Movie", ("movie:dollar",))
     # MetaQA has a film called "$": "who acted in $" has no word for it, so no words around it.
-    assert plan_step.value_path("who acted in $", dollar, FILM_VALUES, FILMS) is None
+    assert word_relationships.value_path("who acted in $", dollar, FILM_VALUES, FILMS) is None

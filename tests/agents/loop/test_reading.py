@@ -27,8 +27,8 @@ from apps.agents.llm.base import (
 from apps.agents.llm.openai_compat import OpenAICompatProvider
 from apps.agents.loop.compared import same_value
 from apps.agents.loop.passage_text import bridge_name, focus, reading_of
-from apps.agents.loop.provider import PromptedToolsProvider
 from apps.agents.loop.reading import NOT_FOUND, READ_PREFIX, about, headline, names_asked
+from apps.agents.loop.turn import SmallModelTurn
 from apps.graph_tools.registry import tool_get
 from tests.llm_server import Json, LLMTestServer, completion
 
@@ -68,9 +68,9 @@ def server() -> Iterator[LLMTestServer]:
         yield s
 
 
-def provider_for(server: LLMTestServer) -> PromptedToolsProvider:
+def provider_for(server: LLMTestServer) -> SmallModelTurn:
     inner = OpenAICompatProvider(base_url=server.base_url, model="small", max_retries=0)
-    return PromptedToolsProvider(inner=inner)
+    return SmallModelTurn(inner=inner)
 
 
 def asked(question: str) -> list[ChatMessage]:

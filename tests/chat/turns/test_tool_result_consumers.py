@@ -19,7 +19,7 @@ import pytest
 from apps.agents.definitions import default_agents_install
 from apps.agents.llm.base import ChatMessage
 from apps.agents.llm.scripted import text, tool_call
-from apps.agents.loop.provider import PromptedToolsProvider
+from apps.agents.loop.turn import SmallModelTurn
 from apps.agents.models import AgentDefinition, AgentRunEvent, AgentRunToolCall
 from apps.chat.models import Message
 from tests.chat.conftest import adb, agent_request, sse_turn
@@ -132,13 +132,13 @@ def small_model(settings) -> Iterator[LLMTestServer]:
 def loop_saw(monkeypatch) -> list[list[ChatMessage]]:
     """The messages every step of the small-model loop was given (the loop is the model's side)."""
     steps: list[list[ChatMessage]] = []
-    stream = PromptedToolsProvider.stream
+    stream = SmallModelTurn.stream
 
     def spy(self, messages, tools, config):
         steps.append(list(messages))
         return stream(self, messages, tools, config)
 
-    monkeypatch.setattr(PromptedToolsProvider, "stream", spy)
+    monkeypatch.setattr(SmallModelTurn, "stream", spy)
     return steps
 
 

@@ -1,8 +1,10 @@
-"""Tool calling for small models that have no reliable native tool calls (an agent loop that fits them).
+"""An agent turn of a small model that has no reliable native tool calls: the loop that runs it.
 
-``PromptedToolsProvider`` wraps an OpenAI-compatible provider (llama.cpp's server for ``local/…``,
-or any ``openai/…`` model with ``OPENAI_NATIVE_TOOLS=0``) and speaks the provider protocol above
-it, so ADK and the executor run unchanged. Each ``stream`` call is one agent step:
+The executor chooses it (``turn_steps``) for a model whose provider says ``tool_calling="prompted"``
+(llama.cpp's server for ``local/…``, or any ``openai/…`` model with ``OPENAI_NATIVE_TOOLS=0``), with
+the turn's project and graph version passed in. ADK drives it as it drives a model, through the
+model adapter: each model call of the run is one step of this loop (``SmallModelTurn.stream``), so
+ADK's session, the audit and the frames see ordinary tool calls and text. A step:
 
 1. **The first step of a turn is forced**: the request carries a ``response_format`` JSON Schema
    that is a ``oneOf`` over the offered tools, ``{"name": <const>, "arguments": <that tool's
@@ -29,33 +31,34 @@ system prompt and tool list are the same for every step and turn, so the server'
 
 from __future__ import annotations
 
-import json
-import logging
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Any
+
+from django.conf import settings
 
 from apps.agents.llm.base import (
     ChatMessage,
+    CompatModel,
     Done,
     ErrorEvent,
     GenerationConfig,
+    JsonConstraint,
+    Provider,
     StreamEvent,
     TextDelta,
     ToolCall,
     ToolSpec,
     Usage,
 )
-from apps.agents.loop import plan, plan_graph, plan_turn
-from apps.agents.loop.holdback import LOOP_PIECE, LOOP_REPEATS, CallHoldback, FoundCall, find_call, looping
+from apps.agents.loop import plan_graph, plan_turn
+from apps.agents.loop.cards import AnswerLinker, card_entities
+from apps.agents.loop.holdback import FoundCall, find_call
 from apps.agents.loop.layout import RESULT_MAX_CHARS
 from apps.agents.loop.lookups import (
-    AnswerLinker,
     TurnLookups,
-    card_entities,
     edges_tool,
-    link,
     next_lookup,
     passage_search,
     passages_drawn_on,
@@ -64,54 +67,22 @@ from apps.agents.loop.lookups import (
     turn_lookups,
     turn_passages,
 )
+from apps.agents.loop.model_requests import ModelRequests
+from apps.agents.loop.planned import planned_answer, planned_paths
 from apps.agents.loop.prompt import (
     LOOKUP_ID_PREFIX,
-    answer_messages,
     model_calls,
     path_move,
     prompt_messages,
     this_turn_start,
     turn_calls,
 )
-from apps.agents.loop.reading import Constrained, first_searches, reading_events, reading_tool
+from apps.agents.loop.reading import first_searches, reading_events, reading_tool
 from apps.agents.loop.schema import first_step_tools, step_schema
-from apps.agents.loop.values import graph_values
-
-logger = logging.getLogger(__name__)
+from apps.agents.loop.values import Values, graph_values
 
 MAX_TOOL_CALLS_PER_TURN = 4
 STEP_MAX_TOKENS = 200
-ANSWER_MAX_TOKENS = 512
-
-
-class ExtraBodyProvider(Protocol):
-    """An OpenAI-compatible provider that passes extra request fields (``response_format``, …)."""
-
-    name: str
-
-    def stream(
-        self,
-        messages: list[ChatMessage],
-        tools: list[ToolSpec],
-        config: GenerationConfig,
-        *,
-        extra_body: dict[str, Any] | None = None,
-    ) -> AsyncIterator[StreamEvent]: ...
-
-
-def llguidance_grammar(schema: dict[str, Any]) -> str:
-    """``schema`` as a grammar for llama.cpp's ``grammar`` field (its llguidance engine), with JSON's
-    whitespace fixed to one space after ``:`` and ``,``.
-
-    Measured: under ``response_format`` the server's own grammar let the model
-    pretty-print (``{\\n  "answer": "list"\\n}``: 12 tokens; a plan 36-49), at ~140 ms a token on 2
-    cores; under this grammar it wrote the same shape in 7 and plans in 24-39. MetaQA 2- and 3-hop,
-    40 questions: the same 40 plans, done p50 17.7 -> 15.4 s (2-hop) and 23.7 -> 19.5 s (3-hop)."""
-    fixed = {
-        **schema,
-        "x-guidance": {"whitespace_flexible": False, "key_separator": ": ", "item_separator": ", "},
-    }
-    return "%llguidance {}\nstart: %json " + json.dumps(fixed)
 
 
 def _without_path_tool(tools: list[ToolSpec]) -> list[ToolSpec]:
@@ -159,11 +130,30 @@ def _call_id() -> str:
     return f"call_{uuid.uuid4().hex[:12]}"
 
 
-@dataclass
-class PromptedToolsProvider:
-    """Agent steps for a model without native tool calls, over an OpenAI-compatible ``inner``."""
+def turn_steps(provider: Provider, *, project_id: uuid.UUID | None, graph_version: int | None) -> Provider:
+    """How an agent turn runs on ``provider``: this loop for a model that calls tools only under a
+    JSON Schema (its provider says ``tool_calling="prompted"``), over that provider and reading the
+    graph of ``project_id`` at ``graph_version``; any other model runs the turn's steps itself."""
+    if not isinstance(provider, CompatModel) or provider.tool_calling != "prompted":
+        return provider
+    return SmallModelTurn(
+        inner=provider,
+        project_id=project_id,
+        graph_version=graph_version,
+        plan_paths=settings.KGCHAT_SMALL_MODEL_PLANS,
+        constrain=provider.json_constraint,
+    )
 
-    inner: ExtraBodyProvider
+
+@dataclass
+class SmallModelTurn:
+    """The steps of an agent turn for a model without native tool calls, over an OpenAI-compatible
+    ``inner``; ADK calls ``stream`` once a step, as it calls a model."""
+
+    inner: CompatModel
+    # The graph the turn works on (the plan step reads its relationships' values, ``values``).
+    project_id: uuid.UUID | None = None
+    graph_version: int | None = None
     name: str = ""
     max_tool_calls: int = MAX_TOOL_CALLS_PER_TURN
     result_limit: int = RESULT_MAX_CHARS
@@ -173,14 +163,13 @@ class PromptedToolsProvider:
     # path tool is not shown to the model at all, and the turn is the search-and-look-up recipe's.
     plan_paths: bool = True
     extra_body: dict[str, Any] = field(default_factory=lambda: {"cache_prompt": True})
-    # How a step's JSON Schema reaches the server: OpenAI's ``response_format`` (any compatible
-    # server), or llama.cpp's own ``grammar`` field holding an llguidance JSON grammar (``local/…``,
-    # ``llguidance_grammar``).
-    constrain: Literal["response_format", "llguidance"] = "response_format"
+    # How a step's JSON Schema reaches the server (``model_requests.llguidance_grammar``).
+    constrain: JsonConstraint = "response_format"
 
     def __post_init__(self) -> None:
         if not self.name:
             self.name = self.inner.name
+        self.requests = ModelRequests(inner=self.inner, constrain=self.constrain, extra_body=self.extra_body)
 
     def stream(
         self, messages: list[ChatMessage], tools: list[ToolSpec], config: GenerationConfig
@@ -195,7 +184,9 @@ class PromptedToolsProvider:
             tools = _without_path_tool(tools)
         if (reading := reading_tool(messages, tools)) is not None:
             # The documents are read hop by hop (``reading``): searches, then the answer from them.
-            async for event in reading_events(messages, reading, self._constrained_by(config, usage), usage):
+            async for event in reading_events(
+                messages, reading, self.requests.constrained_by(config, usage), usage
+            ):
                 yield event
             return
         if tools and self.plan_paths and (move := path_move(messages, tools)) is not None:
@@ -252,7 +243,7 @@ class PromptedToolsProvider:
         linker = AnswerLinker(card_entities(lookups)) if looked_up and lookups is not None else None
         found: FoundCall | None = None
         written: list[str] = []  # the answer's text, for the passages it drew on (``_sources``)
-        async for item in self._free(prompt, tools if may_call else [], config, usage, linker=linker):
+        async for item in self.requests.free(prompt, tools if may_call else [], config, usage, linker=linker):
             if isinstance(item, FoundCall):
                 found = item
                 continue
@@ -265,7 +256,7 @@ class PromptedToolsProvider:
             # The same call again would only fetch the same result: ask once more for the answer.
             prompt = prompt_messages(messages, tools, answer_now=True, result_limit=self.result_limit)
             found = None
-            async for item in self._free(prompt, [], config, usage):
+            async for item in self.requests.free(prompt, [], config, usage):
                 if isinstance(item, FoundCall):
                     continue
                 if isinstance(item, TextDelta):
@@ -300,31 +291,8 @@ class PromptedToolsProvider:
             async for event in self._planned_calls(move, messages, tools, config, usage):
                 yield event
             return
-        if move.written:
-            # A per-item result is the answer as the loop lays it out (``plan_turn.group_answer``).
-            yield TextDelta(text=move.written)
-            yield Done(usage=usage, finish_reason="stop")
-            return
-        prompt = answer_messages(messages, tools, move)
-        linker = AnswerLinker({e["name"]: e for e in move.entities if len(str(e["name"]).strip()) >= 3})
-        said: list[str] = []
-        async for piece in self._free(prompt, [], config, usage, linker=linker):
-            if isinstance(piece, FoundCall):
-                continue
-            if isinstance(piece, TextDelta):
-                said.append(piece.text)
-            yield piece
-            if isinstance(piece, ErrorEvent):
-                return
-        answer = "".join(said)
-        if missing := plan_turn.unnamed_results(answer, move.found):
-            yield TextDelta(text=missing)
-        if uncounted := plan_turn.count_missing(answer, move.count):
-            yield TextDelta(text=uncounted)
-        if move.appended:
-            listed = ", ".join(link(e) for e in move.appended)
-            yield TextDelta(text=f"\n\nAll {len(move.appended)} found: {listed}.")
-        yield Done(usage=usage, finish_reason="stop")
+        async for event in planned_answer(self.requests, move, messages, tools, config, usage):
+            yield event
 
     async def _planned_calls(
         self,
@@ -336,7 +304,8 @@ class PromptedToolsProvider:
     ) -> AsyncIterator[StreamEvent]:
         """The plan's ``query_paths`` calls, or the earlier recipe's forced search when no plan fits."""
         candidates: list[dict[str, Any]] = []
-        async for item in self._plan(move, messages, tools, config, usage):
+        system = prompt_messages(messages, tools, result_limit=self.result_limit)[0]
+        async for item in planned_paths(self.requests, move, system, config, usage, self._values):
             if isinstance(item, list):
                 candidates = item
             else:
@@ -353,77 +322,8 @@ class PromptedToolsProvider:
         async for event in self._forced(messages, tools, config, usage):
             yield event
 
-    async def _plan(
-        self,
-        move: plan_turn.MakePlan,
-        messages: list[ChatMessage],
-        tools: list[ToolSpec],
-        config: GenerationConfig,
-        usage: Usage,
-    ) -> AsyncIterator[StreamEvent | list[dict[str, Any]]]:
-        """The forced plan step, in two requests under JSON Schemas: the answer's shape, then the plan
-        for that shape. Measured: asked together, the model almost never chose "each" or "largest";
-        asked alone (12 tokens at most, the same cached prompt before it) it chose them. Yields the
-        ``query_paths`` arguments of the typed paths that fit best (nothing when none fits); an error
-        event ends the turn."""
-        system = prompt_messages(messages, tools, result_limit=self.result_limit)[0]
-        allowed = plan.allowed_shapes(move.named, move.question)
-        chosen: dict[str, Any] | None = {"answer": allowed[0]} if len(allowed) == 1 else None
-        if chosen is None:
-            async for item in self._json(
-                [system, ChatMessage(role="user", content=f"{move.request}\nThe shape of the answer:")],
-                plan.shape_schema(move.named, move.question),
-                plan_graph.SHAPE_MAX_TOKENS,
-                config,
-                usage,
-            ):
-                if isinstance(item, dict):
-                    chosen = item
-                else:
-                    yield item
-                    return
-        shape = str((chosen or {}).get("answer") or "list")
-        written: dict[str, Any] | None = None
-        async for item in self._json(
-            [system, ChatMessage(role="user", content=f"{move.request}\nShape: {shape}. The plan:")],
-            plan.plan_schema(move.named, move.relationships, shape),
-            plan_graph.PLAN_MAX_TOKENS,
-            config,
-            usage,
-        ):
-            if isinstance(item, dict):
-                written = item
-            else:
-                yield item
-                return
-        if written:
-            candidates = plan.plan_candidates(
-                {**written, "answer": shape},
-                move.named,
-                move.relationships,
-                hinted=move.hinted,
-                question=move.question,
-                values=await graph_values(),
-            )
-            if candidates:
-                yield candidates
-
-    async def _json(
-        self,
-        prompt: list[ChatMessage],
-        schema: dict[str, Any],
-        max_tokens: int,
-        config: GenerationConfig,
-        usage: Usage,
-    ) -> AsyncIterator[StreamEvent | dict[str, Any]]:
-        """One request whose answer is a JSON object under ``schema`` (nothing when it is not one)."""
-        text, error = await self._constrained(prompt, "plan", schema, max_tokens, config, usage)
-        if error is not None:
-            yield error
-            return
-        found = plan.parse_plan(text)
-        if found is not None:
-            yield found
+    async def _values(self) -> Values:
+        return await graph_values(self.project_id, self.graph_version)
 
     async def _forced(
         self, messages: list[ChatMessage], tools: list[ToolSpec], config: GenerationConfig, usage: Usage
@@ -438,7 +338,9 @@ class PromptedToolsProvider:
         prompt = prompt_messages(messages, tools, result_limit=self.result_limit)
         callable_tools = _without_path_tool(tools)
         schema = step_schema(first_step_tools(callable_tools))
-        text, error = await self._constrained(prompt, "tool_call", schema, STEP_MAX_TOKENS, config, usage)
+        text, error = await self.requests.constrained(
+            prompt, "tool_call", schema, STEP_MAX_TOKENS, config, usage
+        )
         if error is not None:
             yield error
             return
@@ -455,95 +357,3 @@ class PromptedToolsProvider:
         else:
             yield ToolCall(id=_call_id(), name=found.name, arguments=found.arguments)
         yield Done(usage=usage, finish_reason="tool_calls")
-
-    def _constrained_by(self, config: GenerationConfig, usage: Usage) -> Constrained:
-        """``_constrained`` with this step's ``config`` and ``usage``, for ``reading``."""
-
-        async def constrained(
-            prompt: list[ChatMessage], name: str, schema: dict[str, Any], max_tokens: int
-        ) -> tuple[str, ErrorEvent | None]:
-            return await self._constrained(prompt, name, schema, max_tokens, config, usage)
-
-        return constrained
-
-    async def _constrained(
-        self,
-        prompt: list[ChatMessage],
-        name: str,
-        schema: dict[str, Any],
-        max_tokens: int,
-        config: GenerationConfig,
-        usage: Usage,
-    ) -> tuple[str, ErrorEvent | None]:
-        """One unstreamed request whose answer must follow the JSON ``schema`` (the server enforces
-        it, temperature 0): its text, or the provider's error; its tokens are added to ``usage``."""
-        body: dict[str, Any] = {**self.extra_body}
-        if self.constrain == "llguidance":
-            body["grammar"] = llguidance_grammar(schema)
-        else:
-            body["response_format"] = {
-                "type": "json_schema",
-                "json_schema": {"name": name, "strict": True, "schema": schema},
-            }
-        forced = config.model_copy(
-            update={"stream": False, "max_output_tokens": max_tokens, "temperature": 0.0}
-        )
-        parts: list[str] = []
-        async for event in self.inner.stream(prompt, [], forced, extra_body=body):
-            if isinstance(event, TextDelta):
-                parts.append(event.text)
-            elif isinstance(event, Done):
-                usage.input_tokens += event.usage.input_tokens
-                usage.output_tokens += event.usage.output_tokens
-            elif isinstance(event, ErrorEvent):
-                return "".join(parts), event
-        return "".join(parts), None
-
-    async def _free(
-        self,
-        prompt: list[ChatMessage],
-        tools: list[ToolSpec],
-        config: GenerationConfig,
-        usage: Usage,
-        *,
-        linker: AnswerLinker | None = None,
-    ) -> AsyncIterator[StreamEvent | FoundCall]:
-        """Stream one free-text generation; a call of one of ``tools`` in it is yielded as ``FoundCall``."""
-        limit = min(config.max_output_tokens or ANSWER_MAX_TOKENS, ANSWER_MAX_TOKENS)
-        free = config.model_copy(update={"stream": True, "max_output_tokens": limit})
-        holdback = CallHoldback()
-        names = [t.name for t in tools]
-        events = self.inner.stream(prompt, [], free, extra_body=dict(self.extra_body))
-        written = ""
-        try:
-            async for event in events:
-                if isinstance(event, TextDelta):
-                    written += event.text
-                    if looping(written[-LOOP_PIECE[1] * LOOP_REPEATS :]):
-                        logger.warning(
-                            "the answer repeats itself; generation stopped after %d characters", len(written)
-                        )
-                        break
-                    shown = holdback.feed(event.text)
-                    if shown and linker is not None:
-                        shown = linker.feed(shown)
-                    if shown:
-                        yield TextDelta(text=shown)
-                    if names and holdback.holding and (call := find_call(holdback.held, names)):
-                        yield call  # the call is complete: stop generating
-                        return
-                elif isinstance(event, Done):
-                    usage.input_tokens += event.usage.input_tokens
-                    usage.output_tokens += event.usage.output_tokens
-                elif isinstance(event, ErrorEvent):
-                    yield event
-                    return
-        finally:
-            aclose = getattr(events, "aclose", None)
-            if aclose is not None:
-                await aclose()
-        rest = holdback.held
-        if linker is not None:
-            rest = linker.feed(rest) + linker.flush()
-        if rest:
-            yield TextDelta(text=rest)

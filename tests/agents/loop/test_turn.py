@@ -27,8 +27,8 @@ from apps.agents.llm.openai_compat import OpenAICompatProvider
 from apps.agents.loop.holdback import LOOP_REPEATS, CallHoldback, find_call, looping
 from apps.agents.loop.layout import layout_result
 from apps.agents.loop.prompt import prompt_messages
-from apps.agents.loop.provider import PromptedToolsProvider
 from apps.agents.loop.schema import step_schema
+from apps.agents.loop.turn import SmallModelTurn
 from apps.graph_tools.registry import tool_get
 from tests.llm_server import Json, LLMTestServer, Stream, completion, text_chunks
 
@@ -230,9 +230,9 @@ def server() -> Iterator[LLMTestServer]:
         yield s
 
 
-def provider_for(server: LLMTestServer, **kwargs: Any) -> PromptedToolsProvider:
+def provider_for(server: LLMTestServer, **kwargs: Any) -> SmallModelTurn:
     inner = OpenAICompatProvider(base_url=server.base_url, model="small", max_retries=0)
-    return PromptedToolsProvider(inner=inner, **kwargs)
+    return SmallModelTurn(inner=inner, **kwargs)
 
 
 QUESTION = [
@@ -252,7 +252,7 @@ def after_calls(*calls: tuple[str, dict[str, object]]) -> list[ChatMessage]:
     return messages
 
 
-async def run(provider: PromptedToolsProvider, messages: list[ChatMessage]) -> list[StreamEvent]:
+async def run(provider: SmallModelTurn, messages: list[ChatMessage]) -> list[StreamEvent]:
     config = GenerationConfig(model="small", temperature=0.1)
     return [event async for event in provider.stream(messages, TOOLS, config)]
 
