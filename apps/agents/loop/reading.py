@@ -369,7 +369,7 @@ def choose_schema(options: Sequence[str]) -> dict[str, Any]:
 # --- the provider's side: one step of a turn that reads ----------------------------------------------
 
 # One request whose answer must follow a JSON Schema: (prompt, schema name, schema, max tokens) ->
-# (its text, the provider's error or None); the loop's ``ModelRequests.constrained``.
+# (its text, the provider's error or None); the loop's ``ModelRequests.constrained_by``.
 Constrained = Callable[
     [list[ChatMessage], str, dict[str, Any], int], Awaitable[tuple[str, ErrorEvent | None]]
 ]
