@@ -25,6 +25,7 @@ from apps.agents.adk.model_adapter import ModelAdapter  # noqa: E402
 from apps.agents.adk.tools import adk_name, graph_tools  # noqa: E402
 from apps.agents.defaults import CITATION_INSTRUCTIONS, GRAPH_QUERY_AGENT  # noqa: E402
 from apps.agents.llm.resolve import resolve_model  # noqa: E402
+from apps.agents.loop.turn import turn_steps  # noqa: E402
 
 PROMPT = "\n\n".join([GRAPH_QUERY_AGENT["system_prompt"], CITATION_INSTRUCTIONS])
 TEMPERATURE = float(GRAPH_QUERY_AGENT["model"]["temperature"])
@@ -34,11 +35,15 @@ def _instruction(_: ReadonlyContext) -> str:
     return PROMPT
 
 
+PROJECT_ID = uuid.UUID(os.environ["BENCH_PROJECT_ID"])
+# As kgchat's executor runs a turn: a model that calls tools only under a schema runs the small-model loop.
+MODEL = turn_steps(resolve_model(settings.KGCHAT_MODEL), project_id=PROJECT_ID, graph_version=None)
+
 root_agent = LlmAgent(
     name=adk_name(GRAPH_QUERY_AGENT["name"]),
     description=GRAPH_QUERY_AGENT["description"],
-    model=ModelAdapter.for_provider(resolve_model(settings.KGCHAT_MODEL), temperature=TEMPERATURE),
+    model=ModelAdapter.for_provider(MODEL, temperature=TEMPERATURE),
     instruction=_instruction,
-    tools=graph_tools(list(GRAPH_QUERY_AGENT["tools"]), project_id=uuid.UUID(os.environ["BENCH_PROJECT_ID"])),
+    tools=graph_tools(list(GRAPH_QUERY_AGENT["tools"]), project_id=PROJECT_ID),
     generate_content_config=types.GenerateContentConfig(temperature=TEMPERATURE),
 )
