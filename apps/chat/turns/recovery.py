@@ -38,7 +38,7 @@ from apps.agents.events import CANCELLED, StopReason
 from apps.agents.models import AgentRun, RunStatus
 from apps.agents.services import (
     agent_run_close,
-    agent_run_take_over,
+    agent_run_take_over_running,
     agent_runs_interrupt_orphaned,
     worker_is_dead,
     worker_name,
@@ -77,7 +77,7 @@ def turns_expired_take(*, limit: int = TAKE_AT_ONCE, running: Sequence[uuid.UUID
     """Claim the turns whose lease lapsed for this process and decide what becomes of each.
 
     One transaction: the claims move to this process with a fresh lease, and each one's running
-    run becomes this process's with one more attempt (``agent_run_take_over``). A plain turn ends
+    run becomes this process's with one more attempt (its writer's ``agent_run_take_over_running``). A plain turn ends
     here (answer, claim); the caller runs the agent turns, resumed or stopped, and publishes the
     last frames of the others.
 
@@ -102,12 +102,7 @@ def turns_expired_take(*, limit: int = TAKE_AT_ONCE, running: Sequence[uuid.UUID
         )
         rows = cursor.fetchall()
         for conversation_id, turn_id, cancelled, text, shown in rows:
-            run = (
-                AgentRun.objects.select_for_update()
-                .filter(conversation_id=conversation_id, status=RunStatus.RUNNING)
-                .order_by("-started_at")
-                .first()
-            )
+            run = agent_run_take_over_running(conversation_id=conversation_id)
             takeover = _decide(conversation_id, turn_id, run, cancelled=cancelled, text=text)
             takeover.shown = _mark(shown)
             taken.append(takeover)
@@ -151,7 +146,6 @@ def _decide(
             )
         claim_release(conversation_id, turn_id)
         return Takeover(conversation_id, turn_id, "interrupted")
-    agent_run_take_over(run=run)
     died = run.attempts - 1
     if run.attempts > settings.KGCHAT_TURN_MAX_ATTEMPTS + 1:
         # Even ending it failed (its process died reading what it did): nothing of it is read again.
