@@ -12,7 +12,6 @@ import asyncio
 import contextlib
 import json
 import logging
-import threading
 import uuid
 from datetime import timedelta
 from functools import partial
@@ -34,16 +33,14 @@ from apps.chat import selectors
 from apps.chat.models import Conversation, Message, MessageRole
 from apps.chat.streams.bus import get_bus
 from apps.chat.streams.frames import DoneFrame, ErrorFrame, MetaFrame, TurnStartedFrame
-from apps.chat.turns import admission, takeover
+from apps.chat.turns import admission, recovery
 from apps.chat.turns.agent_turn import run_agent_turn
 from apps.chat.turns.approval_events import (
-    approval_event,
     approval_expiry_arm,
     approvals_announce,
 )
 from apps.chat.turns.claim import (
     RELEASED,
-    TurnInProgress,
     claim_cancel_ask,
     claim_release_retrying,
     claim_renew,
@@ -51,9 +48,6 @@ from apps.chat.turns.claim import (
     turn_progress_save,
 )
 from apps.chat.turns.plain_turn import run_plain_turn
-from apps.chat.turns.recovery import (
-    interrupted_turns_recover,
-)
 from apps.chat.turns.turn import Answer, ConversationDeleted, Turn, TurnHandle, TurnProgress, emit
 from apps.core.db import (
     ConnectionReleasingExecutor,
@@ -326,80 +320,29 @@ class LeaseLost(Exception):
     """The turn's claim moved to another process (this one was taken for dead): it stops silently."""
 
 
+def _runner(provider: Provider | None) -> recovery.TurnRunner:
+    """How a turn runs here, for the takeover of turns whose process died (``recovery``)."""
+    return recovery.TurnRunner(
+        launch=partial(_launch, provider=provider),
+        resume=partial(_resume, provider=provider),
+        running=_running,
+    )
+
+
+async def _resume(approval: WriteApproval, *, provider: Provider | None) -> TurnHandle | None:
+    return await turn_resume(approval=approval, provider=provider)
+
+
 async def turns_take_over(provider: Provider | None = None) -> int:
-    """Take over the turns whose lease lapsed (``recovery.turns_expired_take``): go on with each
-    agent turn in this process, resumed or stopped; end the others with their last frames; end
-    the runs of deleted conversations. How many turns were taken.
-
-    A turn this process still runs is never taken here, even with its lease lapsed (its heartbeat
-    starved of CPU): it is alive, and a second run of it would stream and store its answer twice."""
-    expired = await sync_to_async(takeover.expired_take, thread_sensitive=False)(list(_running))
-    await takeover.runs_of_deleted_end(expired.runs_of_deleted)
-    for approval in expired.approvals:
-        await _continue_decided(approval, provider)
-    for taken in expired.turns:
-        try:
-            await takeover.taken_over_go(taken, partial(_launch, provider=provider))
-        except Exception:
-            log.exception("taking over turn %s failed; its lease lapses again", taken.turn_id)
-    return len(expired.turns) + len(expired.approvals)
-
-
-async def _continue_decided(approval: WriteApproval, provider: Provider | None) -> None:
-    """Start the turn that continues a decided approval, which its deciding process died before
-    starting (the decision, and an approved write, stand: the agent gets its result)."""
-    try:
-        handle = await turn_resume(approval=approval, provider=provider)
-    except TurnInProgress:
-        return  # another process started it meanwhile
-    except Exception:
-        log.exception("continuing approval %s failed; tried again later", approval.id)
-        return
-    await approvals_announce([approval_event(approval, continued=handle is not None)])
-
-
-_takeover_task: asyncio.Task[None] | None = None
-
-
-def takeover_start() -> None:
-    """Start this process's takeover loop (once): every third of the lease, ``turns_take_over``."""
-    global _takeover_task
-    if _takeover_task is not None and not _takeover_task.done():
-        return
-    _takeover_task = asyncio.get_running_loop().create_task(_takeover_loop(), name="turn takeover")
-
-
-async def _takeover_loop() -> None:
-    while True:
-        try:
-            await turns_take_over()
-        except Exception:
-            log.warning("taking over turns whose lease lapsed failed; trying again", exc_info=True)
-        await asyncio.sleep(lease_seconds() / 3)
-
-
-_recovered = False
-_recovery_lock = threading.Lock()
-
-
-def _recover_once_sync() -> None:
-    global _recovered
-    try:
-        with _recovery_lock:
-            if not _recovered:
-                interrupted_turns_recover()
-                _recovered = True
-    finally:
-        release_connections()
+    """Take over the turns whose lease lapsed, going on with them in this process
+    (``recovery.turns_take_over``); how many turns were taken."""
+    return await recovery.turns_take_over(_runner(provider))
 
 
 async def recover_once() -> None:
     """Before this process serves anything: close dead processes' batch runs (once), and start
-    taking over the chat turns whose lease lapses (``takeover_start``). A failed attempt (the
-    database is down) is tried again by the next request."""
-    takeover_start()
-    if not _recovered:
-        await sync_to_async(_recover_once_sync)()
+    taking over the chat turns whose lease lapses (``recovery.recover_once``)."""
+    await recovery.recover_once(_runner(None))
 
 
 async def _turn_started_announce(turn: Turn) -> None:
