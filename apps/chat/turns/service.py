@@ -33,7 +33,7 @@ from apps.chat import selectors
 from apps.chat.models import Conversation, Message, MessageRole
 from apps.chat.streams.bus import get_bus
 from apps.chat.streams.frames import DoneFrame, ErrorFrame, MetaFrame, TurnStartedFrame
-from apps.chat.turns import admission, recovery
+from apps.chat.turns import admission, limits, recovery
 from apps.chat.turns.agent_turn import run_agent_turn
 from apps.chat.turns.approval_events import (
     approval_expiry_arm,
@@ -83,7 +83,7 @@ async def turn_start(
     Raises ``ServiceError`` (400 invalid request or unknown agent definition, 404 conversation or
     project, 409 turn in progress or disabled agent definition) before anything is persisted or streamed.
     """
-    text = admission.message_validate(message)
+    text = limits.message_validate(message)
     try:
         await recover_once()
     except DatabaseError as exc:
