@@ -19,7 +19,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import DatabaseError, transaction
+from django.db import transaction
 from django.db.models import Model, QuerySet, Subquery
 from django.utils import timezone
 
@@ -56,7 +56,6 @@ from apps.chat.turns.context import to_history
 from apps.chat.turns.limits import InvalidMessage, rate_count, rate_enforce, rate_query, rate_since
 from apps.chat.turns.turn import CLAIMED_MARK, Turn
 from apps.core.db import (
-    raise_if_busy,
     release_connections,
     rows_write,
 )
@@ -290,9 +289,6 @@ def turn_admit(
             )
             _first_rows_write(turn, principal=principal, created=created)
         return turn, [approval_event(approval) for approval in expired]
-    except DatabaseError as exc:
-        raise_if_busy(exc)
-        raise
     finally:
         # The request that started the turn may stream its frames for minutes: it must not keep
         # a pooled connection meanwhile.

@@ -19,7 +19,7 @@ from typing import Any, cast
 
 from asgiref.sync import ThreadSensitiveContext, sync_to_async
 from django.conf import settings
-from django.db import DatabaseError, IntegrityError
+from django.db import IntegrityError
 from django.db.models import Case, F, Field, Q, Value, When
 from django.db.models.expressions import RawSQL
 from django.utils import timezone
@@ -51,7 +51,6 @@ from apps.chat.turns.plain_turn import run_plain_turn
 from apps.chat.turns.turn import Answer, ConversationDeleted, Turn, TurnHandle, TurnProgress, emit
 from apps.core.db import (
     ConnectionReleasingExecutor,
-    raise_if_busy,
     release_connections,
     rows_write,
 )
@@ -81,14 +80,11 @@ async def turn_start(
     """Validate and persist the user's message, then run the turn as a task publishing frames.
 
     Raises ``ServiceError`` (400 invalid request or unknown agent definition, 404 conversation or
-    project, 409 turn in progress or disabled agent definition) before anything is persisted or streamed.
+    project, 409 turn in progress or disabled agent definition) before anything is persisted or streamed;
+    any other failure (a busy database among them) is the transport's ``error_classify``'s to name.
     """
     text = limits.message_validate(message)
-    try:
-        await recover_once()
-    except DatabaseError as exc:
-        raise_if_busy(exc)
-        raise
+    await recover_once()
     if conversation_id and not parse_uuid(conversation_id):
         raise selectors.ConversationNotFound()
     admit = sync_to_async(
