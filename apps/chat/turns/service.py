@@ -219,25 +219,23 @@ async def _heartbeat(turn: Turn) -> None:
 
 
 async def _run_turn_body(turn: Turn, provider: Provider | None) -> DoneFrame:
+    """The turn from ``meta`` to ``done``, whatever ends it; the same for a turn taken over from
+    a dead process (``turn.attempt`` > 1), whose followers had ``meta`` (and the start) from it."""
     conversation_key = turn.key
     run_id = str(turn.run_id) if turn.run_id else None
     done = DoneFrame(messageId=None, runId=run_id)
-    if turn.attempt > 1:
-        # Taken over: its followers had ``meta`` (and the start) from the process that died.
-        return await _run_taken_over(turn, provider)
     try:
-        await emit(
-            turn,
-            MetaFrame(
+        if turn.attempt == 1:
+            meta = MetaFrame(
                 conversationId=conversation_key,
                 messageId=str(turn.user_message.id),
                 agentDefinitionId=str(turn.agent_definition.id) if turn.agent_definition else None,
                 runId=run_id,
                 model=turn.model,
-            ),
-        )
-        if turn.resume is None:
-            await _turn_started_announce(turn)
+            )
+            await emit(turn, meta)
+            if turn.resume is None:
+                await _turn_started_announce(turn)
         done = await _branch_run(turn, provider, done)
     except LeaseLost:
         log.warning("turn %s: another process took it over; this one stops", turn.turn_id)
@@ -279,37 +277,6 @@ async def _branch_run(turn: Turn, provider: Provider | None, done: DoneFrame) ->
     if answer.retrieval_context.get("stop_reason") == "approval_required":
         approval_expiry_arm(turn.conversation.id)
     return DoneFrame(messageId=str(message.id), runId=done.runId, citations=answer.citations)
-
-
-async def _run_taken_over(turn: Turn, provider: Provider | None) -> DoneFrame:
-    """The body of a turn taken over from a dead process (``turn.attempt`` > 1)."""
-    done = DoneFrame(messageId=None, runId=str(turn.run_id) if turn.run_id else None)
-    try:
-        done = await _branch_run(turn, provider, done)
-    except LeaseLost:
-        log.warning("turn %s: another process took it over; this one stops", turn.turn_id)
-        turn.released = True  # not ours to release any more
-        return done
-    except ConversationDeleted:
-        if not turn.deleted:
-            turn.deleted = True
-            await emit(turn, ErrorFrame(error="the conversation was deleted", code="conversation_deleted"))
-        done = DoneFrame(messageId=None, runId=done.runId)
-    except Exception as exc:
-        failure = error_classify(exc, where=f"turn {turn.turn_id} of conversation {turn.key}")
-        await emit(turn, ErrorFrame(error=failure.message, code=failure.code))
-        done = DoneFrame(messageId=None, runId=done.runId)
-    finally:
-        if not turn.released:
-            await claim_release_retrying(turn)
-        if turn.lease_lost:
-            await turn.bus.abandon(turn.key)
-        else:
-            try:
-                await emit(turn, done)
-            finally:
-                await turn.bus.finish(turn.key)
-    return done
 
 
 class LeaseLost(Exception):
