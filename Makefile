@@ -9,7 +9,7 @@ PIP := $(VENV)/bin/pip
 HOST ?= 127.0.0.1
 PORT ?= 8000
 STAMP := $(VENV)/.installed
-# The embedded cluster's directory (config/embedded_db.py reads KGCHAT_DATA_DIR too): the embedding
+# The embedded cluster's directory (apps/core/embedded_db.py reads KGCHAT_DATA_DIR too): the embedding
 # worker's log and pid file live in it, so a second data directory never shares or loses them.
 DATA_DIR := $(or $(KGCHAT_DATA_DIR),.data)
 export DJANGO_SETTINGS_MODULE ?= config.settings.local

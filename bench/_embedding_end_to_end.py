@@ -33,7 +33,7 @@ def postgres_cpu_seconds() -> float | None:
     """CPU time of this checkout's embedded PostgreSQL so far (live processes and reaped backends)."""
     import psutil
 
-    from config.embedded_db import PGDATA
+    from apps.core.embedded_db import PGDATA
 
     pid_file = PGDATA / "postmaster.pid"
     if not pid_file.exists():

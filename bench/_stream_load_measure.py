@@ -198,7 +198,7 @@ def postmaster_pid() -> int | None:
     """The embedded PostgreSQL's postmaster (None with ``DATABASE_URL``: its CPU is not counted)."""
     if os.environ.get("DATABASE_URL"):
         return None
-    from config import embedded_db
+    from apps.core import embedded_db
 
     pid_file = embedded_db.PGDATA / "postmaster.pid"
     try:

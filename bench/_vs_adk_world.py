@@ -17,7 +17,7 @@ def _database_url(*, fresh: bool = False) -> str:
     """Create the bench database on the embedded cluster when missing (anew if ``fresh``); return its URL."""
     import psycopg
 
-    from config import embedded_db
+    from apps.core import embedded_db
 
     embedded_db.start()
     host = embedded_db.socket_dir()

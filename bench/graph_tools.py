@@ -301,7 +301,7 @@ def graph_prepare(pid: uuid.UUID, vectors: np.ndarray, embedder: SyntheticEmbedd
             f"load average {', '.join(f'{x:.1f}' for x in os.getloadavg())}",
             flush=True,
         )
-    # With the server's maintenance_work_mem, as the product builds it (config/embedded_db.py);
+    # With the server's maintenance_work_mem, as the product builds it (apps/core/embedded_db.py);
     # a reused project whose index is missing gets it here.
     started = time.monotonic()
     with connection.cursor() as cursor:

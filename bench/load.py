@@ -49,7 +49,7 @@ class ClientResult:
 def _setup_django() -> None:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.local")
     if not os.environ.get("DATABASE_URL"):
-        from config import embedded_db
+        from apps.core import embedded_db
 
         embedded_db.start()
     import django

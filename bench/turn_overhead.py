@@ -25,7 +25,7 @@ TARGET_RATIO = 1.5
 def _setup_django() -> None:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.local")
     if not os.environ.get("DATABASE_URL"):
-        from config import embedded_db
+        from apps.core import embedded_db
 
         embedded_db.start()
     import logging

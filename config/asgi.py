@@ -61,7 +61,7 @@ async def _recover() -> None:
 def _recover_as_daphne_starts() -> None:
     """Under daphne (Twisted's asyncio reactor, no ASGI lifespan): start taking over turns as soon
     as the server runs, not at its first request, so a restarted process goes on with the turns its
-    predecessor was running whether or not a client comes back (``service.takeover_start``)."""
+    predecessor was running whether or not a client comes back (``recovery.takeover_start``)."""
     reactor = sys.modules.get("twisted.internet.reactor")
     if reactor is None or type(reactor).__name__ != "AsyncioSelectorReactor":
         return

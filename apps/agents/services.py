@@ -142,6 +142,22 @@ def agent_run_take_over(*, run: AgentRun) -> bool:
     return bool(taken)
 
 
+def agent_run_take_over_running(*, conversation_id: uuid.UUID) -> AgentRun | None:
+    """Take over the running run of a conversation whose turn this process just claimed (its
+    process died): locked, then made this process's (``agent_run_take_over``). None when the
+    conversation has no running run (a plain turn, or a run that ended before its answer was
+    stored). Call it in the claim's transaction."""
+    run = (
+        AgentRun.objects.select_for_update()
+        .filter(conversation_id=conversation_id, status=RunStatus.RUNNING)
+        .order_by("-started_at")
+        .first()
+    )
+    if run is not None:
+        agent_run_take_over(run=run)
+    return run
+
+
 def agent_run_close(*, run: AgentRun, status: RunStatus, stop_reason: str, error: str) -> None:
     """Close a run with nothing more than why (a run whose ending itself failed: nothing of it
     is read again)."""

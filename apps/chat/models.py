@@ -34,7 +34,7 @@ class Conversation(models.Model):
     # A user asked to stop the turn: its process stops it, and a takeover ends it instead of resuming.
     active_turn_cancelled = models.BooleanField(default=False, editable=False)
     # What a plain turn has streamed so far, saved as it goes (an agent turn saves it on its run), so
-    # that a turn whose process dies keeps the text the user saw (see ``services.interrupted_turns_recover``).
+    # that a turn whose process dies keeps the text the user saw (see ``chat.turns.recovery``).
     active_turn_text = models.TextField(blank=True, default="", editable=False)
     # Where the turn's frames were when it last saved its text (``turn.TurnProgress``): the last
     # ``seq`` published, how many characters its ``token`` frames carried, the tool calls shown

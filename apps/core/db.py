@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, ParamSpec, TypeVar, cast
 
-from django.db import DEFAULT_DB_ALIAS, DatabaseError, connections
+from django.db import DEFAULT_DB_ALIAS, connections
 from django.db.backends.postgresql.base import ServerBindingCursor  # type: ignore[attr-defined]
 from django.db.models import Model, QuerySet
 from django.db.models.sql import InsertQuery, UpdateQuery
@@ -61,12 +61,6 @@ def is_database_busy(exc: BaseException) -> bool:
             return True
         current = current.__cause__ or current.__context__
     return False
-
-
-def raise_if_busy(exc: BaseException) -> None:
-    """Re-raise a busy database as ``DatabaseBusy`` (a 503); leave any other error alone."""
-    if isinstance(exc, DatabaseError) and is_database_busy(exc):
-        raise DatabaseBusy() from exc
 
 
 def release_connections() -> None:

@@ -26,9 +26,9 @@ from apps.agents.llm.base import ModelUnavailable, Provider
 from apps.agents.models import AgentDefinition, AgentRun, AgentRunToolCall
 from apps.chat.models import Conversation, Message
 from apps.chat.streams.bus import get_bus
-from apps.chat.turns.admission import RateLimited
 from apps.chat.turns.citations import KnownEntities, iter_entities
 from apps.chat.turns.grounding import Grounding, graph_lookup, invented_spans
+from apps.chat.turns.limits import RateLimited
 from apps.chat.turns.service import turn_start
 from apps.core.errors import ServiceError
 from apps.evals import metaqa

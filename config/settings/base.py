@@ -9,7 +9,7 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
-from config import embedded_db
+from apps.core import embedded_db
 
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
 

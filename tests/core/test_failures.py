@@ -128,3 +128,16 @@ def test_no_transport_classifies_errors_on_its_own(path):
     assert "error_classify(" in source
     assert "bad_input_from(" not in source
     assert "is_database_busy(exc)" not in source
+
+
+def test_a_busy_database_is_named_by_the_classifier_alone():
+    """Issue #49 item 3: no service turns a busy database into ``DatabaseBusy`` on its own (the
+    admission and the turn service once did, for a ``DatabaseError`` only); ``error_classify``
+    names it for every transport and every way a turn ends."""
+    naming = sorted(
+        str(path.relative_to(ROOT))
+        for path in (ROOT / "apps").rglob("*.py")
+        if "DatabaseBusy()" in path.read_text()
+    )
+
+    assert naming == ["apps/core/failures.py"]

@@ -15,9 +15,9 @@ from django.utils import timezone
 
 from apps.agents.models import AgentRun
 from apps.chat.models import Conversation, Message, MessageRole
-from apps.chat.turns.admission import graph_version_value
 from apps.core.db import _insert_sql, _insert_sql_django, bound_cursor, rows_write
 from apps.core.prepared import QueryTemplate
+from apps.graph_tools.versions import graph_version_value
 from apps.projects.models import Project
 from tests.factories import make_agent_definition, make_conversation, make_project, make_user
 

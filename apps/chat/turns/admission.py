@@ -1,11 +1,11 @@
-"""What a message must pass before it becomes a turn (its text, the sender's rate, its
-conversation), and the ``Turn`` it becomes.
+"""What a message becomes before it streams: its conversation (mine, or a new one), the claim on
+it, the ``Turn`` to run, and the rows it starts with.
 
-Plain checks and lookups the turn service (``services.turn_start``) makes inside its
-transaction, before it claims the conversation; each raises a ``ServiceError`` the transports map.
-The rows a turn starts with (a new conversation, the user message, the agent run) go to the
-database in one statement with what the turn reads at the same instant
-(``apps.core.db.rows_write``).
+The turn service (``service.turn_start``) calls ``turn_admit`` on the admission threads; its
+checks of the text and the sender's rate are ``limits``. Each refusal raises a ``ServiceError``
+the transports map, before anything is stored. The rows a turn starts with (a new conversation,
+the user message, the agent run) go to the database in one statement with what the turn reads at
+the same instant (``apps.core.db.rows_write``).
 """
 
 from __future__ import annotations
@@ -19,9 +19,8 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import DatabaseError, connection, transaction
-from django.db.models import F, Func, IntegerField, Model, QuerySet, Subquery
-from django.db.models.expressions import RawSQL
+from django.db import transaction
+from django.db.models import Model, QuerySet, Subquery
 from django.utils import timezone
 
 from apps.agents.events import ToolResume
@@ -54,92 +53,19 @@ from apps.chat.turns.claim import (
     lease_seconds,
 )
 from apps.chat.turns.context import to_history
+from apps.chat.turns.limits import InvalidMessage, rate_count, rate_enforce, rate_query, rate_since
 from apps.chat.turns.turn import CLAIMED_MARK, Turn
 from apps.core.db import (
-    raise_if_busy,
     release_connections,
     rows_write,
 )
-from apps.core.errors import ServiceError
 from apps.core.prepared import QueryTemplate
-from apps.graph_tools.models import GraphVersion, WriteApproval
+from apps.graph_tools.models import WriteApproval
 from apps.graph_tools.registry import availability_reads
 from apps.graph_tools.selectors import approval_result
-from apps.graph_tools.versions import graph_version_current
+from apps.graph_tools.versions import graph_version_current, graph_version_query, graph_version_value
 from apps.projects.models import Project
 from apps.projects.selectors import Principal, parse_uuid, principal_of, project_get
-
-
-class InvalidMessage(ServiceError):
-    """invalid message"""
-
-    code = "invalid_request"
-
-
-class RateLimited(ServiceError):
-    """too many turns"""
-
-    status = 429
-    code = "rate_limited"
-
-
-def message_validate(message: object) -> str:
-    """The message's text; ``InvalidMessage`` when it is empty or longer than the operator's limit."""
-    if not isinstance(message, str) or not message.strip():
-        raise InvalidMessage("message must not be empty")
-    limit = settings.KGCHAT_MAX_MESSAGE_CHARS
-    if len(message) > limit:
-        raise InvalidMessage(f"message is longer than {limit} characters", code="message_too_long")
-    return message
-
-
-def _rate_query(*, user_id: int, since: datetime) -> QuerySet[Message, Any]:
-    return (
-        Message.objects.filter(role=MessageRole.USER, conversation__user_id=user_id, created_at__gte=since)
-        .order_by()
-        .values(n=Func(F("id"), function="COUNT", output_field=IntegerField()))
-    )
-
-
-_RATE = QueryTemplate(_rate_query)
-
-
-def _rate_since() -> datetime | None:
-    """Where the rate's minute starts; None when no limit is configured (nothing to count)."""
-    if settings.KGCHAT_TURNS_PER_MINUTE <= 0:
-        return None
-    return timezone.now() - timedelta(minutes=1)
-
-
-def rate_count(principal: Principal) -> tuple[str, list[Any]] | None:
-    """How many messages the user sent in the last minute, as a one-value read for ``rows_write``
-    (None: no limit configured, nothing to count)."""
-    since = _rate_since()
-    return None if since is None else _RATE.sql_with_params(user_id=principal.user_id, since=since)
-
-
-def rate_enforce(recent: int | None) -> None:
-    """``RateLimited`` when the user sent ``KGCHAT_TURNS_PER_MINUTE`` messages in the last minute
-    (``recent``, counted before this message by ``rate_count``)."""
-    limit = settings.KGCHAT_TURNS_PER_MINUTE
-    if limit > 0 and (recent or 0) >= limit:
-        raise RateLimited(f"at most {limit} messages a minute; try again shortly")
-
-
-_GRAPH_VERSION = QueryTemplate(
-    lambda *, project_id: GraphVersion.objects.filter(project_id=project_id).values("version")
-)
-
-
-def graph_version_query(project_id: uuid.UUID) -> tuple[str, list[Any]]:
-    """The project's graph version as a one-value read for ``rows_write`` (no row: version 0)."""
-    return _GRAPH_VERSION.sql_with_params(project_id=project_id)
-
-
-def graph_version_value(project_id: uuid.UUID) -> RawSQL:
-    """The project's graph version as a value an inserted row takes in the same statement."""
-    table = connection.ops.quote_name(GraphVersion._meta.db_table)
-    return RawSQL(f"COALESCE((SELECT version FROM {table} WHERE project_id = %s), 0)", [project_id])
 
 
 def _title_from(message: str) -> str:
@@ -213,7 +139,7 @@ def _new_conversation_query(
         .filter(id=definition_id, project_id=project_id)
     )
     if since is not None:
-        found = found.annotate(recent_messages=Subquery(_rate_query(user_id=user_id, since=since)))
+        found = found.annotate(recent_messages=Subquery(rate_query(user_id=user_id, since=since)))
     return found
 
 
@@ -228,7 +154,7 @@ def _project_and_definition(
 
     With both ids (what clients send) one query reads both and the rate; when it finds nothing,
     the rate and the project are read alone, to tell a 404 project from a 400 definition."""
-    since = _rate_since()
+    since = rate_since()
     pid, did = parse_uuid(project_id), parse_uuid(agent_definition_id) if agent_definition_id else None
     if pid and did:
         definition = _NEW_CONVERSATION.first(
@@ -244,7 +170,7 @@ def _project_and_definition(
             return definition.project, definition
     if since is not None:
         # get(), not first(): first() orders by id, which a COUNT without GROUP BY cannot have.
-        rate_enforce(_rate_query(user_id=principal.user_id, since=since).get()["n"])
+        rate_enforce(rate_query(user_id=principal.user_id, since=since).get()["n"])
     project = project_get(principal=principal, project_ref=project_id)
     if not agent_definition_id:
         return project, None
@@ -351,65 +277,64 @@ def turn_admit(
                 agent_definition_id=agent_definition_id,
                 turn_id=turn_id,
             )
-            expired: list[WriteApproval] = []
-            if not created:
-                has_approvals = claim_take_reading_approvals(conversation.id, turn_id)
-                if has_approvals is None:
-                    raise TurnInProgress(
-                        "a turn is already running in this conversation; wait for it or cancel it"
-                    )
-                # Only a conversation that ever had an approval has one to settle or wait for.
-                if has_approvals:
-                    expired = approvals_settle_claimed(conversation.id)
-            user_message = Message(conversation=conversation, role=MessageRole.USER, content=message)
+            expired = [] if created else _follow_up_claim(conversation.id, turn_id)
             turn = turn_build(
                 turn_id=turn_id,
                 conversation=conversation,
                 project=project,
                 definition=definition,
-                user_message=user_message,
+                user_message=Message(conversation=conversation, role=MessageRole.USER, content=message),
                 new_conversation=created,
-                graph_version=0,  # read below, with the rows
+                graph_version=0,  # read by ``_first_rows_write``, with the rows
             )
-            rows: list[Model] = [conversation, user_message] if created else [user_message]
-            if turn.run_id is not None and definition is not None:
-                # Opened with the turn's other rows: the executor reaches the model without a write.
-                turn.run = agent_run_new(
-                    project_id=project.id,
-                    agent_definition_id=definition.pk,
-                    conversation_id=conversation.id,
-                    model=turn.model,
-                    run_id=turn.run_id,
-                    graph_version=graph_version_value(project.id),
-                )
-                rows.append(turn.run)
-            # An agent turn reads what its tools have to work on in the project here, not in a
-            # round trip before the model's first request.
-            checks = availability_reads(project.id) if definition is not None else {}
-            version, recent, *available = rows_write(
-                inserts=rows,
-                reads=[
-                    graph_version_query(project.id),
-                    None if created else rate_count(principal),
-                    *checks.values(),
-                ],
-            )
-            rate_enforce(recent)  # a follow-up's: its claim and rows roll back
-            turn.graph_version = int(version or 0)
-            if definition is not None:
-                turn.tools_available = {
-                    name: bool(found) for name, found in zip(checks, available, strict=True)
-                }
-            if turn.run is not None:
-                turn.run.graph_version = turn.graph_version
+            _first_rows_write(turn, principal=principal, created=created)
         return turn, [approval_event(approval) for approval in expired]
-    except DatabaseError as exc:
-        raise_if_busy(exc)
-        raise
     finally:
         # The request that started the turn may stream its frames for minutes: it must not keep
         # a pooled connection meanwhile.
         release_connections()
+
+
+def _follow_up_claim(conversation_id: uuid.UUID, turn_id: uuid.UUID) -> list[WriteApproval]:
+    """Claim a follow-up's conversation for ``turn_id`` (``TurnInProgress`` when a turn holds it)
+    and settle its expired approvals; the approvals this closed as expired."""
+    has_approvals = claim_take_reading_approvals(conversation_id, turn_id)
+    if has_approvals is None:
+        raise TurnInProgress("a turn is already running in this conversation; wait for it or cancel it")
+    # Only a conversation that ever had an approval has one to settle or wait for.
+    return approvals_settle_claimed(conversation_id) if has_approvals else []
+
+
+def _first_rows_write(turn: Turn, *, principal: Principal, created: bool) -> None:
+    """Store the rows a turn starts with (a new conversation, the user message, an agent turn's
+    run) in one statement that reads, at the same instant, the graph version, a follow-up's rate
+    (``RateLimited``: the caller's transaction rolls its claim and rows back) and, for an agent
+    turn, what its tools have to work on in the project (not a round trip before the model's
+    first request)."""
+    conversation, project, definition = turn.conversation, turn.project, turn.agent_definition
+    rows: list[Model] = [conversation, turn.user_message] if created else [turn.user_message]
+    if turn.run_id is not None and definition is not None:
+        # Opened with the turn's other rows: the executor reaches the model without a write.
+        turn.run = agent_run_new(
+            project_id=project.id,
+            agent_definition_id=definition.pk,
+            conversation_id=conversation.id,
+            model=turn.model,
+            run_id=turn.run_id,
+            graph_version=graph_version_value(project.id),
+        )
+        rows.append(turn.run)
+    checks = availability_reads(project.id) if definition is not None else {}
+    version, recent, *available = rows_write(
+        inserts=rows,
+        reads=[graph_version_query(project.id), None if created else rate_count(principal), *checks.values()],
+    )
+    rate_enforce(recent)
+    turn.graph_version = int(version or 0)
+    if definition is not None:
+        turn.tools_available = {name: bool(found) for name, found in zip(checks, available, strict=True)}
+    if turn.run is not None:
+        turn.run.graph_version = turn.graph_version
 
 
 def turn_admit_resumed(approval: WriteApproval) -> Turn | None:

@@ -1,5 +1,6 @@
 """Graph changes a turn proposed and waits for: settling expired approvals when the next message
-comes, announcing decisions to every socket watching the conversation, expiring them on time."""
+comes, announcing decisions to every socket watching the conversation, expiring them on time, and
+finding the decided ones whose continuing turn never started (``recovery`` starts them)."""
 
 from __future__ import annotations
 
@@ -12,11 +13,14 @@ from datetime import timedelta
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
+from apps.agents.models import AgentRun
 from apps.chat.models import Conversation, Message, MessageRole
 from apps.chat.streams.bus import get_bus
 from apps.chat.streams.frames import ApprovalDecidedFrame
+from apps.chat.turns.claim import lease_seconds
 from apps.core.db import (
     release_connections,
 )
@@ -161,3 +165,38 @@ async def _approvals_expired(conversation_id: uuid.UUID) -> None:
         await approvals_announce(await _approvals_settle_now(conversation_id))
     except Exception:
         log.exception("closing the expired approvals of conversation %s failed", conversation_id)
+
+
+def decided_approvals_never_continued(*, limit: int) -> list[WriteApproval]:
+    """Approvals decided (approved: the write done; or declined) whose continuing turn never
+    started: the process died between the decision's commit and the turn's claim. Decided at least
+    a lease ago (the deciding process claims at once) and within the turn timeout; their
+    conversation free, its last message still the answer paused for this approval, and no run of
+    it started since the decision (a continuation that ran and failed is not run again)."""
+    now = timezone.now()
+    candidates = WriteApproval.objects.filter(
+        Exists(Conversation.objects.filter(id=OuterRef("conversation_id"), active_turn_id__isnull=True)),
+        ~Exists(
+            AgentRun.objects.filter(
+                conversation_id=OuterRef("conversation_id"), started_at__gte=OuterRef("decided_at")
+            )
+        ),
+        status__in=[ApprovalStatus.APPROVED, ApprovalStatus.REJECTED],
+        decided_at__lt=now - timedelta(seconds=lease_seconds()),
+        decided_at__gte=now - timedelta(seconds=settings.KGCHAT_TURN_TIMEOUT_SECONDS),
+    ).exclude(call_id="")
+    found = []
+    candidates = candidates.select_related("decided_by")  # what ``approval_event`` tells
+    for approval in candidates[:limit]:
+        if approval.conversation_id is None:
+            continue
+        last = (
+            Message.objects.filter(conversation_id=approval.conversation_id)
+            .order_by("-created_at", "-id")
+            .only("retrieval_context")
+            .first()
+        )
+        context = last.retrieval_context if last is not None else None
+        if isinstance(context, dict) and context.get("approval_id") == str(approval.id):
+            found.append(approval)
+    return found

@@ -13,8 +13,8 @@ from asgiref.sync import sync_to_async
 
 from apps.agents.plain import Provider
 from apps.chat.streams.frames import ApprovalDecidedFrame
-from apps.chat.turns.admission import InvalidMessage
 from apps.chat.turns.approval_events import approval_event, approvals_announce, approvals_settle
+from apps.chat.turns.limits import InvalidMessage
 from apps.chat.turns.service import turn_resume
 from apps.chat.turns.turn import TurnHandle
 from apps.core.db import release_connections

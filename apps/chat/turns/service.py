@@ -12,7 +12,6 @@ import asyncio
 import contextlib
 import json
 import logging
-import threading
 import uuid
 from datetime import timedelta
 from functools import partial
@@ -20,7 +19,7 @@ from typing import Any, cast
 
 from asgiref.sync import ThreadSensitiveContext, sync_to_async
 from django.conf import settings
-from django.db import DatabaseError, IntegrityError
+from django.db import IntegrityError
 from django.db.models import Case, F, Field, Q, Value, When
 from django.db.models.expressions import RawSQL
 from django.utils import timezone
@@ -34,16 +33,14 @@ from apps.chat import selectors
 from apps.chat.models import Conversation, Message, MessageRole
 from apps.chat.streams.bus import get_bus
 from apps.chat.streams.frames import DoneFrame, ErrorFrame, MetaFrame, TurnStartedFrame
-from apps.chat.turns import admission, takeover
+from apps.chat.turns import admission, limits, recovery
 from apps.chat.turns.agent_turn import run_agent_turn
 from apps.chat.turns.approval_events import (
-    approval_event,
     approval_expiry_arm,
     approvals_announce,
 )
 from apps.chat.turns.claim import (
     RELEASED,
-    TurnInProgress,
     claim_cancel_ask,
     claim_release_retrying,
     claim_renew,
@@ -51,13 +48,9 @@ from apps.chat.turns.claim import (
     turn_progress_save,
 )
 from apps.chat.turns.plain_turn import run_plain_turn
-from apps.chat.turns.recovery import (
-    interrupted_turns_recover,
-)
 from apps.chat.turns.turn import Answer, ConversationDeleted, Turn, TurnHandle, TurnProgress, emit
 from apps.core.db import (
     ConnectionReleasingExecutor,
-    raise_if_busy,
     release_connections,
     rows_write,
 )
@@ -87,14 +80,11 @@ async def turn_start(
     """Validate and persist the user's message, then run the turn as a task publishing frames.
 
     Raises ``ServiceError`` (400 invalid request or unknown agent definition, 404 conversation or
-    project, 409 turn in progress or disabled agent definition) before anything is persisted or streamed.
+    project, 409 turn in progress or disabled agent definition) before anything is persisted or streamed;
+    any other failure (a busy database among them) is the transport's ``error_classify``'s to name.
     """
-    text = admission.message_validate(message)
-    try:
-        await recover_once()
-    except DatabaseError as exc:
-        raise_if_busy(exc)
-        raise
+    text = limits.message_validate(message)
+    await recover_once()
     if conversation_id and not parse_uuid(conversation_id):
         raise selectors.ConversationNotFound()
     admit = sync_to_async(
@@ -229,25 +219,23 @@ async def _heartbeat(turn: Turn) -> None:
 
 
 async def _run_turn_body(turn: Turn, provider: Provider | None) -> DoneFrame:
+    """The turn from ``meta`` to ``done``, whatever ends it; the same for a turn taken over from
+    a dead process (``turn.attempt`` > 1), whose followers had ``meta`` (and the start) from it."""
     conversation_key = turn.key
     run_id = str(turn.run_id) if turn.run_id else None
     done = DoneFrame(messageId=None, runId=run_id)
-    if turn.attempt > 1:
-        # Taken over: its followers had ``meta`` (and the start) from the process that died.
-        return await _run_taken_over(turn, provider)
     try:
-        await emit(
-            turn,
-            MetaFrame(
+        if turn.attempt == 1:
+            meta = MetaFrame(
                 conversationId=conversation_key,
                 messageId=str(turn.user_message.id),
                 agentDefinitionId=str(turn.agent_definition.id) if turn.agent_definition else None,
                 runId=run_id,
                 model=turn.model,
-            ),
-        )
-        if turn.resume is None:
-            await _turn_started_announce(turn)
+            )
+            await emit(turn, meta)
+            if turn.resume is None:
+                await _turn_started_announce(turn)
         done = await _branch_run(turn, provider, done)
     except LeaseLost:
         log.warning("turn %s: another process took it over; this one stops", turn.turn_id)
@@ -291,115 +279,33 @@ async def _branch_run(turn: Turn, provider: Provider | None, done: DoneFrame) ->
     return DoneFrame(messageId=str(message.id), runId=done.runId, citations=answer.citations)
 
 
-async def _run_taken_over(turn: Turn, provider: Provider | None) -> DoneFrame:
-    """The body of a turn taken over from a dead process (``turn.attempt`` > 1)."""
-    done = DoneFrame(messageId=None, runId=str(turn.run_id) if turn.run_id else None)
-    try:
-        done = await _branch_run(turn, provider, done)
-    except LeaseLost:
-        log.warning("turn %s: another process took it over; this one stops", turn.turn_id)
-        turn.released = True  # not ours to release any more
-        return done
-    except ConversationDeleted:
-        if not turn.deleted:
-            turn.deleted = True
-            await emit(turn, ErrorFrame(error="the conversation was deleted", code="conversation_deleted"))
-        done = DoneFrame(messageId=None, runId=done.runId)
-    except Exception as exc:
-        failure = error_classify(exc, where=f"turn {turn.turn_id} of conversation {turn.key}")
-        await emit(turn, ErrorFrame(error=failure.message, code=failure.code))
-        done = DoneFrame(messageId=None, runId=done.runId)
-    finally:
-        if not turn.released:
-            await claim_release_retrying(turn)
-        if turn.lease_lost:
-            await turn.bus.abandon(turn.key)
-        else:
-            try:
-                await emit(turn, done)
-            finally:
-                await turn.bus.finish(turn.key)
-    return done
-
-
 class LeaseLost(Exception):
     """The turn's claim moved to another process (this one was taken for dead): it stops silently."""
 
 
+def _runner(provider: Provider | None) -> recovery.TurnRunner:
+    """How a turn runs here, for the takeover of turns whose process died (``recovery``)."""
+    return recovery.TurnRunner(
+        launch=partial(_launch, provider=provider),
+        resume=partial(_resume, provider=provider),
+        running=_running,
+    )
+
+
+async def _resume(approval: WriteApproval, *, provider: Provider | None) -> TurnHandle | None:
+    return await turn_resume(approval=approval, provider=provider)
+
+
 async def turns_take_over(provider: Provider | None = None) -> int:
-    """Take over the turns whose lease lapsed (``recovery.turns_expired_take``): go on with each
-    agent turn in this process, resumed or stopped; end the others with their last frames; end
-    the runs of deleted conversations. How many turns were taken.
-
-    A turn this process still runs is never taken here, even with its lease lapsed (its heartbeat
-    starved of CPU): it is alive, and a second run of it would stream and store its answer twice."""
-    expired = await sync_to_async(takeover.expired_take, thread_sensitive=False)(list(_running))
-    await takeover.runs_of_deleted_end(expired.runs_of_deleted)
-    for approval in expired.approvals:
-        await _continue_decided(approval, provider)
-    for taken in expired.turns:
-        try:
-            await takeover.taken_over_go(taken, partial(_launch, provider=provider))
-        except Exception:
-            log.exception("taking over turn %s failed; its lease lapses again", taken.turn_id)
-    return len(expired.turns) + len(expired.approvals)
-
-
-async def _continue_decided(approval: WriteApproval, provider: Provider | None) -> None:
-    """Start the turn that continues a decided approval, which its deciding process died before
-    starting (the decision, and an approved write, stand: the agent gets its result)."""
-    try:
-        handle = await turn_resume(approval=approval, provider=provider)
-    except TurnInProgress:
-        return  # another process started it meanwhile
-    except Exception:
-        log.exception("continuing approval %s failed; tried again later", approval.id)
-        return
-    await approvals_announce([approval_event(approval, continued=handle is not None)])
-
-
-_takeover_task: asyncio.Task[None] | None = None
-
-
-def takeover_start() -> None:
-    """Start this process's takeover loop (once): every third of the lease, ``turns_take_over``."""
-    global _takeover_task
-    if _takeover_task is not None and not _takeover_task.done():
-        return
-    _takeover_task = asyncio.get_running_loop().create_task(_takeover_loop(), name="turn takeover")
-
-
-async def _takeover_loop() -> None:
-    while True:
-        try:
-            await turns_take_over()
-        except Exception:
-            log.warning("taking over turns whose lease lapsed failed; trying again", exc_info=True)
-        await asyncio.sleep(lease_seconds() / 3)
-
-
-_recovered = False
-_recovery_lock = threading.Lock()
-
-
-def _recover_once_sync() -> None:
-    global _recovered
-    try:
-        with _recovery_lock:
-            if not _recovered:
-                interrupted_turns_recover()
-                _recovered = True
-    finally:
-        release_connections()
+    """Take over the turns whose lease lapsed, going on with them in this process
+    (``recovery.turns_take_over``); how many turns were taken."""
+    return await recovery.turns_take_over(_runner(provider))
 
 
 async def recover_once() -> None:
     """Before this process serves anything: close dead processes' batch runs (once), and start
-    taking over the chat turns whose lease lapses (``takeover_start``). A failed attempt (the
-    database is down) is tried again by the next request."""
-    takeover_start()
-    if not _recovered:
-        await sync_to_async(_recover_once_sync)()
+    taking over the chat turns whose lease lapses (``recovery.recover_once``)."""
+    await recovery.recover_once(_runner(None))
 
 
 async def _turn_started_announce(turn: Turn) -> None:

