@@ -212,15 +212,15 @@ def _around(question: str, mention: Mention) -> tuple[int, int] | None:
 
 def nested_description(question: str) -> Nested | None:
     """The innermost description a hop must resolve before ``question`` can be answered, or None
-    when there is none or it is the question's whole subject ("Who is the father of X?")."""
-    best: tuple[int, int, Mention] | None = None
-    for mention in _named(question):
-        span = _around(question, mention)
-        if span is not None and (best is None or span[1] - span[0] < best[1] - best[0]):
-            best = (span[0], span[1], mention)
-    if best is None:
+    when there is none or it is the question's whole subject ("Who is the father of X?"). Of two,
+    the one that is not the question's subject, else the shorter."""
+    found = [(span[0], span[1], m) for m in _named(question) if (span := _around(question, m)) is not None]
+    if not found:
         return None
-    start, end, mention = best
+    # The question's own subject ("What is the area code for Cincinnati | in the state where …") is
+    # resolved last: a description inside its modifiers first, then the shortest.
+    found.sort(key=lambda f: (bool(_WHOLE_SUBJECT.match(question[: f[0]])), f[1] - f[0]))
+    start, end, mention = found[0]
     rest = question[end:].strip()
     if _WHOLE_SUBJECT.match(question[:start]) and rest in ("", "?"):
         return None

@@ -59,6 +59,10 @@ from apps.agents.loop.questions import (
         ),
         ("Where is the district that Knott is part of located?", "the district that Knott is part of"),
         (
+            "What is the area code for Cincinnati in the state where the Atwater Church is?",
+            "the state where the Atwater Church is",  # the question's own subject last
+        ),
+        (
             "Who is the mother of the spouse of John Ernest, Duke Of Saxe-Eisenach?",
             "the spouse of John Ernest, Duke Of Saxe-Eisenach",  # a noble title is part of the name
         ),
