@@ -9,15 +9,12 @@ the other form, and an answer can give both.
 
 from __future__ import annotations
 
-import re
-import unicodedata
 from dataclasses import dataclass
 from functools import cache
 
 from countryinfo import all_countries
 
-# Spellings shorter than this are codes ("DK", "DNK"), not how a passage or an answer names a country.
-MIN_SPELLING = 4
+from apps.graph_tools.recognizer import normalise
 
 
 @dataclass(frozen=True)
@@ -29,13 +26,6 @@ class Country:
     forms: frozenset[str]
 
 
-def _key(text: str) -> str:
-    text = unicodedata.normalize("NFKD", text)
-    text = "".join(c for c in text if not unicodedata.combining(c)).casefold()
-    words = re.sub(r"[^\w\s]", " ", text).split()
-    return " ".join(words[1:] if words[:1] == ["the"] else words)
-
-
 @cache
 def _countries() -> dict[str, Country]:
     """Each form's key -> its country (a form two countries share goes to the first, in the
@@ -43,8 +33,8 @@ def _countries() -> dict[str, Country]:
     by_form: dict[str, Country] = {}
     for row in all_countries():
         name, demonym = str(row.name() or ""), str(row.demonym() or "")
-        spellings = [s for s in (row.alt_spellings() or []) if len(s) >= MIN_SPELLING or s.isupper()]
-        forms = frozenset(k for k in map(_key, [name, demonym, *spellings]) if k)
+        spellings = list(row.alt_spellings() or [])  # "UK", "United Kingdom of Great Britain and …"
+        forms = frozenset(k for k in map(normalise, [name, demonym, *spellings]) if k)
         country = Country(name=name, demonym=demonym, forms=forms)
         for form in forms:
             by_form.setdefault(form, country)
@@ -53,4 +43,4 @@ def _countries() -> dict[str, Country]:
 
 def country_of(answer: str) -> Country | None:
     """The country ``answer`` names as a whole (by name, another spelling or demonym), or None."""
-    return _countries().get(_key(answer)) if answer else None
+    return _countries().get(normalise(answer)) if answer else None

@@ -12,6 +12,7 @@ from typing import Any
 
 from apps.agents.loop.compared import date_of
 from apps.agents.loop.countries import country_of
+from apps.agents.loop.grammar import FUNCTION_WORDS
 from apps.graph_tools.recognizer import MONTHS, mentions_find, normalise
 
 # Letters by which a long word of an answer is found in a passage that inflects it.
@@ -163,8 +164,6 @@ CUES = {
     "birth": ("born",),
     "nationality": ("citizen",),
 }
-# Words of a question that say nothing of where in a passage its answer is.
-_ASKING = frozenset("who whom whose what which where when how why did does do is was are were the of".split())
 _SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"“(])")
 
 
@@ -180,7 +179,7 @@ def focus(text: str, question: str, limit: int) -> str:
     if len(text) <= limit:
         return text
     sentences = _SENTENCE.split(text)
-    asked = [w for w in plain(question).split() if w not in _ASKING and len(w) >= 3]
+    asked = [w for w in plain(question).split() if w not in FUNCTION_WORDS and len(w) >= 3]
     keys = {w[:STEM] for w in asked} | {c[:STEM] for w in asked for c in CUES.get(w, ())}
 
     def score(sentence: str) -> int:

@@ -169,18 +169,15 @@ def about(question: str, passages: Sequence[dict[str, Any]]) -> list[dict[str, A
     names = {plain(m.surface) for m in mentions_find(question) if m.kind != "date"} - {""}
     words = {w for n in names for w in n.split() if len(w) >= 4}
 
-    def whole(passage: dict[str, Any]) -> int:
-        text = f" {plain(str(passage['text']))} "
-        return sum(f" {n} " in text for n in names)
-
-    def score(passage: dict[str, Any]) -> int:
-        text = f" {plain(str(passage['text']))} "
-        return 2 * whole(passage) + sum(f" {w} " in text for w in words)
-
-    named = {str(p.get("document_id")) for p in passages if whole(p)}
-    if named:  # a namesake's passage ("Pia Ravenna" for "Domenico Ravenna") is not read
-        passages = [p for p in passages if str(p.get("document_id")) in named]
-    counted = [(score(p), i) for i, p in enumerate(passages)]
+    texts = [f" {plain(str(p['text']))} " for p in passages]
+    whole = [sum(f" {n} " in text for n in names) for text in texts]
+    named = {str(p.get("document_id")) for p, w in zip(passages, whole, strict=True) if w}
+    counted = [
+        (2 * w + sum(f" {word} " in text for word in words), i)
+        for i, (p, w, text) in enumerate(zip(passages, whole, texts, strict=True))
+        # a namesake's passage ("Pia Ravenna" for "Domenico Ravenna") is not read
+        if not named or str(p.get("document_id")) in named
+    ]
     naming = sorted((c for c in counted if c[0] > 0), key=lambda c: (-c[0], c[1]))
     return [passages[i] for _, i in naming] if naming else list(passages)
 
