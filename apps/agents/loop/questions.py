@@ -79,7 +79,10 @@ _HEAD_END = re.compile(r"\s(?:of|where|that|which|who|whose|in|on|by|for|with)\s
 # A capitalised article, "I" or a number the recognizer left out of a name it starts ("A Romance
 # Of Seville", "I Cover The Underworld", "45 Calibre Echo").
 _NAME_HEAD = re.compile(r"(?:\b(?:The|A|An|I)|\b\d+)\s+$")
-_WHOLE_SUBJECT = re.compile(r"^\s*(?:who|what|which)\s+(?:is|was|are|were)\s+$", re.IGNORECASE)
+# "Who is | the father of X?", "What is the name of | the southern tip of Africa?"
+_WHOLE_SUBJECT = re.compile(
+    r"^\s*(?:who|what|which)\s+(?:is|was|are|were)\s+(?:the\s+(?:name|title)\s+of\s+)?$", re.IGNORECASE
+)
 
 
 @dataclass(frozen=True)
@@ -213,10 +216,11 @@ def _around(question: str, mention: Mention) -> tuple[int, int] | None:
 def nested_description(question: str) -> Nested | None:
     """The innermost description a hop must resolve before ``question`` can be answered, or None
     when there is none or it is the question's whole subject ("Who is the father of X?"). Of two,
-    the one that is not the question's subject, else the shorter."""
+    the one that is not the question's subject, else the shorter. A description that names nothing
+    (``_unnamed``) is taken only when no named one is found."""
     found = [(span[0], span[1], m) for m in _named(question) if (span := _around(question, m)) is not None]
     if not found:
-        return None
+        return _unnamed(question)
     # The question's own subject ("What is the area code for Cincinnati | in the state where …") is
     # resolved last: a description inside its modifiers first, then the shortest.
     found.sort(key=lambda f: (bool(_WHOLE_SUBJECT.match(question[: f[0]])), f[1] - f[0]))
@@ -226,6 +230,45 @@ def nested_description(question: str) -> Nested | None:
         return None
     anchor = question[mention.start : _name_end(question, mention)]
     return Nested(start=start, end=end, text=question[start:end].strip(), anchor=anchor)
+
+
+# A description that names nothing, only a kind of thing and what sets it apart: "the state whose
+# official sport is jousting", or one that runs to the question's end ("… of the continent with the
+# lowest average temperature?", "… of the continent where most of the globe gets its coffee?"), after
+# a preposition.
+_WHOSE_IS = re.compile(
+    r"\bthe\s+(?:[\w-]+\s+)?[\w-]+\s+whose\s+(?:[\w-]+\s+){1,3}?(?:is|was|are|were)\s+[\w-]+",
+    re.IGNORECASE,
+)
+_TO_THE_END = re.compile(
+    r"the\s+(?:[a-z][\w-]*\s+){0,2}?[a-z][\w-]*\s+(?:where|whose|with|that|which|in which)\s+[^?A-Z]{3,}?(?=\s*\?\s*$)"
+)
+_AFTER_PREPOSITION = re.compile(r"\b(?:of|in|on|to|for|from|at|by|into)\s+$", re.IGNORECASE)
+
+
+def _unnamed(question: str) -> Nested | None:
+    """A description with no name in it (``_WHOSE_IS``, ``_TO_THE_END``; the innermost), unless it
+    is the question's whole subject. Its anchor is "": the first search, with the whole question,
+    is what the description is read from."""
+    spans = [(m.start(), m.end()) for m in _WHOSE_IS.finditer(question)]
+    if not spans:
+        spans = [
+            (m.start(), m.end())
+            for a in _ARTICLE.finditer(question)
+            if _AFTER_PREPOSITION.search(question[: a.start()])
+            and (m := _TO_THE_END.match(question, a.start()))
+        ]
+    spans = [
+        (start, end)
+        for start, end in spans
+        # one clause: "the state where monster trucks is set are the badlands" is two
+        if not _WHOLE_SUBJECT.match(question[:start])
+        and sum(w in CLAUSE_AUXILIARIES for w in question[start:end].lower().split()) <= 1
+    ]
+    if not spans:
+        return None
+    start, end = min(spans, key=lambda span: span[1] - span[0])
+    return Nested(start=start, end=end, text=question[start:end].strip(), anchor="")
 
 
 def resolved(question: str, nested: Nested, name: str) -> str:

@@ -66,6 +66,19 @@ from apps.agents.loop.questions import (
             "Who is the mother of the spouse of John Ernest, Duke Of Saxe-Eisenach?",
             "the spouse of John Ernest, Duke Of Saxe-Eisenach",  # a noble title is part of the name
         ),
+        # descriptions that name nothing: "whose … is …", or one after a preposition to the end
+        (
+            "When did the province whose national dish is herring join the federation?",
+            "the province whose national dish is herring",
+        ),
+        (
+            "What is the highest peak of the island with the wettest climate?",
+            "the island with the wettest climate",
+        ),
+        (
+            "Who built the oldest bridge in the city where most of the country buys its tea?",
+            "the city where most of the country buys its tea",
+        ),
     ],
 )
 def test_the_innermost_description_of_a_nested_question_is_found(question: str, description: str) -> None:
@@ -82,6 +95,10 @@ def test_the_innermost_description_of_a_nested_question_is_found(question: str, 
         "When was Marta Kolb born?",
         "Which book came out first, Blue Orchard or Night Ferry?",
         "how many moons does the planet have",
+        "What is the name of the eastern cape of Norland?",  # "the name of" is the whole subject
+        "What is the island with the wettest climate?",
+        "When did the team that won the most titles win its first?",  # not after a preposition
+        "What part of the region where sled races is held are the dunes?",  # two clauses
     ],
 )
 def test_a_question_with_nothing_nested_to_resolve_first_is_read_as_it_is(question: str) -> None:
