@@ -118,6 +118,11 @@ PERSON_ROLES = frozenset(
     "predecessor grandfather grandmother uncle aunt nephew niece cousin partner".split()
 )
 
+# A name between "the" and a person's role is a description too: "the It'll Be Me singer", "the
+# Vertigo director".
+_THE_BEFORE = re.compile(r"\bthe\s+$", re.IGNORECASE)
+_ROLE_AFTER = re.compile(rf"\s+(?:{'|'.join(sorted(PERSON_ROLES))})\b")
+
 
 def _named(question: str) -> list[Mention]:
     return [m for m in mentions_find(question) if m.kind in ("name", "quoted")]
@@ -200,6 +205,8 @@ def _around(question: str, mention: Mention) -> tuple[int, int] | None:
         return span
     before = question[: mention.start]
     end = _name_end(question, mention)
+    if (the := _THE_BEFORE.search(before)) is not None and (role := _ROLE_AFTER.match(question, end)):
+        return the.start(), role.end()  # "the It'll Be Me singer"
     of = _rightmost(_OF_BEFORE, before)
     clause = _rightmost(_CLAUSE_BEFORE, before)
     if (

@@ -66,6 +66,7 @@ from apps.agents.loop.questions import (
             "Who is the mother of the spouse of John Ernest, Duke Of Saxe-Eisenach?",
             "the spouse of John Ernest, Duke Of Saxe-Eisenach",  # a noble title is part of the name
         ),
+        ("Who played the Silver Rain singer in the biopic?", "the Silver Rain singer"),  # a name and a role
         # descriptions that name nothing: "whose … is …", or one after a preposition to the end
         (
             "When did the province whose national dish is herring join the federation?",
