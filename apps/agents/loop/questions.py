@@ -278,6 +278,20 @@ def _unnamed(question: str) -> Nested | None:
     return Nested(start=start, end=end, text=question[start:end].strip(), anchor="")
 
 
+def whole_names(text: str) -> list[str]:
+    """The names ``text`` holds, each whole and once: with a capitalised article or number before it
+    and a title's joined words, qualifier or noble title after it ("Jump for Glory", not "Jump" and
+    "Glory"; "45 Calibre Echo")."""
+    names: list[str] = []
+    end = 0
+    for mention in _named(text):
+        if mention.start < end:
+            continue  # inside the name before it
+        start, end = _name_start(text, mention), _name_end(text, mention)
+        names.append(text[start:end].removesuffix("'s").removesuffix("’s"))
+    return names
+
+
 def resolved(question: str, nested: Nested, name: str) -> str:
     """``question`` with its nested description replaced by the ``name`` a passage gave for it."""
     return f"{question[: nested.start]}{name.strip()}{question[nested.end :]}"

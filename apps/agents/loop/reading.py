@@ -44,6 +44,7 @@ from apps.agents.llm.base import (
 )
 from apps.agents.loop.compared import decided
 from apps.agents.loop.countries import country_of
+from apps.agents.loop.follow_up import standalone_question
 from apps.agents.loop.lookups import PASSAGE_QUERY_MAX, is_passage, passages_tool
 from apps.agents.loop.passage_text import (
     DATELESS,
@@ -418,7 +419,7 @@ async def reading_events(
         return str(picked) if picked in options else options[0]
 
     searches = reading_searches(messages[start + 1 :], tool)
-    step = await read_step(messages[start].content, searches, tool, read, choose)
+    step = await read_step(standalone_question(messages), searches, tool, read, choose)
     if step is None:
         yield failed[0] if failed else ErrorEvent(error="the model could not read the passages")
         return

@@ -54,6 +54,7 @@ from apps.agents.llm.base import (
 )
 from apps.agents.loop import plan_graph, plan_turn
 from apps.agents.loop.cards import AnswerLinker, card_entities
+from apps.agents.loop.follow_up import standalone_question
 from apps.agents.loop.holdback import FoundCall, find_call
 from apps.agents.loop.layout import RESULT_MAX_CHARS
 from apps.agents.loop.lookups import (
@@ -212,8 +213,7 @@ class SmallModelTurn:
             return
         if lookups is not None and _passage_search(messages, tools, lookups) is not None:
             # No model step: the graph did not answer, so the loop reads the documents' passages.
-            question = messages[this_turn_start(messages)].content
-            for call in first_searches(str(passages_tool(tools)), question):
+            for call in first_searches(str(passages_tool(tools)), standalone_question(messages)):
                 yield call
             yield Done(usage=usage, finish_reason="tool_calls")
             return
@@ -352,7 +352,7 @@ class SmallModelTurn:
             return
         if found.name == passages_tool(tools):
             # The model chose the documents: the loop reads them its own way (``reading``).
-            for call in first_searches(found.name, messages[this_turn_start(messages)].content):
+            for call in first_searches(found.name, standalone_question(messages)):
                 yield call
         else:
             yield ToolCall(id=_call_id(), name=found.name, arguments=found.arguments)

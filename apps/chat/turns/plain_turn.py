@@ -6,6 +6,7 @@ from typing import Any
 
 from apps.agents.events import RunError, TextDelta
 from apps.agents.history import DEFAULT_HISTORY_LIMIT
+from apps.agents.loop.follow_up import standalone
 from apps.agents.plain import Provider, plain_answer
 from apps.chat.streams.frames import ErrorFrame, TokenFrame
 from apps.chat.turns.attribution import answer_sources, sources_text
@@ -21,7 +22,7 @@ async def run_plain_turn(turn: Turn, provider: Provider | None) -> Answer | None
     one streamed answer."""
     strategy = AlwaysRetrieveStrategy()
     try:
-        retrieval = await strategy.retrieve(project_id=turn.project.id, query=turn.user_message.content)
+        retrieval = await strategy.retrieve(project_id=turn.project.id, query=_query(turn))
     except ToolError as exc:
         await emit(turn, ErrorFrame(error=f"retrieval failed: {exc.message}", code="retrieval_error"))
         return None
@@ -73,6 +74,20 @@ async def run_plain_turn(turn: Turn, provider: Provider | None) -> Answer | None
             return None
         context["stop_reason"] = "timeout" if stopped.code == "timeout" else "cancelled"
     return Answer(content=text, retrieval_context=context, citations=citations.citations)
+
+
+def _query(turn: Turn) -> str:
+    """What retrieval searches with: the user's message, a follow-up's pronouns replaced by what
+    they stand for in the previous turn ("When was he born?" → "When was Raoul Walsh born?";
+    ``follow_up.standalone``). The model still reads the whole history."""
+    users = [i for i, m in enumerate(turn.history) if m.role == "user"]
+    if not users:
+        return turn.user_message.content
+    answers = [
+        m.content for m in turn.history[users[-1] + 1 :] if m.role == "assistant" and m.content.strip()
+    ]
+    before = turn.history[users[-1]].content
+    return standalone(turn.user_message.content, before, answers[-1] if answers else "")
 
 
 def _system_prompt(turn: Turn, retrieval: Retrieval) -> str:
