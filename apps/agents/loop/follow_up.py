@@ -5,10 +5,11 @@ something they name.
 The graph loop looks up the previous question's names when a follow-up names none
 (``plan_graph``); reading searches passages with the question's words, and a pronoun finds nothing.
 Rules over English, not a model: in a question that names nothing, a personal pronoun ("he", "her",
-"their") stands for the previous answer when a "who" question asked for that name, and "it" or
-"its" for the previous answer when a "which film …" question did; otherwise either stands for the
-previous question's first name ("What is the capital of Norland?" – "And its currency?"). A question that names
-something, or has no earlier turn, is read as it is.
+"their") stands for the previous answer when a "who" question asked for that name, else for a
+person the previous question described ("the director of Night Harbour"); "it" and "its" stand for
+the previous answer when a "which film …" question asked for it. Otherwise either stands for the
+previous question's first name ("What is the capital of Norland?" – "And its currency?"). A
+question that names something, or has no earlier turn, is read as it is.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from collections.abc import Sequence
 
 from apps.agents.llm.base import ChatMessage
 from apps.agents.loop.prompt import this_turn_start
-from apps.agents.loop.questions import answer_kind, whole_names
+from apps.agents.loop.questions import PERSON_ROLES, answer_kind, nested_description, whole_names
 
 # The longest previous answer (in words) read as a name a pronoun can stand for.
 NAME_MAX_WORDS = 6
@@ -38,6 +39,14 @@ def _answer_name(answer: str) -> str:
     if not line or len(line.split()) > NAME_MAX_WORDS:
         return ""
     return line if whole_names(line) == [line] else ""
+
+
+def _person_described(question: str) -> str:
+    """The person ``question`` describes rather than names ("the director of Night Harbour" in
+    "Where was the director of Night Harbour born?"), or "": "she" then stands for the description,
+    which the reading loop resolves again."""
+    nested = nested_description(question)
+    return nested.text if nested is not None and nested.head().rstrip("s") in PERSON_ROLES else ""
 
 
 def _earlier(messages: Sequence[ChatMessage], start: int) -> tuple[str, str]:
@@ -69,7 +78,7 @@ def standalone(question: str, before: str, answer: str) -> str:
     # A "who" question's answer is whom "he" stands for, a "which film …" question's what "it" does;
     # after "What is the capital of X?", "its currency" is still X's.
     name = _answer_name(answer)
-    person = name if name and answer_kind(before) == "a name" else subject
+    person = name if name and answer_kind(before) == "a name" else _person_described(before) or subject
     thing = name if name and _ASKS_A_THING.match(before) else subject
     if person and any(p.search(question) for p in (_PERSON, _PERSON_OWN, _PERSON_HER)):
         question = _PERSON_OWN.sub(f"{person}'s", question)

@@ -45,6 +45,13 @@ from tests.llm_server import Json, LLMTestServer, completion
         ),
         # an attribute's answer: "its" is still the previous question's name
         ("What is the capital of Norland?", "Norvik.", "And its currency?", "And Norland's currency?"),
+        # a person the previous question described: the description, resolved again
+        (
+            "Where was the director of Night Shift born?",
+            "Tartu.",
+            "Who did she marry?",
+            "Who did the director of Night Shift marry?",
+        ),
         # an answer that is no name: the previous question's name
         (
             "When was Otto Brandl born?",
