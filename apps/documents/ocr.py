@@ -22,6 +22,10 @@ MAX_PIXELS = 60_000_000
 # Smaller images (icons, rules, logos on a scanned page) hold no text worth reading.
 MIN_SIDE = 32
 TIMEOUT_SECONDS = 120
+# What Pillow may open: an uploaded image is a PNG or JPEG; a scanned PDF page's image, as pypdf gives
+# it, may also be TIFF (CCITT fax), JPEG 2000 or GIF. No other decoder (AVIF, WebP...) is reached.
+UPLOAD_FORMATS = ("PNG", "JPEG")
+PDF_IMAGE_FORMATS = ("PNG", "JPEG", "TIFF", "JPEG2000", "GIF")
 
 
 @dataclass(frozen=True)
@@ -33,12 +37,12 @@ class OcrText:
     words: int
 
 
-def _png_for_engine(data: bytes) -> bytes | None:
+def _png_for_engine(data: bytes, formats: tuple[str, ...]) -> bytes | None:
     """The image as an 8-bit grey PNG, upright and flattened on white; None for a tiny image."""
     from PIL import Image, ImageOps, UnidentifiedImageError
 
     try:
-        opened = Image.open(io.BytesIO(data))
+        opened = Image.open(io.BytesIO(data), formats=formats)
         width, height = opened.size
         if width * height > MAX_PIXELS:
             raise DocumentTooLarge(
@@ -54,7 +58,11 @@ def _png_for_engine(data: bytes) -> bytes | None:
         image = image.convert("L")
         out = io.BytesIO()
         image.save(out, "PNG")
-    except (UnidentifiedImageError, OSError, ValueError, SyntaxError, Image.DecompressionBombError) as exc:
+    except UnidentifiedImageError:
+        raise DocumentCorrupt(
+            f"the file is not an image that can be read (one of {', '.join(formats)})"
+        ) from None
+    except (OSError, ValueError, SyntaxError, Image.DecompressionBombError) as exc:
         raise DocumentCorrupt(
             f"the image could not be read (it may be damaged or cut short): {exc}"
         ) from None
@@ -85,9 +93,10 @@ def _tsv_text(tsv: str) -> OcrText:
     return OcrText(paragraphs=texts, confidence=mean, words=len(confidences))
 
 
-def image_text(data: bytes, *, languages: str = "eng") -> OcrText:
-    """Read ``data`` (any image Pillow opens) by OCR; an image with no readable text gives no paragraph."""
-    png = _png_for_engine(data)
+def image_text(data: bytes, *, languages: str = "eng", formats: tuple[str, ...] = UPLOAD_FORMATS) -> OcrText:
+    """Read ``data`` (an image in one of ``formats``) by OCR; an image with no readable text gives no
+    paragraph."""
+    png = _png_for_engine(data, formats)
     if png is None:
         return OcrText(paragraphs=[], confidence=None, words=0)
     # One thread: the machine's cores are shared with the app's other work; pages are read in turn.

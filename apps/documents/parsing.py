@@ -26,7 +26,7 @@ from apps.documents.errors import (
     UnsupportedDocumentType,
 )
 from apps.documents.models import DocumentFormat
-from apps.documents.ocr import OcrText, image_text
+from apps.documents.ocr import PDF_IMAGE_FORMATS, OcrText, image_text
 from apps.documents.parsed import (
     PageSpan,
     ParsedDocument,
@@ -248,7 +248,7 @@ def _pdf_page_ocr(reader: PdfReader, number: int, languages: str) -> OcrText:
         images = [image.data for image in reader.pages[number - 1].images]
     except Exception as exc:  # an image pypdf cannot decode (JBIG2 without jbig2dec, a damaged stream)
         raise DocumentCorrupt(f"the images of page {number} of the PDF could not be read: {exc}") from None
-    found = [image_text(image, languages=languages) for image in images]
+    found = [image_text(image, languages=languages, formats=PDF_IMAGE_FORMATS) for image in images]
     words = sum(f.words for f in found)
     confidence = sum((f.confidence or 0) * f.words for f in found) / words if words else None
     return OcrText(

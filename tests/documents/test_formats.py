@@ -103,7 +103,11 @@ def test_a_csv_reads_each_row_with_its_headers(editor):
     response = upload(client, project, "suppliers.csv", csv_suppliers())
 
     assert response.status_code == 201, response.json()
-    assert [p.text for p in passages_of(project)][0] == "Supplier: Acme; Q3 cost: 1200; Q4 cost: 800"
+    assert [p.text for p in passages_of(project)] == [
+        "Supplier: Acme; Q3 cost: 1200; Q4 cost: 800",
+        "Supplier: Globex; Q3 cost: 950; Q4 cost: 1300",
+        "Supplier: Initech; Q3 cost: 400; Q4 cost: 420",
+    ]
 
 
 def test_a_scanned_image_is_read_by_ocr_with_its_confidence(editor):
