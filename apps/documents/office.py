@@ -151,13 +151,15 @@ def docx_read(data: bytes, *, limits: ParseLimits) -> ParsedDocument:
 
 
 def _slide_blocks(slide: Any, rows_seen: RowCounter) -> list[str]:
+    from pptx.enum.shapes import MSO_SHAPE_TYPE
+
     title_shape = slide.shapes.title
     title = " ".join(title_shape.text_frame.text.split()) if title_shape is not None else ""
     blocks: list[str] = []
     shapes = list(slide.shapes)
     while shapes:
         shape = shapes.pop(0)
-        if shape.shape_type is not None and shape.shape_type == 6:  # a group: its shapes in turn
+        if shape.shape_type == MSO_SHAPE_TYPE.GROUP:  # a group: its shapes in turn
             shapes[:0] = list(shape.shapes)
             continue
         if title_shape is not None and shape.shape_id == title_shape.shape_id:

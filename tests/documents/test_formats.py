@@ -233,3 +233,26 @@ def test_without_the_ocr_engine_an_image_gets_a_503_that_says_what_to_install(ed
     assert response.status_code == 503
     assert response.json()["code"] == "ocr_unavailable" and "tesseract-ocr" in response.json()["error"]
     assert not Document.objects.exists()
+
+
+def test_a_slides_grouped_text_and_speaker_notes_are_read_under_its_title(editor):
+    import pptx
+    from pptx.util import Inches
+
+    client, project = editor
+    deck = pptx.Presentation()
+    slide = deck.slides.add_slide(deck.slide_layouts[5])
+    slide.shapes.title.text = "Moorings"
+    group = slide.shapes.add_group_shape()
+    group.shapes.add_textbox(Inches(1), Inches(2), Inches(4), Inches(1)).text_frame.text = "Berth 7 is free."
+    slide.notes_slide.notes_text_frame.text = "Ask the harbour master first."
+    data = io.BytesIO()
+    deck.save(data)
+
+    response = upload(client, project, "moorings.pptx", data.getvalue())
+
+    assert response.status_code == 201, response.json()
+    assert [p.text for p in passages_of(project)] == [
+        "Moorings\nBerth 7 is free.",
+        "Moorings\nNotes: Ask the harbour master first.",
+    ]
