@@ -1,4 +1,5 @@
-"""Files for the document tests: real PDFs built here (text pages, an encrypted one, a scanned one)."""
+"""Files for the document tests, built here: PDFs (text pages, an encrypted one, a scanned one), and
+Word, PowerPoint, Excel and CSV files, scanned pages as PNG images and as a scanned PDF (#50)."""
 
 from __future__ import annotations
 
