@@ -29,7 +29,8 @@ $(STAMP): pyproject.toml constraints.txt Makefile
 install: $(STAMP)
 
 # Debian packages later parts need (redis-server for several processes, chromium for the page tests,
-# caddy in front of two app processes, binutils' objdump and qemu-user for the portability checks).
+# caddy in front of two app processes, binutils' objdump and qemu-user for the portability checks,
+# tesseract-ocr for uploaded scans and images; `make run` installs only that one).
 system-deps:
 	@bash scripts/system_deps.sh
 
@@ -52,6 +53,7 @@ local-llm: install
 
 # With no model configured, run serves the offline default model, installing it first if needed.
 run: setup
+	@bash scripts/system_deps.sh ocr
 	@if [ -z "$$KGCHAT_MODEL$$GOOGLE_API_KEY$$OPENAI_BASE_URL" ]; then \
 		echo "no model configured (KGCHAT_MODEL, GOOGLE_API_KEY, OPENAI_BASE_URL unset): using the offline default model $(LOCAL_MODEL), served on loopback"; \
 		bash scripts/local_llm.sh serve || echo "local-llm: FAILED to install or start the offline model (see above); serving anyway, and every turn will say how to configure a model"; \

@@ -63,6 +63,8 @@ class PassageOut(Schema):
     charStart: int
     charEnd: int
     page: int | None
+    # Read by OCR (a scanned page, an image): the engine's mean word confidence, 0 to 1; else null.
+    ocrConfidence: float | None
     contentHash: str
     embedded: bool
 
@@ -128,6 +130,7 @@ def passage_out(passage: Passage) -> PassageOut:
         charStart=passage.char_start,
         charEnd=passage.char_end,
         page=passage.page,
+        ocrConfidence=passage.ocr_confidence,
         contentHash=passage.content_hash,
         embedded=not passage.embedding_pending,
     )

@@ -26,6 +26,23 @@ class DocumentTooManyPages(DocumentError):
     code = "document_too_many_pages"
 
 
+class DocumentTooManySheets(DocumentError):
+    status = 413
+    code = "document_too_many_sheets"
+
+
+class DocumentTooManyRows(DocumentError):
+    status = 413
+    code = "document_too_many_rows"
+
+
+class OcrUnavailable(DocumentError):
+    """The server cannot read images: its OCR engine (Debian's ``tesseract-ocr``) is not installed."""
+
+    status = 503
+    code = "ocr_unavailable"
+
+
 class DocumentEncrypted(DocumentError):
     code = "document_encrypted"
 

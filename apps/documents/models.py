@@ -26,6 +26,11 @@ class DocumentFormat(models.TextChoices):
     MARKDOWN = "markdown", "Markdown"
     HTML = "html", "HTML (text only)"
     PDF = "pdf", "PDF"
+    DOCX = "docx", "Word (.docx)"
+    PPTX = "pptx", "PowerPoint (.pptx)"
+    XLSX = "xlsx", "Excel (.xlsx)"
+    CSV = "csv", "CSV"
+    IMAGE = "image", "Image (OCR)"
 
 
 class Document(models.Model):
@@ -40,7 +45,7 @@ class Document(models.Model):
     format = models.CharField(max_length=16, choices=DocumentFormat.choices)
     content_hash = models.CharField(max_length=64)
     size_bytes = models.BigIntegerField()
-    # PDFs: how many pages the file has; null for other formats.
+    # How many pages a PDF has, slides a presentation, sheets a workbook (1 for an image); null otherwise.
     page_count = models.IntegerField(null=True, blank=True)
     text = models.TextField()
     uploaded_by = models.ForeignKey(
@@ -72,6 +77,9 @@ class Passage(models.Model):
     char_start = models.IntegerField()
     char_end = models.IntegerField()
     page = models.IntegerField(null=True, blank=True)
+    # Read by OCR (a scanned PDF page, an image): the engine's mean word confidence, 0 to 1; null for
+    # text the file held as text (#50).
+    ocr_confidence = models.FloatField(null=True, blank=True)
     embedding_pending = models.BooleanField(default=True, db_default=True)
     # Extraction (``documents/extraction/``): "" (never asked), pending, done, failed (skipped
     # after ``EXTRACTION_ATTEMPTS``). ``extracted`` is the model's entities and relationships; a

@@ -1,8 +1,10 @@
-"""Read an uploaded file as text: plain text, Markdown, HTML (text only) and PDF (``pypdf``).
+"""Read an uploaded file as text: plain text, Markdown, HTML (text only), PDF (``pypdf``), Word,
+PowerPoint, Excel and CSV (``office.py``), and images and scanned PDF pages by OCR (``ocr.py``).
 
 Nothing here fetches anything: HTML is read with the standard library's ``html.parser`` and what it
 links to (images, stylesheets, frames, hrefs) is never opened. PDFs are read by ``pypdf``, pure
-Python, with no system binary. Every failure is a ``DocumentError`` with its own code.
+Python; a page with no text layer is read by OCR from its images (``pypdf`` gives them). Every
+failure is a ``DocumentError`` with its own code.
 """
 
 from __future__ import annotations
@@ -10,10 +12,12 @@ from __future__ import annotations
 import io
 import logging
 import re
-from dataclasses import dataclass
+import zipfile
+from collections.abc import Callable
 from html.parser import HTMLParser
 from typing import TYPE_CHECKING
 
+from apps.documents import office
 from apps.documents.errors import (
     DocumentCorrupt,
     DocumentEncrypted,
@@ -22,6 +26,15 @@ from apps.documents.errors import (
     UnsupportedDocumentType,
 )
 from apps.documents.models import DocumentFormat
+from apps.documents.ocr import PDF_IMAGE_FORMATS, OcrText, image_text
+from apps.documents.parsed import (
+    PageSpan,
+    ParsedDocument,
+    ParseLimits,
+    TextBuilder,
+    block_clean,
+    normalise,
+)
 
 if TYPE_CHECKING:
     from pypdf import PdfReader
@@ -36,6 +49,13 @@ EXTENSIONS = {
     ".html": DocumentFormat.HTML,
     ".htm": DocumentFormat.HTML,
     ".pdf": DocumentFormat.PDF,
+    ".docx": DocumentFormat.DOCX,
+    ".pptx": DocumentFormat.PPTX,
+    ".xlsx": DocumentFormat.XLSX,
+    ".csv": DocumentFormat.CSV,
+    ".png": DocumentFormat.IMAGE,
+    ".jpg": DocumentFormat.IMAGE,
+    ".jpeg": DocumentFormat.IMAGE,
 }
 CONTENT_TYPES = {
     "text/plain": DocumentFormat.TEXT,
@@ -44,41 +64,68 @@ CONTENT_TYPES = {
     "text/html": DocumentFormat.HTML,
     "application/xhtml+xml": DocumentFormat.HTML,
     "application/pdf": DocumentFormat.PDF,
+    "application/vnd.openxmlformats-officedocument.wordprocessingml.document": DocumentFormat.DOCX,
+    "application/vnd.openxmlformats-officedocument.presentationml.presentation": DocumentFormat.PPTX,
+    "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet": DocumentFormat.XLSX,
+    "text/csv": DocumentFormat.CSV,
+    "image/png": DocumentFormat.IMAGE,
+    "image/jpeg": DocumentFormat.IMAGE,
 }
+# An Office Open XML file is a zip; the part that names its kind.
+ZIP_PARTS = {
+    "word/document.xml": DocumentFormat.DOCX,
+    "ppt/presentation.xml": DocumentFormat.PPTX,
+    "xl/workbook.xml": DocumentFormat.XLSX,
+}
+OFFICE = frozenset({DocumentFormat.DOCX, DocumentFormat.PPTX, DocumentFormat.XLSX})
+# An OLE compound file: an old binary Office file, or an Office Open XML file encrypted with a password.
+_CFB = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"
+_SUPPORTED = (
+    "upload plain text (.txt), Markdown (.md), HTML (.html), PDF (.pdf), Word (.docx), "
+    "PowerPoint (.pptx), Excel (.xlsx), CSV (.csv) or an image (.png, .jpg)"
+)
 
 
-@dataclass(frozen=True)
-class PageSpan:
-    """Where a PDF page's text lies in the document's text (1-based page number)."""
-
-    page: int
-    start: int
-    end: int
-
-
-@dataclass(frozen=True)
-class ParsedDocument:
-    format: str
-    text: str
-    page_count: int | None = None
-    pages: tuple[PageSpan, ...] = ()
+def _signature_format(data: bytes) -> str | None:
+    """The format the file's first bytes declare, if they declare one."""
+    if data.lstrip()[:5] == b"%PDF-":
+        return DocumentFormat.PDF
+    if data.startswith(b"\x89PNG\r\n\x1a\n") or data.startswith(b"\xff\xd8\xff"):
+        return DocumentFormat.IMAGE
+    if data.startswith(b"PK\x03\x04"):
+        try:
+            with zipfile.ZipFile(io.BytesIO(data)) as archive:
+                names = set(archive.namelist())
+        except (zipfile.BadZipFile, OSError, ValueError, EOFError):
+            return None  # a damaged zip: its name says what it was meant to be
+        return next((found for part, found in ZIP_PARTS.items() if part in names), None)
+    return None
 
 
 def format_detect(*, filename: str, content_type: str, data: bytes) -> str:
-    """The document's format from its bytes (a PDF's signature), its name's extension or its declared type."""
-    if data.lstrip()[:5] == b"%PDF-":
-        return DocumentFormat.PDF
+    """The document's format from its bytes (a PDF's, an image's or an Office file's signature), its
+    name's extension or its declared type."""
+    found = _signature_format(data)
+    if found is not None:
+        return found
     lowered = filename.lower()
-    for extension, found in EXTENSIONS.items():
-        if lowered.endswith(extension):
-            return found
+    by_name = next((f for extension, f in EXTENSIONS.items() if lowered.endswith(extension)), None)
+    if data.startswith(_CFB):
+        if by_name in OFFICE or b"E\x00n\x00c\x00r\x00y\x00p\x00t\x00i\x00o\x00n" in data[:65536]:
+            raise DocumentEncrypted(
+                f"{filename or 'the file'} is encrypted (it asks for a password to open): "
+                "upload an unprotected copy"
+            )
+        raise UnsupportedDocumentType(
+            f"{filename or 'the file'} is an old binary Office file (.doc, .xls, .ppt): save it as "
+            ".docx, .xlsx or .pptx and upload that"
+        )
+    if by_name is not None:
+        return by_name
     declared = CONTENT_TYPES.get(content_type.split(";")[0].strip().lower())
     if declared is not None:
         return declared
-    raise UnsupportedDocumentType(
-        f"{filename or 'the file'} is not a supported document: upload plain text (.txt), Markdown (.md), "
-        "HTML (.html) or PDF (.pdf)"
-    )
+    raise UnsupportedDocumentType(f"{filename or 'the file'} is not a supported document: {_SUPPORTED}")
 
 
 def _decode(data: bytes, what: str) -> str:
@@ -91,12 +138,6 @@ def _decode(data: bytes, what: str) -> str:
     if "\x00" in text:
         raise DocumentCorrupt(f"the {what} holds NUL characters: it is not a text file")
     return text
-
-
-def _normalise(text: str) -> str:
-    """Unix line ends, no trailing spaces on a line, no lone surrogates."""
-    text = text.replace("\r\n", "\n").replace("\r", "\n")
-    return re.sub(r"[ \t]+\n", "\n", text)
 
 
 # Elements whose text is not shown, and elements that start a new paragraph.
@@ -190,8 +231,36 @@ def _pdf_open_without_password(reader: PdfReader) -> None:
         raise DocumentEncrypted(refused)
 
 
-def pdf_read(data: bytes, *, max_pages: int) -> ParsedDocument:
-    """A PDF's text, page by page (pages joined by a blank line), with where each page's text lies."""
+def _pdf_page_texts(reader: PdfReader, count: int) -> list[str]:
+    texts = []
+    for number in range(count):
+        try:
+            page_text = reader.pages[number].extract_text() or ""
+        except Exception as exc:  # a damaged content stream: pypdf raises many kinds
+            raise DocumentCorrupt(f"page {number + 1} of the PDF could not be read: {exc}") from None
+        texts.append(normalise(page_text.replace("\x00", "")).strip())
+    return texts
+
+
+def _pdf_page_ocr(reader: PdfReader, number: int, languages: str) -> OcrText:
+    """A page without a text layer read by OCR from its images (a scanner's page is one image)."""
+    try:
+        images = [image.data for image in reader.pages[number - 1].images]
+    except Exception as exc:  # an image pypdf cannot decode (JBIG2 without jbig2dec, a damaged stream)
+        raise DocumentCorrupt(f"the images of page {number} of the PDF could not be read: {exc}") from None
+    found = [image_text(image, languages=languages, formats=PDF_IMAGE_FORMATS) for image in images]
+    words = sum(f.words for f in found)
+    confidence = sum((f.confidence or 0) * f.words for f in found) / words if words else None
+    return OcrText(
+        paragraphs=[p for f in found for p in f.paragraphs],
+        confidence=round(confidence, 4) if confidence is not None else None,
+        words=words,
+    )
+
+
+def pdf_read(data: bytes, *, limits: ParseLimits) -> ParsedDocument:
+    """A PDF's text, page by page (pages joined by a blank line), with where each page's text lies;
+    a page without a text layer is read by OCR (at most ``limits.ocr_pages`` of them)."""
     # pypdf is imported here: only an upload of a PDF needs it.
     from pypdf import PdfReader
     from pypdf.errors import PyPdfError
@@ -207,43 +276,70 @@ def pdf_read(data: bytes, *, max_pages: int) -> ParsedDocument:
         count = len(reader.pages)
     except (PyPdfError, ValueError, KeyError, TypeError, AttributeError, IndexError, OSError) as exc:
         raise DocumentCorrupt(f"the PDF's pages could not be read: {exc}") from None
-    if count > max_pages:
-        raise DocumentTooManyPages(f"the PDF has {count} pages; at most {max_pages} are accepted")
+    if count > limits.pages:
+        raise DocumentTooManyPages(f"the PDF has {count} pages; at most {limits.pages} are accepted")
+    texts = _pdf_page_texts(reader, count)
+    blank = [number + 1 for number, text in enumerate(texts) if not text]
+    if len(blank) > limits.ocr_pages:
+        raise DocumentTooManyPages(
+            f"the PDF has {len(blank)} pages without a text layer; at most {limits.ocr_pages} are read by OCR"
+        )
+    read = {number: _pdf_page_ocr(reader, number, limits.ocr_languages) for number in blank}
     parts: list[str] = []
     spans: list[PageSpan] = []
     offset = 0
-    for number in range(count):
-        try:
-            page_text = reader.pages[number].extract_text() or ""
-        except Exception as exc:  # a damaged content stream: pypdf raises many kinds
-            raise DocumentCorrupt(f"page {number + 1} of the PDF could not be read: {exc}") from None
-        page_text = _normalise(page_text.replace("\x00", "")).strip()
+    for number, page_text in enumerate(texts, start=1):
+        ocr = read.get(number)
+        if ocr is not None:
+            page_text = "\n\n".join(p for p in (block_clean(p) for p in ocr.paragraphs) if p)
         if not page_text:
             continue
         if parts:
             offset += 2  # the blank line between pages
-        spans.append(PageSpan(page=number + 1, start=offset, end=offset + len(page_text)))
+        confidence = ocr.confidence if ocr is not None else None
+        spans.append(
+            PageSpan(page=number, start=offset, end=offset + len(page_text), ocr_confidence=confidence)
+        )
         parts.append(page_text)
         offset += len(page_text)
-    text = "\n\n".join(parts)
-    if not text.strip():
+    if not parts:
         raise DocumentWithoutText(
-            f"the PDF has {count} page(s) but no text layer (a scanned image?): run OCR on it first"
+            f"the PDF has {count} page(s), no text layer, and OCR found no text on them"
         )
-    return ParsedDocument(format=DocumentFormat.PDF, text=text, page_count=count, pages=tuple(spans))
+    return ParsedDocument(
+        format=DocumentFormat.PDF, text="\n\n".join(parts), page_count=count, pages=tuple(spans)
+    )
 
 
-def document_parse(*, format: str, data: bytes, max_pages: int) -> ParsedDocument:
+def image_read(data: bytes, *, limits: ParseLimits) -> ParsedDocument:
+    """An image's text by OCR, as one page read with the engine's confidence."""
+    found = image_text(data, languages=limits.ocr_languages)
+    builder = TextBuilder()
+    builder.page(1, found.paragraphs, ocr_confidence=found.confidence)
+    return builder.build(format=DocumentFormat.IMAGE, page_count=1, empty="OCR found no text in the image")
+
+
+def document_parse(*, format: str, data: bytes, limits: ParseLimits) -> ParsedDocument:
     """Read ``data`` in ``format`` as text; raise a ``DocumentError`` for a file that cannot be read."""
     if format == DocumentFormat.PDF:
         if data.lstrip()[:5] != b"%PDF-":
             raise DocumentCorrupt("the file is named as a PDF but is not one (no %PDF- header)")
-        return pdf_read(data, max_pages=max_pages)
+        return pdf_read(data, limits=limits)
+    readers: dict[str, Callable[..., ParsedDocument]] = {
+        DocumentFormat.DOCX: office.docx_read,
+        DocumentFormat.PPTX: office.pptx_read,
+        DocumentFormat.XLSX: office.xlsx_read,
+        DocumentFormat.IMAGE: image_read,
+    }
+    if format in readers:
+        return readers[format](data, limits=limits)
+    if format == DocumentFormat.CSV:
+        return office.csv_read(_decode(data, "CSV file"), limits=limits)
     if format == DocumentFormat.HTML:
         text = html_text(_decode(data, "HTML file"))
     else:
         text = _decode(data, "text file")
-    text = _normalise(text).strip()
+    text = normalise(text).strip()
     if not text:
         raise DocumentWithoutText("the document holds no text")
     return ParsedDocument(format=format, text=text)

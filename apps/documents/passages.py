@@ -10,7 +10,7 @@ import hashlib
 import re
 from dataclasses import dataclass
 
-from apps.documents.parsing import PageSpan
+from apps.documents.parsed import PageSpan
 
 # The longest passage: a paragraph longer than this is cut at sentence ends (or, failing those,
 # at spaces) into pieces of at most this many characters.
@@ -28,6 +28,7 @@ class PassageSpan:
     end: int
     page: int | None
     content_hash: str
+    ocr_confidence: float | None = None
 
 
 def passage_hash(text: str) -> str:
@@ -58,17 +59,18 @@ def _pieces(text: str, start: int, limit: int) -> list[tuple[int, int]]:
     return pieces
 
 
-def _page_at(pages: tuple[PageSpan, ...], offset: int) -> int | None:
+def _page_at(pages: tuple[PageSpan, ...], offset: int) -> PageSpan | None:
     for span in pages:
         if span.start <= offset < span.end:
-            return span.page
+            return span
     return None
 
 
 def passages_split(
     text: str, *, pages: tuple[PageSpan, ...] = (), limit: int = MAX_PASSAGE_CHARS
 ) -> list[PassageSpan]:
-    """The passages of ``text`` in order, with their offsets, page (PDFs) and content hash."""
+    """The passages of ``text`` in order, with their offsets, page (PDFs, slides), content hash and,
+    for a page read by OCR, its confidence."""
     paragraphs: list[tuple[int, int]] = []
     position = 0
     for match in _PARAGRAPH.finditer(text):
@@ -93,14 +95,16 @@ def passages_split(
         start += len(chunk) - len(chunk.lstrip())
         for piece_start, piece_end in _pieces(stripped, start, limit):
             piece = text[piece_start:piece_end]
+            page = _page_at(pages, piece_start) if pages else None
             found.append(
                 PassageSpan(
                     ordinal=len(found),
                     text=piece,
                     start=piece_start,
                     end=piece_end,
-                    page=_page_at(pages, piece_start) if pages else None,
+                    page=page.page if page is not None else None,
                     content_hash=passage_hash(piece),
+                    ocr_confidence=page.ocr_confidence if page is not None else None,
                 )
             )
     return found

@@ -24,6 +24,7 @@ from apps.documents.mention_index import (
     passages_mentions_index,
 )
 from apps.documents.models import Document, Passage
+from apps.documents.parsed import ParseLimits
 from apps.documents.parsing import document_parse, format_detect
 from apps.documents.passages import PassageSpan, passages_split
 from apps.projects.models import Project, Role
@@ -55,6 +56,17 @@ def document_name_clean(name: str) -> str:
     return cleaned
 
 
+def parse_limits() -> ParseLimits:
+    """The limits of a file's contents, from the settings (``KGCHAT_DOCUMENT_MAX_*``)."""
+    return ParseLimits(
+        pages=settings.KGCHAT_DOCUMENT_MAX_PAGES,
+        ocr_pages=settings.KGCHAT_DOCUMENT_MAX_OCR_PAGES,
+        sheets=settings.KGCHAT_DOCUMENT_MAX_SHEETS,
+        rows=settings.KGCHAT_DOCUMENT_MAX_ROWS,
+        ocr_languages=settings.KGCHAT_OCR_LANGUAGES,
+    )
+
+
 def _passages_replace(
     project: Project, document: Document, spans: list[PassageSpan], *, created: bool
 ) -> tuple[list[Passage], list[Passage], list[uuid.UUID]]:
@@ -79,6 +91,7 @@ def _passages_replace(
                 span.end,
                 span.page,
             )
+            passage.ocr_confidence = span.ocr_confidence
             kept.append(passage)
         else:
             new.append(
@@ -91,6 +104,7 @@ def _passages_replace(
                     char_start=span.start,
                     char_end=span.end,
                     page=span.page,
+                    ocr_confidence=span.ocr_confidence,
                 )
             )
     removed = [p.id for rest in old.values() for p in rest]
@@ -100,7 +114,9 @@ def _passages_replace(
         mention_names_prune(project_id=project.id, name_ids=names)
     if kept:
         # Ordinals are not unique, so a kept passage may take a number another held a moment ago.
-        Passage.objects.bulk_update(kept, ["ordinal", "char_start", "char_end", "page"], batch_size=500)
+        Passage.objects.bulk_update(
+            kept, ["ordinal", "char_start", "char_end", "page", "ocr_confidence"], batch_size=500
+        )
     Passage.objects.bulk_create(new, batch_size=500)
     passages_mentions_index(project_id=project.id, passages=new)
     return kept, new, removed
@@ -116,8 +132,8 @@ def document_upload(
 ) -> UploadResult:
     """Store ``data`` as the project's document ``name`` (a new one, or a new version of it).
 
-    Raises a ``DocumentError`` (unsupported type, too large, too many pages, encrypted, corrupt,
-    without text) before anything is written.
+    Raises a ``DocumentError`` (unsupported type, too large, too many pages, sheets or rows,
+    encrypted, corrupt, without text, OCR unavailable) before anything is written.
     """
     name = document_name_clean(name)
     max_bytes = settings.KGCHAT_DOCUMENT_MAX_BYTES
@@ -128,7 +144,7 @@ def document_upload(
     if existing is not None and existing.content_hash == content_hash:
         return UploadResult(document=existing, changed=False, created=False)
     fmt = format_detect(filename=name, content_type=content_type, data=data)
-    parsed = document_parse(format=fmt, data=data, max_pages=settings.KGCHAT_DOCUMENT_MAX_PAGES)
+    parsed = document_parse(format=fmt, data=data, limits=parse_limits())
     spans = passages_split(parsed.text, pages=parsed.pages)
     with transaction.atomic():
         # One upload of a name at a time: the second waits, then finds the first one's rows.

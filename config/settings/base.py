@@ -167,6 +167,13 @@ KGCHAT_IMPORT_MAX_BYTES = env_int("KGCHAT_IMPORT_MAX_BYTES", 50 * 1024 * 1024)
 # Uploaded documents (apps/documents): the largest file, and the most pages of a PDF.
 KGCHAT_DOCUMENT_MAX_BYTES = env_int("KGCHAT_DOCUMENT_MAX_BYTES", 20 * 1024 * 1024)
 KGCHAT_DOCUMENT_MAX_PAGES = env_int("KGCHAT_DOCUMENT_MAX_PAGES", 500)
+# Pages read by OCR in one upload (a scanned PDF's pages without text; about 0.6 s each on one core:
+# the upload waits for them), a workbook's sheets, and the rows of a file's tables, all sheets
+# together (each row is a passage). The OCR engine's languages: tesseract's names, joined by "+".
+KGCHAT_DOCUMENT_MAX_OCR_PAGES = env_int("KGCHAT_DOCUMENT_MAX_OCR_PAGES", 50)
+KGCHAT_DOCUMENT_MAX_SHEETS = env_int("KGCHAT_DOCUMENT_MAX_SHEETS", 50)
+KGCHAT_DOCUMENT_MAX_ROWS = env_int("KGCHAT_DOCUMENT_MAX_ROWS", 20000)
+KGCHAT_OCR_LANGUAGES = os.environ.get("KGCHAT_OCR_LANGUAGES", "eng")
 # Passages the background worker asks the model about at once (issue #26; ``local_server``: three slots,
 # two for this and one for chat).
 KGCHAT_EXTRACTION_CONCURRENCY = env_int("KGCHAT_EXTRACTION_CONCURRENCY", 2)

@@ -52,7 +52,7 @@ class DocumentsPanel {
 
   async open() {
     if (!this.projectId) return;
-    this.file = el("input", { type: "file", id: "document-file", accept: ".txt,.md,.markdown,.html,.htm,.pdf" });
+    this.file = el("input", { type: "file", id: "document-file", accept: ".txt,.md,.markdown,.html,.htm,.pdf,.docx,.pptx,.xlsx,.csv,.png,.jpg,.jpeg" });
     this.uploadButton = el("button", { type: "button", class: "btn btn-primary", id: "document-upload", text: "Upload", onclick: () => this.upload() });
     this.status = el("p", { id: "documents-status", class: "muted small", role: "status" });
     this.problem = el("p", { id: "documents-error", class: "form-error", role: "alert", hidden: true });
@@ -60,7 +60,7 @@ class DocumentsPanel {
     this.review = el("section", { id: "change-set", class: "change-set", hidden: true });
     this.dialog.replaceChildren(
       el("h2", { id: "documents-title", text: "Documents" }),
-      el("div", { class: "document-upload" }, el("label", { for: "document-file", text: "Text, Markdown, HTML or PDF" }), this.file, this.uploadButton),
+      el("div", { class: "document-upload" }, el("label", { for: "document-file", text: "Text, Markdown, HTML, PDF (scans too), Word, PowerPoint, Excel, CSV or an image" }), this.file, this.uploadButton),
       this.status,
       this.problem,
       this.list,
@@ -113,7 +113,9 @@ class DocumentsPanel {
       href: `/projects/${encodeURIComponent(this.projectId)}/documents/${encodeURIComponent(doc.id)}/mentions`,
       text: "Mentions",
     });
-    const pages = doc.pages ? `, ${doc.pages} pages` : "";
+    // A presentation's pages are its slides, a workbook's its sheets (#50).
+    const unit = { pptx: "slides", xlsx: "sheets" }[doc.format] || "pages";
+    const pages = doc.pages ? `, ${doc.pages} ${unit}` : "";
     return el(
       "li",
       { class: "document-row", "data-document-id": doc.id },

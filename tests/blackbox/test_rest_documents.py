@@ -2,11 +2,24 @@
 
 from __future__ import annotations
 
+import io
+
 import pytest
 
 from tests.blackbox.covers import covers
 from tests.blackbox.world import World
-from tests.documents.documents_files import pdf_encrypted, pdf_scanned, pdf_with_pages
+from tests.documents.documents_files import (
+    csv_suppliers,
+    docx_encrypted,
+    docx_report,
+    pdf_encrypted,
+    pdf_of_images,
+    pdf_scanned,
+    pdf_with_pages,
+    png_scanned,
+    pptx_deck,
+    xlsx_two_sheets,
+)
 
 UPLOAD = "POST /api/projects/{project_id}/documents"
 NOTES = b"# Notes\n\nThe ferry to the island leaves at nine.\n\nThe island has one bakery.\n"
@@ -70,7 +83,11 @@ def test_each_unreadable_file_gets_its_own_error(world: World) -> None:
     bob, project = world.api("bob"), world.project_id
 
     bob.call(
-        UPLOAD, 415, "unsupported_document_type", files=_file("x.png", b"\x89PNG\r\n"), project_id=project
+        UPLOAD,
+        415,
+        "unsupported_document_type",
+        files=_file("x.mp4", b"\x00\x00\x00\x18ftypmp42"),
+        project_id=project,
     )
     bob.call(UPLOAD, 400, "document_encrypted", files=_file("x.pdf", pdf_encrypted()), project_id=project)
     bob.call(UPLOAD, 400, "document_corrupt", files=_file("x.pdf", b"%PDF-1.4 broken"), project_id=project)
@@ -289,3 +306,66 @@ def test_an_upload_indexes_what_its_passages_mention_and_search_walks_from_a_que
         project_id=world.project_id,
         document_id="00000000-0000-0000-0000-000000000000",
     )
+
+
+@covers(
+    "POST /api/projects/{project_id}/documents",
+    "201",
+    "413 document_too_many_sheets",
+    "413 document_too_many_rows",
+    "400 document_encrypted",
+    "400 document_corrupt",
+    "400 document_without_text",
+)
+def test_office_files_tables_and_scans_are_read_and_bad_ones_refused(world: World) -> None:
+    """#50 item 2: each new format through the server as `make run` starts it (its OCR engine too)."""
+    bob, project = world.api("bob"), world.project_id
+    import openpyxl
+
+    workbook = openpyxl.Workbook()
+    for n in range(51):
+        (workbook.active if n == 0 else workbook.create_sheet()).append([f"sheet {n}"])
+    many_sheets = io.BytesIO()
+    workbook.save(many_sheets)
+    many_rows = ("Supplier,Cost\n" + "".join(f"S{n},{n}\n" for n in range(20001))).encode()
+    scan = png_scanned(["Inspection of pier 4", "", "The crane lifts twelve tonnes."])
+    files = {
+        "bb-supplies.docx": (docx_report(), "docx"),
+        "bb-deck.pptx": (pptx_deck(), "pptx"),
+        "bb-costs.xlsx": (xlsx_two_sheets(), "xlsx"),
+        "bb-costs.csv": (csv_suppliers(), "csv"),
+        "bb-pier.png": (scan, "image"),
+        "bb-pier.pdf": (pdf_of_images([scan]), "pdf"),
+    }
+
+    read = {
+        name: bob.call(UPLOAD, 201, files=_file(name, data), project_id=project).json()
+        for name, (data, _) in files.items()
+    }
+    bob.call(
+        UPLOAD,
+        413,
+        "document_too_many_sheets",
+        files=_file("y.xlsx", many_sheets.getvalue()),
+        project_id=project,
+    )
+    bob.call(UPLOAD, 413, "document_too_many_rows", files=_file("y.csv", many_rows), project_id=project)
+    bob.call(UPLOAD, 400, "document_encrypted", files=_file("y.docx", docx_encrypted()), project_id=project)
+    bob.call(
+        UPLOAD, 400, "document_corrupt", files=_file("y.xlsx", xlsx_two_sheets()[:2000]), project_id=project
+    )
+    bob.call(UPLOAD, 400, "document_without_text", files=_file("y.png", png_scanned([])), project_id=project)
+
+    assert {name: body["document"]["format"] for name, body in read.items()} == {
+        n: f for n, (_, f) in files.items()
+    }
+    assert all(body["document"]["passages"] >= 1 for body in read.values())
+    scanned = bob.call(
+        "GET /api/projects/{project_id}/documents/{document_id}/passages",
+        200,
+        project_id=project,
+        document_id=read["bb-pier.png"]["document"]["id"],
+    ).json()["items"]
+    assert scanned[1]["text"] == "The crane lifts twelve tonnes." and 0.8 < scanned[1]["ocrConfidence"] <= 1
+    listed = bob.call("GET /api/projects/{project_id}/documents", 200, project_id=project).json()
+    assert not {"y.xlsx", "y.csv", "y.docx", "y.png"} & {d["name"] for d in listed["items"]}

@@ -217,3 +217,42 @@ def test_upload_a_pdf_and_markdown_watch_the_progress_review_the_change_set_and_
     expect(turn.locator(f'.md a.entity-link[data-entity-id="{fred.id}"]')).to_have_text("Fredville")
     expect(turn.locator(".citations .passage-citation .passage-document")).to_have_text("freedonia.md")
     expect(turn.locator(".citations .passage-snippet")).to_have_text(P1)
+
+
+def test_the_documents_dialog_uploads_word_powerpoint_excel_csv_and_a_scan(
+    page: Page, live_server_url: str, world: World, tmp_path
+) -> None:
+    from tests.documents.documents_files import (
+        csv_suppliers,
+        docx_report,
+        png_scanned,
+        pptx_deck,
+        xlsx_two_sheets,
+    )
+
+    files = {
+        "supplies.docx": (docx_report(), "docx, 5 passages"),
+        "lighthouse.pptx": (pptx_deck(), "pptx, 2 slides, 3 passages"),
+        "suppliers.xlsx": (xlsx_two_sheets(), "xlsx, 2 sheets, 5 passages"),
+        "suppliers.csv": (csv_suppliers(), "csv, 3 passages"),
+        "pier.png": (
+            png_scanned(["Inspection of pier 4", "", "The crane lifts twelve tonnes."]),
+            "image, 1 pages",
+        ),
+    }
+    for name, (data, _) in files.items():
+        (tmp_path / name).write_bytes(data)
+    log_in(page, live_server_url, "ada")
+
+    page.get_by_role("button", name="Documents").click()
+    dialog = page.locator("#documents-dialog")
+    accept = dialog.locator("#document-file").get_attribute("accept") or ""
+    for name in files:
+        dialog.locator("#document-file").set_input_files(str(tmp_path / name))
+        dialog.get_by_role("button", name="Upload").click()
+        expect(dialog.locator("#documents-status")).to_contain_text(f"{name}: ")
+
+    assert {".docx", ".pptx", ".xlsx", ".csv", ".png", ".jpg"} <= set(accept.split(","))
+    expect(dialog.locator(".document-row")).to_have_count(len(files))
+    for name, (_, shown) in files.items():
+        expect(dialog.locator(".document-row", has_text=name)).to_contain_text(shown)
