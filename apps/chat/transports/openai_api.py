@@ -16,6 +16,7 @@ from collections.abc import AsyncIterator, Callable, Coroutine
 from typing import Any
 
 from asgiref.sync import sync_to_async
+from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.views.decorators.csrf import csrf_exempt
 
@@ -144,7 +145,7 @@ async def chat_completions(request: HttpRequest) -> HttpResponse | StreamingHttp
         principal=principal,
         body=json_parse(request.body),
         thread_name=request.headers.get(THREAD_HEADER) or None,
-        base_url=request.build_absolute_uri("/"),
+        base_url=settings.KGCHAT_PUBLIC_URL or request.build_absolute_uri("/"),
     )
     if not completion.stream:
         answer = await _completion(completion)

@@ -320,3 +320,19 @@ def test_link_rewriter_decides_links_split_anywhere_as_over_the_whole_text():
     assert expected == (
         "See [Ada](http://h/chat/c/#entity-ada-1), [the report](http://h/chat/c/#passage-p-9) and [x] (y) ](ent"
     )
+
+
+async def test_links_use_the_public_address_when_one_is_set(world, agent, key, scripted, settings):
+    settings.KGCHAT_PUBLIC_URL = "https://kg.example.org"
+    paris = world["paris"]
+    scripted.turns += [
+        [tool_call("get_entity_edges", {"entity_id": "paris"})],
+        text(f"[Paris](entity:{paris.id})"),
+    ]
+
+    answer = await post(key, ask(model_of(world), ("user", "Where is Paris?")))
+
+    conversation = answer.headers["X-Kgchat-Conversation"]
+    assert content_of(answer).startswith(
+        f"[Paris](https://kg.example.org/chat/{conversation}/#entity-{paris.id})"
+    )
