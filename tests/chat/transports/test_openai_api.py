@@ -11,14 +11,14 @@ from django.test import AsyncClient
 
 from apps.agents.definitions import default_agents_install
 from apps.agents.llm.base import Usage
-from apps.agents.llm.scripted import text, tool_call
+from apps.agents.llm.scripted import error, text, tool_call
 from apps.chat.conversations.openai_text import LinkRewriter, Pages
 from apps.chat.models import Conversation, Message
 from apps.chat.turns.service import turn_wait_all
 from apps.graph_tools.models import GraphObject, WriteApproval
 from apps.projects.services import api_token_create
 from tests.chat.conftest import adb
-from tests.factories import make_project, make_user
+from tests.factories import add_member, make_project, make_user
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -117,6 +117,9 @@ async def test_unknown_model_is_404_model_not_found_and_starts_nothing(world, ke
         ({"model": "x"}, "messages"),
         ({"model": "x", "messages": "hello"}, "messages"),
         ({"model": "x", "messages": [{"role": "user", "content": "Hi"}], "stream": "often"}, "stream"),
+        ([{"model": "x"}], None),
+        ({"model": 5, "messages": [{"role": "user", "content": "Hi"}]}, "model"),
+        ({"model": "x", "messages": [{"role": "user", "content": ["Hi"]}]}, "messages.0.content.str"),
     ],
 )
 async def test_bad_body_is_400_naming_the_field(world, key, body, param):
@@ -133,6 +136,28 @@ async def test_last_message_must_be_the_users(world, agent, key):
     answer = await post(key, ask(model, ("user", "Hi"), ("assistant", "Hello")))
 
     assert answer.status_code == 400 and answer.json()["error"]["param"] == "messages"
+
+
+async def test_empty_message_is_400_and_content_parts_are_read_as_text(world, agent, key, scripted):
+    scripted.turns += [text("Parts read.")]
+
+    empty = await post(key, ask(model_of(world), ("user", "  ")))
+    parts = await post(
+        key,
+        {
+            "model": model_of(world),
+            "messages": [
+                {
+                    "role": "user",
+                    "content": [{"type": "text", "text": "Where is "}, {"type": "text", "text": "Paris?"}],
+                }
+            ],
+        },
+    )
+
+    assert empty.status_code == 400 and empty.json()["error"]["code"] == "invalid_request"
+    assert parts.status_code == 200 and content_of(parts) == "Parts read."
+    assert await Message.objects.filter(role="user", content="Where is Paris?").aexists()
 
 
 async def test_other_routes_and_methods_answer_openai_errors(world, key):
@@ -248,8 +273,6 @@ async def test_rate_limit_is_429_rate_limit_error(world, agent, key, scripted, s
 
 
 async def test_failed_turn_is_an_error_not_a_500(world, agent, key, scripted):
-    from apps.agents.llm.scripted import error
-
     scripted.turns += [error("the model is down", status=500), error("the model is down", status=500)]
     model = model_of(world)
 
@@ -336,3 +359,21 @@ async def test_links_use_the_public_address_when_one_is_set(world, agent, key, s
     assert content_of(answer).startswith(
         f"[Paris](https://kg.example.org/chat/{conversation}/#entity-{paris.id})"
     )
+
+
+async def test_a_viewer_is_told_who_decides_and_an_approve_reply_is_403(world, scripted):
+    await adb(default_agents_install)(project=world["project"])
+    viewer = await adb(make_user)("vic")
+    await adb(add_member)(world["project"], viewer, "viewer")
+    key = (await adb(api_token_create)(user=viewer, project=world["project"]))[1]
+    model = model_of(world, "graph-curator-agent")
+    scripted.turns += [[tool_call("update_entity", {"entity_id": "paris", "name": "Lutetia"})]]
+    asked = await post(key, ask(model, ("user", "Rename Paris")))
+
+    refused = await post(
+        key, ask(model, ("user", "Rename Paris"), ("assistant", content_of(asked)), ("user", "approve"))
+    )
+
+    assert "An editor or owner of the project decides it in kgchat" in content_of(asked)
+    assert refused.status_code == 403 and refused.json()["error"]["type"] == "permission_error"
+    assert (await WriteApproval.objects.aget()).status == "pending"
