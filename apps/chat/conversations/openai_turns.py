@@ -43,6 +43,9 @@ from apps.projects.selectors import Principal
 # "approve", or "reject" with an optional reason ("reject: not this one").
 _DECISION = re.compile(r"^\s*(approve|reject)\b[\s:,.!-]*(.*)$", re.IGNORECASE | re.DOTALL)
 MAX_REASON = 2000
+# Values a client's header template may send before its thread has an id of its own (a new chat), or
+# a placeholder it did not fill: they name no thread (all new chats would be one conversation).
+NO_THREAD_NAMES = frozenset({"", "new", "null", "none", "undefined"})
 
 
 class MessageIn(BaseModel):
@@ -142,6 +145,12 @@ def _split(messages: Sequence[MessageIn]) -> tuple[str, list[tuple[str, str]]]:
     return _text(last), [(m.role, _text(m)) for m in messages[:-1] if m.role in ("user", "assistant")]
 
 
+def thread_name_of(value: str | None) -> str | None:
+    """The thread's name a client sent, or None when the value names no thread."""
+    name = (value or "").strip()
+    return None if name.lower() in NO_THREAD_NAMES or "{{" in name else name
+
+
 def decision_of(text: str) -> tuple[str, str] | None:
     """("approve" | "reject", reason) when the message answers an approval, else None."""
     found = _DECISION.match(text)
@@ -167,6 +176,7 @@ async def completion_start(
     ``ModelNotFound`` (404) for a model the principal may not talk to, and whatever the turn
     service or an approval's decision refuse (404, 409, 429, …), before anything streams."""
     request = completion_request_parse(body)
+    thread_name = thread_name_of(thread_name)
     model = await sync_to_async(chat_model_get)(principal=principal, model_id=request.model)
     text, prior = _split(request.messages)
     keys = [named_key(user_id=principal.user_id, model=model.id, name=thread_name)] if thread_name else []

@@ -257,6 +257,19 @@ async def test_named_thread_goes_on_in_its_conversation(world, agent, key, scrip
     assert await Message.objects.filter(conversation_id=conversation, role="user").acount() == 3
 
 
+async def test_a_header_that_names_no_thread_starts_new_conversations(world, agent, key, scripted):
+    scripted.turns += [text("A."), text("B.")]
+
+    first = await post(key, ask(model_of(world), ("user", "One?")), **{"X-Kgchat-Conversation": "new"})
+    second = await post(
+        key,
+        ask(model_of(world), ("user", "Two?")),
+        **{"X-Kgchat-Conversation": "{{LIBRECHAT_BODY_CONVERSATIONID}}"},
+    )
+
+    assert first.headers["X-Kgchat-Conversation"] != second.headers["X-Kgchat-Conversation"]
+
+
 async def test_rate_limit_is_429_rate_limit_error(world, agent, key, scripted, settings):
     settings.KGCHAT_TURNS_PER_MINUTE = 1
     scripted.turns += [text("A.")]
