@@ -10,6 +10,7 @@ frames become typed events (``CompletionEvent``); only the transport turns them 
 
 from __future__ import annotations
 
+import logging
 import re
 import time
 import uuid
@@ -39,6 +40,8 @@ from apps.core.db import release_connections
 from apps.core.inputs import InvalidInput
 from apps.graph_tools.selectors import approvals_waiting
 from apps.projects.selectors import Principal
+
+log = logging.getLogger("kgchat.chat")
 
 # "approve", or "reject" with an optional reason ("reject: not this one").
 _DECISION = re.compile(r"^\s*(approve|reject)\b[\s:,.!-]*(.*)$", re.IGNORECASE | re.DOTALL)
@@ -298,6 +301,15 @@ class _Thread:
         yield Finished(usage=TokenUsage())
 
     async def _remember(self) -> None:
+        """Record the thread's key for its next message. A failure loses only that: the answer was
+        given (the next message, not found, starts a new conversation), so it is logged, not raised."""
         said = [*self.said, ("assistant", "".join(self.sent))]
         key = history_key(user_id=self.user_id, model=self.model.id, messages=said)
-        await sync_to_async(thread_remember)(conversation_id=self.pages.conversation_id, keys=[key])
+        try:
+            await sync_to_async(thread_remember)(conversation_id=self.pages.conversation_id, keys=[key])
+        except Exception:
+            log.warning(
+                "conversation %s: its client thread's key was not recorded",
+                self.pages.conversation_id,
+                exc_info=True,
+            )

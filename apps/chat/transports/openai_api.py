@@ -178,9 +178,26 @@ def _event(body: dict[str, Any]) -> bytes:
     return f"data: {json.dumps(body, ensure_ascii=False)}\n\n".encode()
 
 
+def _error_event(message: str, code: str) -> bytes:
+    return _event({"error": {"message": message, "type": "server_error", "param": None, "code": code}})
+
+
 async def _chunks(completion: Completion) -> AsyncIterator[bytes]:
-    """The completion's events as ``chat.completion.chunk`` events, then ``[DONE]``."""
+    """The completion's events as ``chat.completion.chunk`` events, then ``[DONE]``; whatever fails
+    once the status is sent is an error event (``error_classify``), and the stream still ends."""
     yield _chunk(completion, {"role": "assistant", "content": ""})
+    try:
+        async for chunk in _event_chunks(completion):
+            yield chunk
+    except Exception as exc:
+        failure = error_classify(
+            exc, where=f"POST /v1/chat/completions, conversation {completion.conversation_id}"
+        )
+        yield _error_event(failure.message, failure.code)
+    yield b"data: [DONE]\n\n"
+
+
+async def _event_chunks(completion: Completion) -> AsyncIterator[bytes]:
     async for event in completion.events:
         if isinstance(event, ContentDelta):
             yield _chunk(completion, {"content": event.text})
@@ -188,16 +205,7 @@ async def _chunks(completion: Completion) -> AsyncIterator[bytes]:
             yield _chunk(completion, {"reasoning_content": event.text})
         elif isinstance(event, TurnFailed):
             # Mid-stream the status is sent already: an error event, as OpenAI's stream has one.
-            yield _event(
-                {
-                    "error": {
-                        "message": event.message,
-                        "type": "server_error",
-                        "param": None,
-                        "code": event.code,
-                    }
-                }
-            )
+            yield _error_event(event.message, event.code)
         elif isinstance(event, Finished):
             yield _chunk(completion, {}, finish=event.finish_reason)
             if completion.include_usage:
@@ -210,7 +218,6 @@ async def _chunks(completion: Completion) -> AsyncIterator[bytes]:
                     "usage": event.usage.model_dump(),
                 }
                 yield _event(usage)
-    yield b"data: [DONE]\n\n"
 
 
 async def _completion(completion: Completion) -> HttpResponse:

@@ -270,6 +270,20 @@ async def test_a_header_that_names_no_thread_starts_new_conversations(world, age
     assert first.headers["X-Kgchat-Conversation"] != second.headers["X-Kgchat-Conversation"]
 
 
+async def test_a_thread_key_not_recorded_loses_only_the_mapping(world, agent, key, scripted, monkeypatch):
+    def fails(**kwargs: Any) -> None:
+        raise RuntimeError("the database went away")
+
+    monkeypatch.setattr("apps.chat.conversations.openai_turns.thread_remember", fails)
+    scripted.turns += [text("Still answered.")]
+
+    answer = await post(key, ask(model_of(world), ("user", "One?"), stream=True))
+
+    sent = events(answer.chunks)
+    assert sent[-1] == "[DONE]" and sent[-2]["choices"][0]["finish_reason"] == "stop"
+    assert "".join(c["choices"][0]["delta"].get("content", "") for c in sent[:-1]) == "Still answered."
+
+
 async def test_rate_limit_is_429_rate_limit_error(world, agent, key, scripted, settings):
     settings.KGCHAT_TURNS_PER_MINUTE = 1
     scripted.turns += [text("A.")]
