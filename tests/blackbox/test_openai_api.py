@@ -70,7 +70,7 @@ def test_an_agent_answer_as_one_completion_with_a_citation_link_tool_reasoning_a
     link = f"{world.url}/chat/{conversation}/#entity-{ada}"
     assert answer.object == "chat.completion" and answer.model == "atlas/graph-query-agent"
     assert message.content.startswith(f"Found [Ada Lovelace]({link}).")
-    assert f"Sources: [Ada Lovelace]({link})" in message.content
+    assert "Sources:" not in message.content  # its one citation is linked in the text
     assert message.model_extra["reasoning_content"].startswith("Calling `get_entity_edges`")
     assert answer.choices[0].finish_reason == "stop"
     assert answer.usage is not None and answer.usage.completion_tokens > 0

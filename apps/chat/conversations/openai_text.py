@@ -13,7 +13,7 @@ from typing import Any
 from urllib.parse import quote
 
 from apps.chat.streams.frames import ApprovalRequiredFrame, Citation, McpToolFrame
-from apps.chat.turns.citations import MAX_REF
+from apps.chat.turns.citations import MAX_REF, iter_passages
 
 # ``](entity:<ref>)`` or ``](passage:<id>)``: the target of a Markdown link kgchat's page resolves.
 _TARGET = re.compile(rf"\]\((entity|passage):([^()\s]{{1,{MAX_REF}}})\)")
@@ -48,8 +48,11 @@ class Pages:
         """The conversation's page with the entity's panel open."""
         return f"{self.conversation()}#entity-{quote(ref, safe='')}"
 
-    def passage(self, ref: str) -> str:
-        """The conversation's page, at the passage the answer cites (its card under the answer)."""
+    def passage(self, ref: str, document_id: str | None = None) -> str:
+        """The page of the passage's document when it is known, else the conversation's page at
+        the passage (its card under the answer)."""
+        if document_id:
+            return self.document(document_id)
         return f"{self.conversation()}#passage-{quote(ref, safe='')}"
 
     def document(self, document_id: str) -> str:
@@ -63,11 +66,25 @@ class LinkRewriter:
     def __init__(self, pages: Pages) -> None:
         self.pages = pages
         self._pending = ""
+        # The refs the answer linked in its text (the sources after it need not repeat them).
+        self.linked: set[str] = set()
+        # The documents of the passages the turn's tools returned, by passage id.
+        self.documents: dict[str, str] = {}
+
+    def learn(self, result: Any) -> None:
+        """Note the documents of the passages a tool returned (their links go to those pages)."""
+        for passage in iter_passages(result):
+            self.documents[passage["id"]] = passage["document_id"]
 
     def _rewrite(self, text: str) -> str:
         def target(match: re.Match[str]) -> str:
             kind, ref = match.group(1), match.group(2)
-            url = self.pages.entity(ref) if kind == "entity" else self.pages.passage(ref)
+            self.linked.add(ref)
+            url = (
+                self.pages.entity(ref)
+                if kind == "entity"
+                else self.pages.passage(ref, self.documents.get(ref))
+            )
             return f"]({url})"
 
         return _TARGET.sub(target, text)
@@ -98,7 +115,8 @@ def _result_summary(result: Any) -> str:
     if isinstance(result, dict):
         for key in ("results", "edges", "nodes", "types", "relationship_types", "passages"):
             if isinstance(result.get(key), list):
-                return f"{len(result[key])} {key.replace('_', ' ')}"
+                count, noun = len(result[key]), key.replace("_", " ")
+                return f"{count} {noun if count != 1 else noun.removesuffix('s')}"
     return "done"
 
 
@@ -124,13 +142,14 @@ def approval_text(frame: ApprovalRequiredFrame, pages: Pages) -> str:
     return asked + how
 
 
-def sources_text(citations: list[Citation], pages: Pages) -> str:
-    """The answer's citations as links to their pages, after the answer (empty when none)."""
+def sources_text(citations: list[Citation], pages: Pages, *, linked: frozenset[str] = frozenset()) -> str:
+    """The answer's citations its text did not link (``linked``: the refs it did, ids or keys),
+    as links to their pages, after the answer (empty when none): a passage by its document's page."""
     links: list[str] = []
     seen: set[str] = set()
     for c in citations:
         extra = c.model_extra or {}
-        if c.id in seen:
+        if c.id in seen or c.id in linked or c.key in linked:
             continue
         seen.add(c.id)
         if extra.get("kind") == "passage" and extra.get("documentId"):

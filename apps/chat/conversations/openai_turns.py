@@ -267,6 +267,7 @@ class _Thread:
             elif isinstance(frame, TokenFrame):
                 event = self._content(links.feed(frame.token))
             elif isinstance(frame, McpToolFrame):
+                links.learn(frame.result)
                 event = ReasoningDelta(text=tool_line(frame))
             elif isinstance(frame, ApprovalRequiredFrame):
                 event = self._content(links.flush() + approval_text(frame, self.pages))
@@ -282,7 +283,7 @@ class _Thread:
             return
         if error is not None:
             tail += f"\n\n*(The answer stopped: {error.error}.)*"
-        tail += sources_text(done.citations, self.pages)
+        tail += sources_text(done.citations, self.pages, linked=frozenset(links.linked))
         event = self._content(tail)
         if event is not None:
             yield event

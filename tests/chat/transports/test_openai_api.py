@@ -12,8 +12,9 @@ from django.test import AsyncClient
 from apps.agents.definitions import default_agents_install
 from apps.agents.llm.base import Usage
 from apps.agents.llm.scripted import error, text, tool_call
-from apps.chat.conversations.openai_text import LinkRewriter, Pages
+from apps.chat.conversations.openai_text import LinkRewriter, Pages, sources_text
 from apps.chat.models import Conversation, Message
+from apps.chat.streams.frames import Citation
 from apps.chat.turns.service import turn_wait_all
 from apps.graph_tools.models import GraphObject, WriteApproval
 from apps.projects.services import api_token_create
@@ -186,7 +187,7 @@ async def test_agent_answer_has_citation_links_tool_reasoning_and_usage(world, a
     link = f"http://testserver/chat/{conversation}/#entity-{paris.id}"
     assert body["object"] == "chat.completion" and body["model"] == model
     assert body["choices"][0]["message"]["content"].startswith(f"It is [Paris]({link}).")
-    assert f"Sources: [Paris]({link})" in content_of(answer)
+    assert "Sources:" not in content_of(answer)  # the text linked its one citation
     assert body["choices"][0]["message"]["reasoning_content"].startswith("Calling `get_entity_edges`")
     assert body["usage"]["completion_tokens"] >= 7
     assert (
@@ -404,3 +405,38 @@ async def test_a_viewer_is_told_who_decides_and_an_approve_reply_is_403(world, s
     assert "An editor or owner of the project decides it in kgchat" in content_of(asked)
     assert refused.status_code == 403 and refused.json()["error"]["type"] == "permission_error"
     assert (await WriteApproval.objects.aget()).status == "pending"
+
+
+def test_a_passage_a_tool_returned_links_to_its_documents_page_and_sources_list_only_unlinked_citations():
+    pages = Pages("http://h", conversation_id="c", project_id="p")
+    rewriter = LinkRewriter(pages)
+    rewriter.learn({"results": [{"id": "p1", "document_id": "d1", "document_name": "r.pdf", "text": "…"}]})
+
+    linked = rewriter.feed("As [r.pdf](passage:p1) and [Ada](entity:ada) say.") + rewriter.flush()
+    sources = sources_text(
+        [
+            Citation(id="ada", key="ada", type="Person", name="Ada"),
+            Citation(id="bob", key="bob", type="Person", name="Bob [II]"),
+            Citation.model_validate(
+                {
+                    "id": "p2",
+                    "key": "passage:p2",
+                    "type": "passage",
+                    "name": "s.pdf",
+                    "kind": "passage",
+                    "documentId": "d2",
+                    "page": 3,
+                }
+            ),
+        ],
+        pages,
+        linked=frozenset(rewriter.linked),
+    )
+
+    assert (
+        linked
+        == "As [r.pdf](http://h/projects/p/documents/d1/mentions) and [Ada](http://h/chat/c/#entity-ada) say."
+    )
+    assert sources == (
+        "\n\nSources: [Bob (II)](http://h/chat/c/#entity-bob), [s.pdf, p. 3](http://h/projects/p/documents/d2/mentions)"
+    )
