@@ -175,7 +175,7 @@ async def completion_start(
 ) -> Completion:
     """Start the turn a client's request asks for; its events follow the turn on the frame bus.
 
-    Raises ``InvalidMessage`` (400) for a body that is not a chat completion request,
+    Raises ``InvalidInput`` (400) for a body that is not a chat completion request,
     ``ModelNotFound`` (404) for a model the principal may not talk to, and whatever the turn
     service or an approval's decision refuse (404, 409, 429, …), before anything streams."""
     request = completion_request_parse(body)
@@ -210,7 +210,12 @@ async def completion_start(
         await sync_to_async(thread_remember)(conversation_id=conversation_id, keys=keys[:1])
     thread = _Thread(
         model=model,
-        pages=Pages(base_url, conversation_id=conversation_id, project_id=str(model.project_id)),
+        # A conversation named by its id may be of another project than the model's.
+        pages=Pages(
+            base_url,
+            conversation_id=conversation_id,
+            project_id=str(conversation.project_id if conversation else model.project_id),
+        ),
         user_id=principal.user_id,
         said=[*prior, ("user", text)],
     )
