@@ -146,3 +146,23 @@ class MessageFeedback(models.Model):
 
     def __str__(self) -> str:
         return f"{self.rating} on {self.message_id}"
+
+
+class ClientThread(models.Model):
+    """A thread of an OpenAI-compatible client (``/v1/chat/completions``) mapped to a conversation.
+
+    Such clients resend the whole history with every message; ``key`` is the SHA-256 of what
+    names the thread (docs/protocol.md, "/v1"): the earlier messages as kgchat sent and received
+    them, or an id the client sends in ``X-Kgchat-Conversation``, each with its user and model. A
+    thread that goes on gets a new key per answer; the old ones stay (an edited message resent
+    from an earlier point lands where that point was)."""
+
+    key = models.CharField(primary_key=True, max_length=64, editable=False)
+    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="client_threads")
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        db_table = 'kb"."chat_client_threads'
+
+    def __str__(self) -> str:
+        return f"client thread of {self.conversation_id}"

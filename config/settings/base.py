@@ -202,6 +202,10 @@ KGCHAT_STREAM_COALESCE_MS = env_int("KGCHAT_STREAM_COALESCE_MS", 20)
 KGCHAT_TOOL_TIMEOUT_SECONDS = env_int("KGCHAT_TOOL_TIMEOUT_SECONDS", 30)
 # How long a project invitation link stays valid when its owner does not say (hours; 7 days).
 KGCHAT_INVITATION_TTL_HOURS = env_int("KGCHAT_INVITATION_TTL_HOURS", 7 * 24)
+# The address people open kgchat at (scheme and host, e.g. "https://kgchat.example.org"): the links
+# /v1 answers carry to kgchat's pages. Empty: the address the client called, which is wrong when a
+# chat UI calls kgchat by an address its users' browsers do not reach (Docker's host.docker.internal).
+KGCHAT_PUBLIC_URL = os.environ.get("KGCHAT_PUBLIC_URL", "").strip().rstrip("/")
 # Graph write tools called directly (REST tool route, MCP) have no approval step: off, they answer
 # "approval_required"; on, an editor's or owner's call is its own approval (audited as "direct").
 KGCHAT_DIRECT_WRITES = env_bool("KGCHAT_DIRECT_WRITES", False)

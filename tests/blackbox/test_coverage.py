@@ -51,6 +51,20 @@ OTHER_SURFACES = {
         "decision lost in a closing socket",
     },
     "PAGE /projects/{}/documents/{}/mentions": {"upload", "names", "candidate", "entity link", "escaped"},
+    # The OpenAI-compatible endpoint (docs/protocol.md §8), through the official openai package.
+    "V1 GET /v1/models": {"200", "only the token's projects"},
+    "V1 POST /v1/chat/completions": {
+        "200",
+        "200 stream",
+        "cited",
+        "reasoning",
+        "usage",
+        "follow-up",
+        "approve",
+        "401 invalid_api_key",
+        "404 model_not_found",
+        "400 invalid_request",
+    },
 }
 
 
