@@ -71,7 +71,9 @@ def compact_json_grammar(
             value = rule(node["additionalProperties"])
             most_keys = node.get("maxProperties", most)
             member = f'{key} ":" {value}'
-            body = f'"{{" ({member} ("," {member}){{0,{most_keys - 1}}}){_optional(node, "minProperties")} "}}"'
+            body = (
+                f'"{{" ({member} ("," {member}){{0,{most_keys - 1}}}){_optional(node, "minProperties")} "}}"'
+            )
         elif node.get("type") == "object" and row:
             values = [rule(value) for value in node["properties"].values()]
             body = '"[" ' + ' "," '.join(values) + ' "]"' if values else '"[]"'
