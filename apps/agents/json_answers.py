@@ -46,8 +46,9 @@ def compact_json_grammar(
     in 647-829 tokens pretty-printed and in 333 written compactly, the answer's tokens being nearly
     all of a passage's time. Rows leave out the keys every item repeated (271-486 answer tokens a
     country in objects). Only what extraction's schema holds is covered:
-    objects (every property required, in the schema's order), arrays (at most ``most`` items),
-    strings and string enums.
+    objects (every property required, in the schema's order), maps (an object of
+    ``additionalProperties``, its keys strings or ``propertyNames``' enum, at most
+    ``maxProperties``), arrays (at most ``most`` items), strings and string enums.
 
     With ``resume_after`` (a key of the schema's top object whose value is an array), the grammar
     is of the rest of an answer cut inside that array after a finished item: the array's close,
@@ -61,7 +62,18 @@ def compact_json_grammar(
             return "str"
         elif node.get("type") == "array":
             item = rule(node["items"], row=True)
-            body = f'"[" ({item} ("," {item}){{0,{most - 1}}})? "]"'
+            many = min(most, node.get("maxItems", most))
+            body = f'"[" ({item} ("," {item}){{0,{many - 1}}}){_optional(node, "minItems")} "]"'
+        elif node.get("type") == "object" and "additionalProperties" in node and not node.get("properties"):
+            # A map: keys that are strings (or ``propertyNames``' enum), each with a value of its schema.
+            names = node.get("propertyNames", {})
+            key = rule(names) if "enum" in names else "str"
+            value = rule(node["additionalProperties"])
+            most_keys = node.get("maxProperties", most)
+            member = f'{key} ":" {value}'
+            body = (
+                f'"{{" ({member} ("," {member}){{0,{most_keys - 1}}}){_optional(node, "minProperties")} "}}"'
+            )
         elif node.get("type") == "object" and row:
             values = [rule(value) for value in node["properties"].values()]
             body = '"[" ' + ' "," '.join(values) + ' "]"' if values else '"[]"'
@@ -94,6 +106,11 @@ def compact_json_grammar(
     return "\n".join(lines)
 
 
+def _optional(node: dict[str, Any], least: str) -> str:
+    """GBNF's mark of a list or map that may be empty (``minItems`` / ``minProperties`` below 1)."""
+    return "" if node.get(least, 0) >= 1 else "?"
+
+
 def rows_as_objects(value: Any, schema: dict[str, Any]) -> Any:
     """An answer written under ``compact_json_grammar`` as the schema's objects: each row (an
     array's item written as an array of values) becomes the object of its properties. An item
@@ -121,7 +138,7 @@ def json_in(text: str) -> Any:
     try:
         if match is None:
             raise json.JSONDecodeError("no JSON object", text, 0)
-        return json.loads(match.group(0))
+        return json.loads(match.group(0), object_pairs_hook=_merged)
     except json.JSONDecodeError as exc:
         cut = json_cut_short(text)
         if cut is not None:
@@ -129,6 +146,21 @@ def json_in(text: str) -> Any:
             log.warning("the model's answer was cut short (%s); its finished items are kept", exc)
             return cut
         raise LLMError(f"the model's JSON could not be read: {exc}: {text[:200]!r}", retryable=True) from None
+
+
+def _merged(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """An object as read from JSON whose keys may come more than once (a map the model wrote a key
+    of twice): the values of a repeated key are merged, lists joined and objects merged alike; any
+    other value, the last kept."""
+    merged: dict[str, Any] = {}
+    for key, value in pairs:
+        before = merged.get(key)
+        if isinstance(before, list) and isinstance(value, list):
+            value = before + value
+        elif isinstance(before, dict) and isinstance(value, dict):
+            value = _merged([*before.items(), *value.items()])
+        merged[key] = value
+    return merged
 
 
 def _string_step(char: str, escaped: bool) -> tuple[bool, bool]:
@@ -164,7 +196,7 @@ def json_cut_short(text: str) -> dict[str, Any] | None:
             cuts.append((i + 1, "".join(reversed(closers))))
     for end, closing in reversed(cuts):
         try:
-            parsed = json.loads(text[start:end] + closing)
+            parsed = json.loads(text[start:end] + closing, object_pairs_hook=_merged)
         except json.JSONDecodeError:
             continue
         if isinstance(parsed, dict):
@@ -187,12 +219,13 @@ RESUMED_ITEMS_LEAST = 10
 
 class LoopGuard:
     """Reads an answer as it streams and notices when it loops: each finished item of its lists
-    (an object or a row inside the top object's arrays) is counted. Once one has come
-    ``TIMES_TO_STOP`` times (``TIMES_TO_STOP_LAST`` in the list of key ``last``), ``cut`` is the
-    answer before that item's second time (a prefix ending after a finished item) and ``inside``
-    the top object's key whose list it is in."""
+    (an object or a row inside the top object's arrays, or a list inside a map's map) is counted
+    by where it is (the keys above it) and its text. Once one has come ``TIMES_TO_STOP`` times
+    (``TIMES_TO_STOP_LAST`` in the list of key ``last``, or anywhere when ``last`` is None), ``cut``
+    is the answer before that item's second time (a prefix ending after a finished item) and
+    ``inside`` the top object's key whose list it is in."""
 
-    def __init__(self, last: str = "") -> None:
+    def __init__(self, last: str | None = "") -> None:
         self.last = last
         self.read = 0  # characters read
         self.depth = 0
@@ -200,8 +233,9 @@ class LoopGuard:
         self.answer = ""
         self.key: list[str] = []
         self.inside = ""
+        self.inner = ""  # the last key read at depth 2 (a map's inner key)
         self.item_start = 0
-        self.seen: dict[str, list[int]] = {}  # an item's text: where each time of it started
+        self.seen: dict[tuple[str, str, str], list[int]] = {}  # an item: where each time of it started
         self.cut: str | None = None
 
     def looping(self, delta: str) -> bool:
@@ -210,16 +244,20 @@ class LoopGuard:
         for char in delta:
             self.read += 1
             if self.in_string:
-                if self.depth == 1:
+                if self.depth in (1, 2):
                     self.key.append(char)
                 self.escaped, self.in_string = _string_step(char, self.escaped)
                 if not self.in_string and self.depth == 1:
                     self.inside, self.key = "".join(self.key)[:-1], []
+                elif not self.in_string and self.depth == 2:
+                    self.inner, self.key = "".join(self.key)[:-1], []
                 continue
             if char == '"':
                 self.in_string = True
             elif char in "{[":
                 self.depth += 1
+                if self.depth == 2:
+                    self.inner = ""
                 if self.depth == 3:
                     self.item_start = self.read - 1
             elif char in "}]":
@@ -229,9 +267,11 @@ class LoopGuard:
         return False
 
     def _counted(self) -> bool:
-        starts = self.seen.setdefault(self.answer[self.item_start : self.read], [])
+        item = (self.inside, self.inner, self.answer[self.item_start : self.read])
+        starts = self.seen.setdefault(item, [])
         starts.append(self.item_start)
-        if len(starts) < (TIMES_TO_STOP_LAST if self.inside == self.last else TIMES_TO_STOP):
+        last = self.last is None or self.inside == self.last
+        if len(starts) < (TIMES_TO_STOP_LAST if last else TIMES_TO_STOP):
             return False
         self.cut = self.answer[: starts[1]].rstrip(",")
         return True

@@ -101,8 +101,9 @@ class StructuredModel:
             model=provider.name, temperature=0.0, max_output_tokens=question.max_tokens, stream=True
         )
         rows = self.in_rows
-        keys = list(schema["properties"])
-        guard = LoopGuard(last=keys[-1])
+        # A map (no fixed keys) has no list to resume with: a loop anywhere in it is its last list's.
+        keys = list(schema.get("properties", {}))
+        guard = LoopGuard(last=keys[-1] if keys else None)
         body = {"grammar": compact_json_grammar(schema, most=question.most_items)} if rows else None
         arguments = await _answer(provider, question, config, body, guard)
         if arguments is not None:

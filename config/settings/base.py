@@ -177,10 +177,11 @@ KGCHAT_OCR_LANGUAGES = os.environ.get("KGCHAT_OCR_LANGUAGES", "eng")
 # Passages the background worker asks the model about at once (issue #26; ``local_server``: three slots,
 # two for this and one for chat).
 KGCHAT_EXTRACTION_CONCURRENCY = env_int("KGCHAT_EXTRACTION_CONCURRENCY", 2)
-# Whether extraction gives the model a passage's mentions (issue #48 item 6, ``extraction/guide.py``).
-# Off by default: measured on ``make eval --set extraction`` (docs/evals.md, 2026-12-07) it was no
-# faster and lost relationship precision (0.90-0.91 against 0.95-0.99).
-KGCHAT_EXTRACTION_GUIDED = env_bool("KGCHAT_EXTRACTION_GUIDED", False)
+# Whether extraction guided by the mentions is asked of the offline default (issue #48 item 6,
+# ``extraction/compact.py``): relationships by source, no entity list, the types read from the graph's
+# relationship types and the mention index's links. On by default: measured on ``make eval --set
+# extraction`` (docs/evals.md, 2026-12-07).
+KGCHAT_EXTRACTION_GUIDED = env_bool("KGCHAT_EXTRACTION_GUIDED", True)
 # Largest tool result (JSON characters) sent to the model; longer lists are halved until it fits.
 KGCHAT_TOOL_RESULT_MAX_CHARS = env_int("KGCHAT_TOOL_RESULT_MAX_CHARS", 40_000)
 # Largest tool result sent to browsers in an mcp_tool frame (the audit trail keeps it whole).

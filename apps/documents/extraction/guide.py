@@ -1,7 +1,9 @@
 """What a passage already mentions, given to the model that extracts it (issue #48 item 6): the
-mention index's rows of the passage (``documents/mention_index.py``), each name once, either
-linked to an entity of the graph (its name and type are known: the model does not write them) or a
-candidate whose type, if it is an entity at all, the model confirms."""
+mention index's rows of the passage (``documents/mention_index.py``) that name an entity of the
+graph, each name once. The model is told them with their types, the compact answer's names that
+are one keep the graph's type (``compact.types_read``), and each is stored as that entity
+(``answers.guided_output``), so that the change set links it. The other names the index found are
+candidates: the ones the model relates are typed and proposed as new entities."""
 
 from __future__ import annotations
 
@@ -27,37 +29,26 @@ class LinkedName:
 
 @dataclass(frozen=True)
 class PassageGuide:
-    """A passage's mentions, each name once, in the order the passage first names them."""
+    """A passage's mentions of the graph's entities, each name once, in the order the passage first
+    names them."""
 
     linked: tuple[LinkedName, ...] = ()
-    candidates: tuple[str, ...] = ()
-
-    @property
-    def names(self) -> tuple[str, ...]:
-        """Every name a relationship may join: the linked ones as the passage writes them, then the
-        candidates."""
-        return tuple(m.surface for m in self.linked) + self.candidates
 
 
 def passage_guide(*, passage_id: uuid.UUID) -> PassageGuide:
-    """The mentions of a passage, read from the mention index: a name the passage mentions more than
-    once (or with two spellings of one normalised key) is given once."""
+    """The mentions of a passage that link an entity, read from the mention index: a name the
+    passage mentions more than once (or with two spellings of one normalised key) is given once."""
     rows = (
-        PassageMention.objects.filter(passage_id=passage_id)
+        PassageMention.objects.filter(passage_id=passage_id, mention_name__entity__isnull=False)
         .select_related("mention_name__entity")
         .order_by("char_start", "char_end")
     )
     seen: set[str] = set()
     linked: list[LinkedName] = []
-    candidates: list[str] = []
     for row in rows:
-        key = row.mention_name.normalised
-        if key in seen or len(seen) >= MOST_NAMES:
+        key, entity = row.mention_name.normalised, row.mention_name.entity
+        if entity is None or key in seen or len(seen) >= MOST_NAMES:
             continue
         seen.add(key)
-        entity = row.mention_name.entity
-        if entity is not None:
-            linked.append(LinkedName(surface=row.surface, name=entity.name, type=entity.type))
-        else:
-            candidates.append(row.surface)
-    return PassageGuide(linked=tuple(linked), candidates=tuple(candidates))
+        linked.append(LinkedName(surface=row.surface, name=entity.name, type=entity.type))
+    return PassageGuide(linked=tuple(linked))

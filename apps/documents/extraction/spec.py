@@ -1,14 +1,10 @@
 """What the model is asked about one passage: the JSON Schema of its answer, built from the
-project's entity and relationship types, and the prompt (``extraction_question``).
-
-Since #48 the model is given the passage's mentions (``guide.PassageGuide``, the mention index's
-rows): the entities of the graph the passage names, with their types, and the candidate names. It
-writes only what it adds: the types of the candidates that are entities, and the relationships the
-passage states between the mentioned names (an enum of them when ``ENDS_AS_ENUM``)."""
+project's entity and relationship types, and the prompt (``extraction_question``). The offline
+default is asked for a compact answer instead where the project's types allow it
+(``compact.py``, #48)."""
 
 from __future__ import annotations
 
-import copy
 import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -18,7 +14,6 @@ from apps.documents.models import ExtractionSettings
 from apps.graph_tools.selectors import graph_vocabulary
 
 if TYPE_CHECKING:
-    from apps.documents.extraction.guide import PassageGuide
     from apps.documents.extraction.queue import ClaimedPassage
 
 MAX_MENTIONS = 50  # entities and relationships read from one passage's answer
@@ -31,9 +26,6 @@ MAX_OUTPUT_TOKENS = 1500
 # ~330, and a model that loops on a short passage stops sooner. An answer cut there keeps the
 # items it finished (``json_answers.json_cut_short``).
 ANSWER_TOKENS_BASE = 384
-# Whether a guided answer's names are constrained to the passage's mentions (an enum in the schema):
-# a name the recognizer missed cannot be written then.
-ENDS_AS_ENUM = True
 
 
 @dataclass(frozen=True)
@@ -104,48 +96,40 @@ def answer_token_cap(text: str) -> int:
     return min(MAX_OUTPUT_TOKENS, ANSWER_TOKENS_BASE + len(text))
 
 
+def relationship_lines(spec: ExtractionSpec) -> list[str]:
+    """The prompt's lines naming the project's relationships: each with the types it joins."""
+    if not spec.relationships:
+        return []
+    return [
+        "Relationships (source type -TYPE-> target type): "
+        + "; ".join(f"{s} -{t}-> {d}" for t, s, d in spec.relationships)
+        + "."
+    ]
+
+
 def _vocabulary_lines(spec: ExtractionSpec) -> list[str]:
     lines = []
     if spec.entity_types:
         lines.append("Entity types: " + ", ".join(spec.entity_types) + ".")
-    if spec.relationships:
-        lines.append(
-            "Relationships (source type -TYPE-> target type): "
-            + "; ".join(f"{s} -{t}-> {d}" for t, s, d in spec.relationships)
-            + "."
-        )
+    lines += relationship_lines(spec)
     if spec.free_types:
         lines.append("You may use other types when none of these fits.")
     return lines
 
 
 def extraction_prompt(
-    passage: ClaimedPassage, spec: ExtractionSpec, *, rows: bool = False, guide: PassageGuide | None = None
+    passage: ClaimedPassage, spec: ExtractionSpec, *, rows: bool = False
 ) -> list[ChatMessage]:
     """The model's messages for one passage: what to extract, under which types, then the text;
-    with ``rows``, the answer's items are asked as rows (``compact_json_grammar``). With ``guide``
-    (the passage's mentions), the model is told what the passage names and asked only for what it
-    adds: the instructions stay the project's (the server's cache of them serves every passage) and
-    the names come before the passage."""
-    if guide is not None:
-        lines = [
-            "You read one passage of a document for a knowledge graph. The names it mentions were found "
-            "already; you add what they are and how they relate.",
-            "Rules: under entities, give the type of each of the other names that is an entity of these "
-            "types (leave out the names that are none, and the graph's entities); under relationships, "
-            "list only the facts the passage states, each between two of the names given ('it', 'the "
-            "country', 'its capital' mean the name they refer to).",
-            *_vocabulary_lines(spec),
-        ]
-    else:
-        lines = [
-            "You read one passage of a document and list the entities it names and the relationships it "
-            "states between them, for a knowledge graph.",
-            "Rules: give each entity its full proper name as the passage gives it (resolve 'it', 'its "
-            "capital', 'the city' to the entity they mean); list only facts the passage states; every "
-            "relationship's source and target must be names from your entities list; list each entity once.",
-            *_vocabulary_lines(spec),
-        ]
+    with ``rows``, the answer's items are asked as rows (``compact_json_grammar``)."""
+    lines = [
+        "You read one passage of a document and list the entities it names and the relationships it "
+        "states between them, for a knowledge graph.",
+        "Rules: give each entity its full proper name as the passage gives it (resolve 'it', 'its "
+        "capital', 'the city' to the entity they mean); list only facts the passage states; every "
+        "relationship's source and target must be names from your entities list; list each entity once.",
+        *_vocabulary_lines(spec),
+    ]
     if rows:
         lines.append(
             'Answer with JSON only: {"entities":[["name","type"],...],'
@@ -153,49 +137,17 @@ def extraction_prompt(
         )
     else:
         lines.append('Answer with JSON only: {"entities": [...], "relationships": [...]}.')
-    names = "" if guide is None else _names_given(guide)
     return [
         ChatMessage(role="system", content="\n".join(lines)),
-        ChatMessage(
-            role="user", content=f"Document: {passage.document_name}\n\n{names}Passage:\n{passage.text}"
-        ),
+        ChatMessage(role="user", content=f"Document: {passage.document_name}\n\nPassage:\n{passage.text}"),
     ]
 
 
-def _names_given(guide: PassageGuide) -> str:
-    """The passage's mentions as the model is given them: the graph's entities it names (with their
-    types), then the other names."""
-    lines = []
-    if guide.linked:
-        linked = "; ".join(f"{m.surface} ({m.type})" for m in guide.linked)
-        lines.append(f"Entities of the graph the passage names: {linked}.")
-    if guide.candidates:
-        lines.append("Other names the passage mentions: " + "; ".join(guide.candidates) + ".")
-    return "\n".join(lines) + "\n\n" if lines else ""
-
-
-def guided_schema(spec: ExtractionSpec, guide: PassageGuide) -> dict[str, Any]:
-    """The schema of a passage's answer under its ``guide``: the same shape as ``spec.schema``, and
-    with ``ENDS_AS_ENUM`` an entity's name is one of the candidates (when there are any) and a
-    relationship's ends are the mentioned names."""
-    if not ENDS_AS_ENUM or not guide.names:
-        return spec.schema
-    schema = copy.deepcopy(spec.schema)
-    entity = schema["properties"]["entities"]["items"]["properties"]
-    relationship = schema["properties"]["relationships"]["items"]["properties"]
-    if guide.candidates:
-        entity["name"] = {"type": "string", "enum": list(guide.candidates)}
-    relationship["source"] = relationship["target"] = {"type": "string", "enum": list(guide.names)}
-    return schema
-
-
-def extraction_question(
-    passage: ClaimedPassage, spec: ExtractionSpec, *, rows: bool = False, guide: PassageGuide | None = None
-) -> JsonQuestion:
-    """The structured call that asks the model about one passage (given its mentions, ``guide``)."""
+def extraction_question(passage: ClaimedPassage, spec: ExtractionSpec, *, rows: bool = False) -> JsonQuestion:
+    """The structured call that asks the model about one passage."""
     return JsonQuestion(
-        messages=extraction_prompt(passage, spec, rows=rows, guide=guide),
-        schema=spec.schema if guide is None else guided_schema(spec, guide),
+        messages=extraction_prompt(passage, spec, rows=rows),
+        schema=spec.schema,
         name=ANSWER_NAME,
         tool_name=TOOL_NAME,
         tool_description="Record the passage's entities and relationships.",

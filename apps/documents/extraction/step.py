@@ -14,8 +14,9 @@ from typing import Any
 
 from django.conf import settings
 
-from apps.agents.structured import LLMError, Provider, StructuredModel, structured_model
+from apps.agents.structured import JsonQuestion, LLMError, Provider, StructuredModel, structured_model
 from apps.documents.extraction.answers import extraction_output_clean, guided_output
+from apps.documents.extraction.compact import compact_fits, compact_output, compact_question
 from apps.documents.extraction.guide import PassageGuide, passage_guide
 from apps.documents.extraction.queue import (
     ClaimedPassage,
@@ -80,7 +81,9 @@ def extraction_step(*, provider: Provider | None = None, after_each: Callable[[]
     slots = max(1, settings.KGCHAT_EXTRACTION_CONCURRENCY)
     budget = slots * PASSAGES_PER_SLOT
     specs: dict[Any, ExtractionSpec] = {}  # one read per project, not per passage
-    pending: dict[concurrent.futures.Future[Any], tuple[ClaimedPassage, ExtractionSpec, PassageGuide]] = {}
+    pending: dict[
+        concurrent.futures.Future[Any], tuple[ClaimedPassage, ExtractionSpec, PassageGuide | None]
+    ] = {}
     claimed = 0
     waiting = True  # a passage may still wait: none has been found missing in this step
     unexpected: Exception | None = None
@@ -102,14 +105,8 @@ def extraction_step(*, provider: Provider | None = None, after_each: Callable[[]
                     if after_each is not None:
                         after_each()
                     continue
-                guided = settings.KGCHAT_EXTRACTION_GUIDED
-                guide = passage_guide(passage_id=passage.id) if guided else PassageGuide()
-                # A passage the index found no name in (or unguided) is asked as before the index.
-                question = extraction_question(
-                    passage, spec, rows=model.in_rows, guide=guide if guide.names else None
-                )
-                ask = model.answer(question)
-                pending[calls.submit(ask)] = (passage, spec, guide)
+                question, guide = _question(passage, spec, model)
+                pending[calls.submit(model.answer(question))] = (passage, spec, guide)
             if not pending:
                 break
             answered, _ = concurrent.futures.wait(pending, return_when=concurrent.futures.FIRST_COMPLETED)
@@ -127,6 +124,18 @@ def extraction_step(*, provider: Provider | None = None, after_each: Callable[[]
     return claimed
 
 
+def _question(
+    passage: ClaimedPassage, spec: ExtractionSpec, model: StructuredModel
+) -> tuple[JsonQuestion, PassageGuide | None]:
+    """What the model is asked about a passage, and the passage's mentions when it is guided: the
+    compact answer (``compact.py``) from a model that answers under a grammar, in a project whose
+    types allow it, with ``KGCHAT_EXTRACTION_GUIDED``; else the entities and relationships."""
+    if settings.KGCHAT_EXTRACTION_GUIDED and model.in_rows and compact_fits(spec):
+        guide = passage_guide(passage_id=passage.id)
+        return compact_question(passage, spec, guide), guide
+    return extraction_question(passage, spec, rows=model.in_rows), None
+
+
 def _model(passage: ClaimedPassage, provider: Provider | None) -> StructuredModel:
     """The model a passage's change set names (``LLMError``: no such model), or the caller's."""
     return structured_model(passage.model, provider=provider)
@@ -135,7 +144,7 @@ def _model(passage: ClaimedPassage, provider: Provider | None) -> StructuredMode
 def _settle(
     passage: ClaimedPassage,
     spec: ExtractionSpec,
-    guide: PassageGuide,
+    guide: PassageGuide | None,
     answered: concurrent.futures.Future[Any],
 ) -> None:
     """Store a passage's answer, or record its model call's failure; anything else is raised."""
@@ -145,7 +154,12 @@ def _settle(
     elif failure is not None:
         raise failure
     else:
-        output = guided_output(extraction_output_clean(answered.result(), spec, text=passage.text), guide)
+        answer = answered.result()
+        if guide is None:
+            output = extraction_output_clean(answer, spec, text=passage.text)
+        else:
+            answer = compact_output(answer, spec, guide)
+            output = guided_output(extraction_output_clean(answer, spec, text=passage.text), guide)
         extraction_store(passage_id=passage.id, output=output)
 
 

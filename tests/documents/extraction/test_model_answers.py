@@ -1,6 +1,7 @@
 """How each model is asked and its answer read: an OpenAI-compatible server under the schema as
-``response_format``, the offline default for compact rows under a grammar of the schema, and an
-answer that lists an entity again, loops, or is cut at the token cap keeps what it finished."""
+``response_format``, the offline default for compact rows under a grammar of the schema (unguided:
+guided, it writes the compact answer of ``test_compact_answers.py``), and an answer that lists an
+entity again, loops, or is cut at the token cap keeps what it finished."""
 
 from __future__ import annotations
 
@@ -77,6 +78,7 @@ def test_the_offline_default_is_asked_for_compact_rows_under_a_grammar_of_the_sc
     def respond(request: dict[str, Any]) -> Any:
         return Stream(text_chunks(rows_of(TRUTH[last_user_text(request).split("Passage:\n", 1)[1]])))
 
+    settings.KGCHAT_EXTRACTION_GUIDED = False  # the rows of entities and relationships
     document = document_upload(project=project, name="atlas.md", data=TEXT.encode()).document
     with LLMTestServer(responder=respond) as server:
         settings.KGCHAT_LOCAL_LLM_URL = server.base_url
@@ -121,6 +123,7 @@ def test_an_answer_that_lists_an_entity_again_is_resumed_with_its_relationships(
         looping = ',["Freedonia","Country"],["Fredville","City"]' * 200
         return Stream(text_chunks(*pieces(entities + looping)), finish_reason="length")
 
+    settings.KGCHAT_EXTRACTION_GUIDED = False  # the rows of entities and relationships
     document = document_upload(project=project, name="atlas.md", data=TEXT.encode()).document
     with LLMTestServer(responder=respond) as server:
         settings.KGCHAT_LOCAL_LLM_URL = server.base_url
@@ -165,6 +168,7 @@ def test_an_answer_that_loops_in_its_relationships_keeps_those_before_the_loop(p
         )
         return Stream(text_chunks(*pieces(looping)), finish_reason="length")
 
+    settings.KGCHAT_EXTRACTION_GUIDED = False  # the rows of entities and relationships
     document = document_upload(project=project, name="atlas.md", data=TEXT.encode()).document
     with LLMTestServer(responder=respond) as server:
         settings.KGCHAT_LOCAL_LLM_URL = server.base_url
@@ -194,6 +198,7 @@ def test_an_answer_cut_at_the_token_cap_keeps_its_finished_items_and_is_not_aske
             return Stream(text_chunks(answer[:cut]), finish_reason="length")
         return Stream(text_chunks(answer))
 
+    settings.KGCHAT_EXTRACTION_GUIDED = False  # the rows of entities and relationships
     document = document_upload(project=project, name="atlas.md", data=TEXT.encode()).document
     with LLMTestServer(responder=respond) as server:
         settings.KGCHAT_LOCAL_LLM_URL = server.base_url
