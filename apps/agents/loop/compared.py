@@ -1,13 +1,13 @@
 """The values two compared things' readings give, and what they decide (issue #48): the date a
 reading gives, the years a life spans, whether two answers name the same thing, and which of the
-two things a ``questions.Comparison`` picks by them. Rules, so the small model never compares."""
+two things a ``comparisons.Comparison`` picks by them. Rules, so the small model never compares."""
 
 from __future__ import annotations
 
 import re
 
+from apps.agents.loop.comparisons import Comparison
 from apps.agents.loop.countries import country_of
-from apps.agents.loop.questions import Comparison
 from apps.graph_tools.recognizer import MONTHS, normalise
 
 _MONTH_NUMBER = {m.casefold(): n for n, m in enumerate(MONTHS, start=1)}

@@ -4,7 +4,7 @@ When the graph holds no relationship to plan a path over, or its plan or search 
 the small-model loop reads the project's documents itself:
 
 1. **Search** each thing the question asks about with ``search_passages``: the question itself,
-   or for a comparison each named thing's own question (``questions.comparison``), all in one step.
+   or for a comparison each named thing's own question (``comparisons.comparison``), all in one step.
    A search's query is the question as far as it is resolved, so the turn's calls are its state:
    a loop that resumes in another process reads the same state from the stored calls.
 2. **Resolve a hop**: when the question still holds a nested description ("the director of film
@@ -14,7 +14,7 @@ the small-model loop reads the project's documents itself:
    search with the bridge, as the graph loop chains a path's hops. At most ``MAX_SEARCHES`` a thing.
 3. **Answer**: with nothing left to resolve, the model reads the question against the last
    search's passages; a comparison's two answers are compared by rule where they are dates or
-   places (``questions.decided``), and by the model choosing one of the two otherwise.
+   places (``compared.decided``), and by the model choosing one of the two otherwise.
 
 The answer names what each hop found and cites the passage it came from
 (``[document](passage:<id>)``); an answer that no passage shown holds is not given, and the turn
@@ -43,6 +43,7 @@ from apps.agents.llm.base import (
     Usage,
 )
 from apps.agents.loop.compared import decided
+from apps.agents.loop.comparisons import Comparison, comparison
 from apps.agents.loop.countries import country_of
 from apps.agents.loop.follow_up import standalone_question
 from apps.agents.loop.lookups import PASSAGE_QUERY_MAX, is_passage, passages_tool
@@ -57,14 +58,7 @@ from apps.agents.loop.passage_text import (
     reading_of,
 )
 from apps.agents.loop.prompt import LOOKUP_ID_PREFIX, this_turn_start
-from apps.agents.loop.questions import (
-    Comparison,
-    answer_kind,
-    as_plain_relations,
-    comparison,
-    nested_description,
-    resolved,
-)
+from apps.agents.loop.questions import answer_kind, as_plain_relations, nested_description, resolved
 from apps.graph_tools.recognizer import mentions_find, normalise
 
 # The ids of the loop's reading searches: "lookup_read<thing>_<hex>" (the thing: 0, or 0/1 compared).

@@ -7,14 +7,8 @@ from __future__ import annotations
 import pytest
 
 from apps.agents.loop.compared import date_of, decided
-from apps.agents.loop.questions import (
-    Comparison,
-    answer_kind,
-    as_plain_relations,
-    comparison,
-    nested_description,
-    resolved,
-)
+from apps.agents.loop.comparisons import Comparison, comparison
+from apps.agents.loop.questions import answer_kind, as_plain_relations, nested_description, resolved
 
 
 @pytest.mark.parametrize(
