@@ -49,6 +49,7 @@ OTHER_SURFACES = {
         "send while reconnecting",
         "send lost in a closing socket",
         "decision lost in a closing socket",
+        "a /v1 thread",
     },
     "PAGE /projects/{}/documents/{}/mentions": {"upload", "names", "candidate", "entity link", "escaped"},
     # The OpenAI-compatible endpoint (docs/protocol.md §8), through the official openai package.
