@@ -28,15 +28,6 @@ HANDBOOK = (
 )
 
 
-@pytest.fixture
-def editor():
-    user = make_user()
-    project = make_project(owner=user)
-    client = Client()
-    client.force_login(user)
-    return client, project
-
-
 def upload(client, project, name, data, content_type="application/octet-stream", **extra):
     file = io.BytesIO(data)
     file.name = name

@@ -8,7 +8,6 @@ from __future__ import annotations
 import io
 
 import pytest
-from django.test import Client
 
 from apps.documents.models import Document, Passage
 from tests.documents.documents_files import (
@@ -20,21 +19,11 @@ from tests.documents.documents_files import (
     pptx_deck,
     xlsx_two_sheets,
 )
-from tests.factories import make_project, make_user
 from tests.graph_tools.conftest import call_tool
 
 pytestmark = pytest.mark.django_db
 
 SCAN = ["Inspection of pier 4", "", "The crane lifts twelve tonnes.", "It was repaired by Marta Lobo."]
-
-
-@pytest.fixture
-def editor():
-    user = make_user()
-    project = make_project(owner=user)
-    client = Client()
-    client.force_login(user)
-    return client, project
 
 
 def upload(client, project, name, data):

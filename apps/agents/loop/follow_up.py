@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from typing import Protocol
 
 from apps.agents.llm.base import ChatMessage
 from apps.agents.loop.prompt import this_turn_start
@@ -49,14 +50,24 @@ def _person_described(question: str) -> str:
     return nested.text if nested is not None and nested.head().rstrip("s") in PERSON_ROLES else ""
 
 
-def _earlier(messages: Sequence[ChatMessage], start: int) -> tuple[str, str]:
-    """The previous turn's question and answer ("" each when there is none)."""
-    users = [i for i in range(start) if messages[i].role == "user"]
+class Said(Protocol):
+    """A message of a conversation as either layer keeps it (``ChatMessage``, ``HistoryMessage``)."""
+
+    @property
+    def role(self) -> str: ...
+
+    @property
+    def content(self) -> str: ...
+
+
+def previous_turn(history: Sequence[Said]) -> tuple[str, str]:
+    """The last question of ``history`` (the messages before this turn's) and its answer ("" each
+    when there is none)."""
+    users = [i for i, m in enumerate(history) if m.role == "user"]
     if not users:
         return "", ""
-    asked = users[-1]
-    answers = [m.content for m in messages[asked + 1 : start] if m.role == "assistant" and m.content.strip()]
-    return messages[asked].content, answers[-1] if answers else ""
+    answers = [m.content for m in history[users[-1] + 1 :] if m.role == "assistant" and m.content.strip()]
+    return history[users[-1]].content, answers[-1] if answers else ""
 
 
 def standalone_question(messages: Sequence[ChatMessage]) -> str:
@@ -64,8 +75,7 @@ def standalone_question(messages: Sequence[ChatMessage]) -> str:
     start = this_turn_start(messages)
     if start >= len(messages):
         return ""
-    before, answer = _earlier(messages, start)
-    return standalone(messages[start].content, before, answer)
+    return standalone(messages[start].content, *previous_turn(messages[:start]))
 
 
 def standalone(question: str, before: str, answer: str) -> str:

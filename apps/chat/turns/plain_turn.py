@@ -6,7 +6,7 @@ from typing import Any
 
 from apps.agents.events import RunError, TextDelta
 from apps.agents.history import DEFAULT_HISTORY_LIMIT
-from apps.agents.loop.follow_up import standalone
+from apps.agents.loop.follow_up import previous_turn, standalone
 from apps.agents.plain import Provider, plain_answer
 from apps.chat.streams.frames import ErrorFrame, TokenFrame
 from apps.chat.turns.attribution import answer_sources, sources_text
@@ -80,14 +80,7 @@ def _query(turn: Turn) -> str:
     """What retrieval searches with: the user's message, a follow-up's pronouns replaced by what
     they stand for in the previous turn ("When was he born?" → "When was Raoul Walsh born?";
     ``follow_up.standalone``). The model still reads the whole history."""
-    users = [i for i, m in enumerate(turn.history) if m.role == "user"]
-    if not users:
-        return turn.user_message.content
-    answers = [
-        m.content for m in turn.history[users[-1] + 1 :] if m.role == "assistant" and m.content.strip()
-    ]
-    before = turn.history[users[-1]].content
-    return standalone(turn.user_message.content, before, answers[-1] if answers else "")
+    return standalone(turn.user_message.content, *previous_turn(turn.history))
 
 
 def _system_prompt(turn: Turn, retrieval: Retrieval) -> str:
