@@ -18,4 +18,5 @@ urlpatterns = [
     path("", include("apps.chat.urls")),
     path("", include("apps.usage.urls")),
     path("", include("apps.documents.urls")),
+    path("", include("apps.curation.urls")),
 ]

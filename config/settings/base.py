@@ -53,6 +53,7 @@ INSTALLED_APPS = [
     "apps.documents",
     "apps.chat",
     "apps.usage",
+    "apps.curation",
     "apps.evals",
 ]
 

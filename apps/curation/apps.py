@@ -1,0 +1,10 @@
+from django.apps import AppConfig
+
+
+class CurationConfig(AppConfig):
+    """Curating a project's graph by hand (#51): its pages, the queues of what needs care, and edits,
+    merges and undos proposed as reviewed change sets. Reads chat (the answers that cite an entity)
+    and documents (the passages that mention it, the change sets it proposes)."""
+
+    name = "apps.curation"
+    label = "curation"
