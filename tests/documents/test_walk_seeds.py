@@ -44,3 +44,17 @@ def test_a_lower_case_phrase_of_the_question_that_is_an_indexed_name_seeds_the_w
 
     assert texts[0] == terror
     assert walked[0].mentions == ("reign of terror",)
+
+
+def test_a_name_of_the_question_read_on_with_the_words_written_after_it_seeds_as_that_longer_name():
+    project = make_project()
+    mountain = "Norris Mountain: Norris Mountain is located in the Lewis Range, in Montana."
+    _upload(project, "mountain.txt", mountain)
+    _upload(project, "director.txt", "Rufus Norris: Rufus Norris is an English theatre director.")
+    _upload(project, "norris.txt", "Norris: Norris is a town in Tennessee.")
+
+    texts, walked = _walked_texts(project, "Which range is Norris mountain part of?")
+
+    assert texts[0] == mountain
+    assert walked[0].mentions == ("Norris mountain",)
+    assert all("Rufus Norris" not in text and "Tennessee" not in text for text in texts)
