@@ -46,6 +46,8 @@ from apps.agents.loop.compared import decided
 from apps.agents.loop.comparisons import Comparison, comparison
 from apps.agents.loop.countries import country_of
 from apps.agents.loop.follow_up import standalone_question
+from apps.agents.loop.full_names import full_name
+from apps.agents.loop.kinship import kin_checked
 from apps.agents.loop.lookups import PASSAGE_QUERY_MAX, is_passage, passages_tool
 from apps.agents.loop.passage_text import (
     DATELESS,
@@ -261,7 +263,10 @@ async def read_step(
         nested = nested_description(last.query) if len(own) < MAX_SEARCHES else None
         if nested is None:
             continue
-        reading = await read(nested.sub_question(), about(nested.text, last.passages)[:READ_PASSAGES], "")
+        shown = about(nested.text, last.passages)[:READ_PASSAGES]
+        reading = await kin_checked(
+            read, nested.sub_question(), shown, await read(nested.sub_question(), shown, "")
+        )
         if reading is None:
             return None
         name = bridge_name(reading.answer, last.query, nested.head())
@@ -273,6 +278,9 @@ async def read_step(
     for own in by_thing:
         shown = about(own[-1].query, own[-1].passages)[:READ_PASSAGES]
         reading = await read(own[-1].query, shown, "")
+        if compared is None:
+            reading = await kin_checked(read, own[-1].query, shown, reading)
+            reading = full_name(own[-1].query, reading, own[-1].passages) if reading is not None else None
         asked = (question, own[-1].query)
         if reading is not None and compared is None and names_asked(reading.answer, asked):
             # "Who is Sibyl Hathaway's child-in-law?" answered "Dame Sibyl Hathaway": asked again.
