@@ -218,6 +218,12 @@ class McpHttpApp:
             body = {"error": message, "code": "method_not_allowed"}
             await _send_json(send, 405, body, [(b"allow", ALLOWED_METHODS.encode())])
             return
+        request_body = await _body_within(receive, settings.KGCHAT_MCP_MAX_BYTES)
+        if request_body is None:
+            limit = settings.KGCHAT_MCP_MAX_BYTES
+            message = f"the request body is too large: at most {limit} bytes (KGCHAT_MCP_MAX_BYTES)"
+            await _send_json(send, 413, {"error": message, "code": "payload_too_large"}, [])
+            return
         scheme, _, value = headers.get("authorization", "").partition(" ")
         secret = value.strip() if scheme.lower() == "bearer" else None
         try:
@@ -230,8 +236,42 @@ class McpHttpApp:
             return
         manager = await self._session_manager()
         await manager.handle_request(
-            {**scope, PROJECT_SCOPE_KEY: project_id, PRINCIPAL_SCOPE_KEY: principal}, receive, send
+            {**scope, PROJECT_SCOPE_KEY: project_id, PRINCIPAL_SCOPE_KEY: principal},
+            _replay(request_body, receive),
+            send,
         )
+
+
+async def _body_within(receive: Any, limit: int) -> bytes | None:
+    """The request's body, read whole, or None once it passes ``limit`` bytes (the rest unread):
+    the SDK reads a body whole into memory, with no limit of its own."""
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            return b"".join(chunks)
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            return None
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            return b"".join(chunks)
+
+
+def _replay(body: bytes, receive: Any) -> Any:
+    """An ASGI ``receive`` giving ``body`` as one message, then the connection's own (its disconnect)."""
+    sent = False
+
+    async def replayed() -> Any:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replayed
 
 
 def mcp_asgi_app() -> McpHttpApp:

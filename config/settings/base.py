@@ -165,6 +165,8 @@ KGCHAT_CHAT_MODEL = os.environ.get("KGCHAT_CHAT_MODEL", "gemini-2.0-flash")
 KGCHAT_EMBEDDINGS = os.environ.get("KGCHAT_EMBEDDINGS", "")
 KGCHAT_MAX_MESSAGE_CHARS = env_int("KGCHAT_MAX_MESSAGE_CHARS", 32000)
 KGCHAT_IMPORT_MAX_BYTES = env_int("KGCHAT_IMPORT_MAX_BYTES", 50 * 1024 * 1024)
+# The largest body of an MCP request (a tool call's JSON-RPC message): the MCP SDK reads it whole.
+KGCHAT_MCP_MAX_BYTES = env_int("KGCHAT_MCP_MAX_BYTES", 1024 * 1024)
 # Uploaded documents (apps/documents): the largest file, and the most pages of a PDF.
 KGCHAT_DOCUMENT_MAX_BYTES = env_int("KGCHAT_DOCUMENT_MAX_BYTES", 20 * 1024 * 1024)
 KGCHAT_DOCUMENT_MAX_PAGES = env_int("KGCHAT_DOCUMENT_MAX_PAGES", 500)

@@ -333,3 +333,33 @@ def test_x_project_id_with_a_nul_is_a_400_naming_the_header_not_a_500(member_tok
     assert refused.value.status == 400
     assert refused.value.code == "invalid_request"
     assert "X-Project-ID" in refused.value.message
+
+
+@pytest.mark.parametrize("chunked", [False, True], ids=["content-length", "chunked"])
+async def test_http_a_body_over_the_limit_is_a_413_and_the_server_goes_on(
+    daphne_url: str, token: str, chunked: bool
+):
+    """The MCP SDK reads a body whole with no limit of its own: kgchat stops reading at
+    ``KGCHAT_MCP_MAX_BYTES`` (1 MiB by default), whether the size is announced or the body comes
+    in chunks."""
+    headers = {
+        "Authorization": f"Bearer {token}",
+        "Accept": "application/json, text/event-stream",
+        "Content-Type": "application/json",
+        "MCP-Protocol-Version": "2025-06-18",
+    }
+    big = raw_tools_call('{"query": "' + "x" * (1024 * 1024) + '"}').encode()
+
+    async def chunks():
+        for at in range(0, len(big), 65536):
+            yield big[at : at + 65536]
+
+    async with httpx.AsyncClient(timeout=30) as raw:
+        response = await raw.post(daphne_url, content=chunks() if chunked else big, headers=headers)
+    async with http_client(daphne_url, {"Authorization": f"Bearer {token}"}) as client:
+        after = await client.call_tool("list_entity_types", {})
+
+    assert response.status_code == 413
+    assert response.json()["code"] == "payload_too_large"
+    assert "KGCHAT_MCP_MAX_BYTES" in response.json()["error"]
+    assert payload(after)["types"][0] == {"type": "Person", "count": 5}
