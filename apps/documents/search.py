@@ -38,7 +38,9 @@ FROM (SELECT DISTINCT '''' || replace(replace(l, chr(92), chr(92) || chr(92)), '
 ORDER BY w
 """
 
-PASSAGE_COLUMNS = "p.id, p.document_id, d.name, p.ordinal, p.page, p.char_start, p.char_end, p.text"
+PASSAGE_COLUMNS = (
+    "p.id, p.document_id, d.name, p.ordinal, p.page, p.char_start, p.char_end, p.text, p.ocr_confidence"
+)
 
 
 def passage_row(row: Sequence[Any]) -> dict[str, Any]:
@@ -52,6 +54,8 @@ def passage_row(row: Sequence[Any]) -> dict[str, Any]:
         "char_start": row[5],
         "char_end": row[6],
         "text": row[7],
+        # A page read by OCR: the engine's mean word confidence, 0 to 1 (a reader weighs its text by it).
+        "ocr_confidence": row[8],
     }
 
 

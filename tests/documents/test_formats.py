@@ -147,13 +147,18 @@ def test_search_passages_finds_a_tables_rows_by_their_headers(editor, name, buil
     assert all("Q3 cost" in t for t in texts[:3])
 
 
-def test_search_passages_finds_a_scanned_pages_text(editor):
+def test_search_passages_finds_a_scanned_pages_text_with_its_ocr_confidence(editor):
     client, project = editor
     upload(client, project, "pier.png", png_scanned(SCAN))
+    upload(client, project, "notes.txt", b"The crane was bought in 1998.")
 
     found = call_tool(project, "search_passages", query="Who repaired the crane?")
 
+    scanned = next(r for r in found["results"] if r["document_name"] == "pier.png")
+    typed = next(r for r in found["results"] if r["document_name"] == "notes.txt")
     assert found["results"][0]["text"].startswith("The crane lifts twelve tonnes.")
+    assert 0.8 < scanned["ocr_confidence"] <= 1
+    assert typed["ocr_confidence"] is None
 
 
 @pytest.mark.parametrize(
