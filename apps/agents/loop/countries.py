@@ -28,17 +28,30 @@ class Country:
 
 @cache
 def _countries() -> dict[str, Country]:
-    """Each form's key -> its country (a form two countries share goes to the first, in the
-    table's order)."""
-    by_form: dict[str, Country] = {}
+    """Each form's key -> its country. A form two countries share goes to the one it names (its
+    name or a spelling of it) over the one whose people it names, then to the more populous: the
+    table gives the Northern Mariana Islands' people as "American" too, and "American" is the
+    United States'."""
+    by_form: dict[str, tuple[tuple[bool, int], Country]] = {}
     for row in all_countries():
         name, demonym = str(row.name() or ""), str(row.demonym() or "")
         spellings = list(row.alt_spellings() or [])  # "UK", "United Kingdom of Great Britain and …"
-        forms = frozenset(k for k in map(normalise, [name, demonym, *spellings]) if k)
+        names = {k for k in map(normalise, [name, *spellings]) if k}
+        forms = frozenset(names | ({normalise(demonym)} - {""}))
         country = Country(name=name, demonym=demonym, forms=forms)
+        population = int(row.population() or 0) if _has_population(row) else 0
         for form in forms:
-            by_form.setdefault(form, country)
-    return by_form
+            rank = (form in names, population)
+            if form not in by_form or rank > by_form[form][0]:
+                by_form[form] = (rank, country)
+    return {form: country for form, (_, country) in by_form.items()}
+
+
+def _has_population(row: object) -> bool:
+    try:
+        return bool(row.population())  # type: ignore[attr-defined]
+    except (KeyError, AttributeError, TypeError, ValueError):
+        return False
 
 
 def country_of(answer: str) -> Country | None:

@@ -30,6 +30,13 @@ KIND_WORDS = (
 # A relative clause goes on after its name by an auxiliary and a participle ("where X is located",
 # "where X was born", "where X died"), or by "is a <noun>" ("where X is a citizen").
 CLAUSE_AUXILIARIES = frozenset("is was are were".split())
+# A common noun written in lower case after a name, as part of it ("the range that Norris mountain
+# is part of"): the clause goes on after it.
+NAME_NOUNS = frozenset(
+    "mountain mountains river lake island islands county city bay peak valley park bridge street castle "
+    "church cathedral university college school station airport desert sea ocean strait canal forest "
+    "hill hills range falls dam creek".split()
+)
 CLAUSE_VERBS = frozenset(
     "located situated based born died lived buried found formed founded headquartered released set held "
     "made fought".split()
@@ -181,6 +188,8 @@ def _clause_end(question: str, end: int) -> int:
     ``CLAUSE_VERBS``, one of them alone, or "is a <noun>"."""
     words = _words_after(question, end, 3)
     said = [w for w, _ in words]
+    if said[:1] and said[0] in NAME_NOUNS and said[1:2] and said[1] in CLAUSE_AUXILIARIES:
+        return _clause_end(question, words[0][1])  # "the range that Norris mountain is part of"
     if said[:2] in (["will", "be"], ["would", "be"], ["can", "be"]) and said[2:3] and said[2] in CLAUSE_VERBS:
         return words[2][1]  # "where the next winter Olympics will be held"
     if said[:1] and said[0] in CLAUSE_AUXILIARIES:

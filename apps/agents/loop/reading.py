@@ -324,11 +324,19 @@ _ASKS_COUNTRY = re.compile(r"\b(?:country|countries|nationality|citizen\w*)\b", 
 def headline(question: str, answer: str) -> str:
     """The answer's first line: a country that ``question`` asks for is given in both its forms,
     the passage's first ("Danish (Denmark)", "United Kingdom (British)"; ``countries``)."""
-    country = country_of(answer) if _ASKS_COUNTRY.search(question) else None
+    if not _ASKS_COUNTRY.search(question):
+        return answer
+    # "French DJ": the nationality is its first word or words (not a two-letter code: "DJ").
+    words = answer.split()
+    firsts = [" ".join(words[:n]) for n in range(len(words), 0, -1)]
+    said, country = next(
+        ((first, c) for first in firsts if (first == answer or len(first) > 3) and (c := country_of(first))),
+        (answer, None),
+    )
     if country is None or not country.demonym:
         return answer
-    other = country.name if answer.casefold() != country.name.casefold() else country.demonym
-    return f"{answer} ({other})"
+    other = country.name if said.casefold() != country.name.casefold() else country.demonym
+    return f"{said} ({other})"
 
 
 async def _compared(

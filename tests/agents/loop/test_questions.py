@@ -53,6 +53,10 @@ from apps.agents.loop.questions import answer_kind, as_plain_relations, nested_d
         ),
         ("Where is the district that Knott is part of located?", "the district that Knott is part of"),
         (
+            "To which group of mountains does the range that Norris mountain is part of in Montana belong?",
+            "the range that Norris mountain is part of",  # a lower-case noun of the name
+        ),
+        (
             "What is the area code for Cincinnati in the state where the Atwater Church is?",
             "the state where the Atwater Church is",  # the question's own subject last
         ),

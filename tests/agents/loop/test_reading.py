@@ -232,6 +232,13 @@ def test_a_country_is_read_in_a_passage_that_writes_its_demonym_and_answered_in_
     assert headline("Where was Hans Salter born?", "Austria") == "Austria"  # no country asked
 
 
+def test_a_nationality_read_with_more_words_is_given_by_its_first_and_a_shared_demonym_by_its_country() -> None:
+    assert headline("What nationality is the performer of song Am I Wrong?", "French DJ") == "French (France)"
+    assert headline("Which country is the singer from?", "American") == "American (United States)"
+    assert headline("What nationality is Waylon Payne?", "American singer") == "American (United States)"
+    assert headline("What nationality is the DJ?", "DJ Snake") == "DJ Snake"  # not Djibouti's code
+
+
 @pytest.mark.parametrize(
     ("first", "second", "same"),
     [("Danish", "Denmark", True), ("British", "American", False), ("Rome", "Rome, Italy", True)],
