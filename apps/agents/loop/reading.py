@@ -318,12 +318,15 @@ def _answer(own: Sequence[Search], final: Reading) -> str:
     return f"{headline(own[-1].query, final.answer)}.\n\n" + "\n".join(lines)
 
 
+_YEARS_OR = re.compile(r"\b(\d{3,4})/(\d{3,4})\b")
 _ASKS_COUNTRY = re.compile(r"\b(?:country|countries|nationality|citizen\w*)\b", re.IGNORECASE)
 
 
 def headline(question: str, answer: str) -> str:
     """The answer's first line: a country that ``question`` asks for is given in both its forms,
-    the passage's first ("Danish (Denmark)", "United Kingdom (British)"; ``countries``)."""
+    the passage's first ("Danish (Denmark)", "United Kingdom (British)"; ``countries``); two years
+    a passage writes as one uncertain date ("born 1322/1327") are "1322 or 1327"."""
+    answer = _YEARS_OR.sub(r"\1 or \2", answer)
     if not _ASKS_COUNTRY.search(question):
         return answer
     # "French DJ": the nationality is its first word or words (not a two-letter code: "DJ").

@@ -232,11 +232,18 @@ def test_a_country_is_read_in_a_passage_that_writes_its_demonym_and_answered_in_
     assert headline("Where was Hans Salter born?", "Austria") == "Austria"  # no country asked
 
 
-def test_a_nationality_read_with_more_words_is_given_by_its_first_and_a_shared_demonym_by_its_country() -> None:
+def test_a_nationality_read_with_more_words_is_given_by_its_first_and_a_shared_demonym_by_its_country() -> (
+    None
+):
     assert headline("What nationality is the performer of song Am I Wrong?", "French DJ") == "French (France)"
     assert headline("Which country is the singer from?", "American") == "American (United States)"
     assert headline("What nationality is Waylon Payne?", "American singer") == "American (United States)"
     assert headline("What nationality is the DJ?", "DJ Snake") == "DJ Snake"  # not Djibouti's code
+
+
+def test_two_years_written_as_one_uncertain_date_are_given_as_either() -> None:
+    assert headline("What is the date of birth of Nicholas the Small?", "1322/1327") == "1322 or 1327"
+    assert headline("When was it founded?", "12/05/1990") == "12/05/1990"  # a date, not two years
 
 
 @pytest.mark.parametrize(
