@@ -8,3 +8,10 @@ class CurationConfig(AppConfig):
 
     name = "apps.curation"
     label = "curation"
+
+    def ready(self) -> None:
+        from apps.curation.review import curation_decide
+        from apps.documents.models import ChangeSetKind
+        from apps.documents.review import change_set_decider_register
+
+        change_set_decider_register(ChangeSetKind.CURATION, curation_decide)

@@ -25,6 +25,14 @@ from apps.graph_tools.errors import (
     RelationshipExists,
 )
 from apps.graph_tools.importer import project_write_turn
+from apps.graph_tools.merges import (
+    MergeEntitiesArgs,
+    UnmergeEntitiesArgs,
+    apply_merge_entities,
+    apply_unmerge_entities,
+    plan_merge_entities,
+    plan_unmerge_entities,
+)
 from apps.graph_tools.models import (
     IMPORT_ACTIONS,
     GraphChange,
@@ -85,13 +93,14 @@ def _apply_update_entity(
     after = plan.after or {}
     assert plan.entity_id is not None
     obj = GraphObject.objects.defer("search_vector").get(project_id=project_id, id=plan.entity_id)
-    fields = ["name", "description", "properties", "updated_at"]
-    if (obj.name, obj.description) != (after["name"], after["description"]):
-        # The embedded text changed: the background worker embeds the entity again.
+    fields = ["name", "type", "description", "properties", "updated_at"]
+    if (obj.name, obj.type, obj.description) != (after["name"], after["type"], after["description"]):
+        # The embedded text (name, type, description) changed: the background worker embeds it again.
         GraphObjectEmbedding.objects.filter(object_id=obj.id).delete()
         obj.embedding_pending = True
         fields.append("embedding_pending")
-    obj.name, obj.description, obj.properties = after["name"], after["description"], after["properties"]
+    obj.name, obj.type, obj.description = after["name"], after["type"], after["description"]
+    obj.properties = after["properties"]
     obj.save(update_fields=fields)
     return [_change("update_entity", entity_id=plan.entity_id, before=plan.before, after=after)]
 
@@ -213,7 +222,7 @@ WRITE_KINDS: tuple[WriteKind, ...] = (
         "update_entity",
         "Update entity",
         "updated",
-        "Change an entity's name, description and/or properties (a property set to null is removed; "
+        "Change an entity's name, type, description and/or properties (a property set to null is removed; "
         "properties not given stay as they are).",
         UpdateEntityArgs,
         plan_update_entity,
@@ -258,6 +267,29 @@ WRITE_KINDS: tuple[WriteKind, ...] = (
         DeleteRelationshipArgs,
         plan_delete_relationship,
         _apply_delete_relationship,
+        destructive=True,
+    ),
+    WriteKind(
+        "merge_entities",
+        "Merge entities",
+        "merged",
+        "Merge a duplicate entity (merge) into the entity that stays (keep): the duplicate's relationships "
+        "move to keep (one keep already has is collapsed into it), its name and aliases become keep's "
+        "aliases, and the duplicate is removed (its id and key then lead to keep).",
+        MergeEntitiesArgs,
+        plan_merge_entities,
+        apply_merge_entities,
+        destructive=True,
+    ),
+    WriteKind(
+        "unmerge_entities",
+        "Undo a merge",
+        "merge undone",
+        "Undo merge_entities: restore the merged entity (its id and key) and its relationships as they "
+        "were, and take the names the merge added off keep's aliases.",
+        UnmergeEntitiesArgs,
+        plan_unmerge_entities,
+        apply_unmerge_entities,
         destructive=True,
     ),
 )
