@@ -1,6 +1,8 @@
 """REST routes of a project's ontology (#51; docs/protocol.md "Ontology"): import, get, the
-enforcement setting, delete, export of the schema the graph has, the draft's accept and discard,
-and the ontology-violations queue. Each makes one call into the ontology's services or selectors."""
+enforcement setting, delete, export of the schema the graph has, the draft's acceptance, and the
+ontology-violations queue. Each makes one call into the ontology's services or selectors. The
+draft's own path (request, read, discard) is one router's, ``apps/documents/ontology_api.py``:
+Django resolves a path to the first router that has it, whatever the method."""
 
 from __future__ import annotations
 
@@ -125,24 +127,11 @@ def ontology_export(request: HttpRequest, project_id: str, format: Format = "yam
     return response
 
 
-@router.get("/projects/{project_id}/ontology/draft", response=DraftOut)
-def ontology_draft(request: HttpRequest, project_id: str) -> DraftOut:
-    state = selectors.ontology_draft_get(principal=principal_of(request), project_ref=project_id)
-    assert state.row is not None and state.row.draft is not None
-    return DraftOut(draft=state.row.draft, notes=state.row.draft_notes, proposedAt=state.row.draft_at)
-
-
 @router.post("/projects/{project_id}/ontology/draft/accept", response=OntologyOut)
 def ontology_draft_accept(request: HttpRequest, project_id: str) -> OntologyOut:
     return ontology_out(
         services.ontology_draft_accept(principal=principal_of(request), project_ref=project_id)
     )
-
-
-@router.delete("/projects/{project_id}/ontology/draft", response={204: None})
-def ontology_draft_discard(request: HttpRequest, project_id: str) -> tuple[int, None]:
-    services.ontology_draft_discard(principal=principal_of(request), project_ref=project_id)
-    return 204, None
 
 
 @router.get("/projects/{project_id}/curation/queues/ontology-violations", response=dict[str, Any])
