@@ -4,8 +4,9 @@ For a project with no ontology yet: a few passages of each document (``SAMPLE_PA
 most ``SAMPLE_CHARS`` of text) and the types its graph already has are given to the model (through
 ``apps.agents.structured``, as extraction is) under a JSON Schema of three flat lists: entity types,
 relationship types with one domain and one range, and properties with datatypes. The answer is
-mended (names trimmed and bounded, relationship types written ``UPPER_SNAKE``, a domain or range no
-entity type names added as an entity type, repeats dropped), checked as any imported ontology is,
+mended (names trimmed and bounded, relationship types written ``UPPER_SNAKE``, a domain or range
+that is no entity type of the answer (a small model writes an example's name there) left open,
+repeats dropped), checked as any imported ontology is,
 and stored as the project's draft (``graph_tools.ontology.services.ontology_draft_store``); what was
 mended is in the draft's notes. Accepting it imports it (``ontology_draft_accept``).
 """
@@ -109,18 +110,33 @@ def sample_passages(*, project_id: Any) -> list[tuple[str, str]]:
     return sample
 
 
-def draft_question(sample: list[tuple[str, str]], known_types: tuple[str, ...]) -> JsonQuestion:
+def draft_question(
+    sample: list[tuple[str, str]], known_types: tuple[str, ...], *, rows: bool = False
+) -> JsonQuestion:
+    """The structured call that asks for an ontology; with ``rows``, its lists' items are asked as
+    rows of values (the offline default's ``compact_json_grammar``), as extraction words it."""
     lines = [
         "You design the schema (ontology) of a knowledge graph from a sample of a project's documents.",
         "List the kinds of things the documents talk about as entity types (singular, e.g. Person, City), "
         "the relationships between them as relationship types (UPPER_SNAKE_CASE verbs, e.g. LIVES_IN, each "
-        "with the entity type of its source as domain and of its target as range), and the facts stated "
+        "with the entity type of its source as domain and of its target as range: types from your list, "
+        "never the name of one thing), and the facts stated "
         f"about each entity type as properties with a datatype ({', '.join(DATATYPES)}).",
         f"At most {MOST_TYPES} of each. Only what the documents show.",
     ]
     if known_types:
         lines.append(
             "The graph already has these entity types; reuse them: " + ", ".join(known_types[:60]) + "."
+        )
+    if rows:
+        lines.append(
+            'Answer with JSON only: {"entity_types":[["Person","a human being"],...],'
+            '"relationship_types":[["LIVES_IN","Person","City"],...],'
+            '"properties":[["Person","birth_year","integer"],...]}.'
+        )
+    else:
+        lines.append(
+            'Answer with JSON only: {"entity_types": [...], "relationship_types": [...], "properties": [...]}.'
         )
     passages = "\n\n".join(f"[{name}]\n{text}" for name, text in sample)
     return JsonQuestion(
@@ -138,15 +154,38 @@ def draft_question(sample: list[tuple[str, str]], known_types: tuple[str, ...]) 
 
 
 def _clean(value: Any, *, relationship: bool = False) -> str:
+    """A type or property name as the model wrote it, trimmed and bounded ("" for one without a
+    letter: punctuation a model wrote in its place)."""
     name = re.sub(r"\s+", " ", str(value or "")).strip()[:MAX_TYPE_NAME]
     if relationship:
         name = re.sub(r"[^0-9A-Za-z]+", "_", name).strip("_").upper()
-    return name
+    return name if re.search(r"[^\W\d_]", name) else ""
 
 
 def _items(answer: Any, key: str) -> list[dict[str, Any]]:
     items = answer.get(key) if isinstance(answer, dict) else None
     return [i for i in items or [] if isinstance(i, dict)][:MOST_TYPES]
+
+
+def _relationship_types(
+    answer: Any, entity_types: dict[str, dict[str, Any]], notes: list[str]
+) -> dict[str, dict[str, Any]]:
+    """The answer's relationship types, each end that is no entity type of the answer left open."""
+    relationship_types: dict[str, dict[str, Any]] = {}
+    for item in _items(answer, "relationship_types"):
+        name = _clean(item.get("name"), relationship=True)
+        if not name:
+            continue
+        definition = relationship_types.setdefault(name, {})
+        for key in ("domain", "range"):
+            end = _clean(item.get(key))
+            if end and end not in entity_types:
+                notes.append(f"{name}: its {key} {end!r} is no entity type of the draft; left open")
+            elif end and end not in definition.setdefault(key, []):
+                definition[key].append(end)
+    return {
+        name: {k: v for k, v in definition.items() if v} for name, definition in relationship_types.items()
+    }
 
 
 def draft_document(answer: Any) -> tuple[dict[str, Any], list[str]]:
@@ -158,20 +197,7 @@ def draft_document(answer: Any) -> tuple[dict[str, Any], list[str]]:
         if name and name not in entity_types:
             description = str(item.get("description") or "").strip()[:2000]
             entity_types[name] = {"description": description} if description else {}
-    relationship_types: dict[str, dict[str, Any]] = {}
-    for item in _items(answer, "relationship_types"):
-        name = _clean(item.get("name"), relationship=True)
-        ends = {"domain": _clean(item.get("domain")), "range": _clean(item.get("range"))}
-        if not name:
-            continue
-        for end in ends.values():
-            if end and end not in entity_types:
-                entity_types[end] = {}
-                notes.append(f"{end}: named as a domain or range of {name}, added as an entity type")
-        definition = relationship_types.setdefault(name, {})
-        for key, end in ends.items():
-            if end and end not in definition.setdefault(key, []):
-                definition[key].append(end)
+    relationship_types = _relationship_types(answer, entity_types, notes)
     for item in _items(answer, "properties"):
         type_name, name, datatype = _clean(item.get("type")), _clean(item.get("name")), item.get("datatype")
         if type_name in entity_types and name and datatype in DATATYPES:
@@ -199,7 +225,7 @@ async def ontology_draft_propose(
     known = (await sync_to_async(graph_vocabulary)(project_id=project.id)).entity_types
     try:
         model = structured_model(extraction_model(), provider=provider)
-        answer = await model.answer(draft_question(sample, known))
+        answer = await model.answer(draft_question(sample, known, rows=model.in_rows))
     except LLMError as exc:
         raise DraftFailed(f"the model could not propose an ontology: {exc}") from None
     document, notes = draft_document(answer)

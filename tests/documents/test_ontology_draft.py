@@ -56,7 +56,8 @@ def test_a_draft_is_proposed_from_the_documents_reviewed_and_accepted(editor, sc
     assert proposed.status_code == 201, proposed.content
     draft = proposed.json()["draft"]
     assert draft["relationship_types"]["BORN_IN"] == {"domain": ["Person"], "range": ["City"]}
-    assert draft["entity_types"]["Country"] == {}  # named as a range: added, and the notes say so
+    assert draft["relationship_types"]["LOCATED_IN"] == {"domain": ["City"]}  # Country is no type of it
+    assert "Country" not in draft["entity_types"]
     assert draft["entity_types"]["Person"]["properties"] == {"birth_year": "integer"}
     assert "Country" in proposed.json()["notes"] and "mass" in proposed.json()["notes"]
     asked = scripted.calls[0].messages[-1].content
