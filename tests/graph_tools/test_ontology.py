@@ -300,3 +300,32 @@ def test_delete_removes_the_ontology_and_writes_are_free_again(graph: SmallGraph
     assert deleted.status_code == 204
     assert again.status_code == 404 and again.json()["code"] == "ontology_not_found"
     assert write.status_code == 200
+
+
+def test_a_queue_page_looks_at_a_bounded_stretch_and_the_walk_reaches_every_violation(
+    graph: SmallGraph, editor: Client, monkeypatch
+):
+    from apps.graph_tools.ontology import queue
+
+    monkeypatch.setattr(queue, "SCAN_MAX", 2)
+    # KNOWS may only reach a City: its 4 relationships break it, and WORKS_AT (1) is undeclared.
+    import_ontology(
+        editor,
+        graph,
+        ONTOLOGY.replace("KNOWS: {domain: [Person], range: [Person]", "KNOWS: {range: [City]").replace(
+            "  WORKS_AT:", "  OTHER:"
+        ),
+    )
+    url = f"{base(graph)}/curation/queues/ontology-violations"
+
+    pages, cursor = [], ""
+    while True:
+        page = editor.get(f"{url}?limit=50{cursor}").json()
+        pages.append(page)
+        if page["nextCursor"] is None:
+            break
+        cursor = f"&cursor={page['nextCursor']}"
+
+    assert all(len(p["items"]) <= 2 for p in pages)
+    assert sum(len(p["items"]) for p in pages) == pages[0]["count"] == 5
+    assert pages[0]["bounds"]["scanMax"] == 2

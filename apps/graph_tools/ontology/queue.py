@@ -2,10 +2,10 @@
 project's ontology, a bounded page at a time.
 
 Which (relationship type, source type, target type) triples break it is read from the per-project
-type counts (no scan), and so is the queue's ``count``; a page then walks those relationship types'
-rows in (type, id) order from the cursor through the (project, type, id) index, keeping the rows
-whose ends have a breaking pair of types, under a statement timeout. The cursor is the last row's
-(type, id), opaque to clients.
+type counts (no scan), and so is the queue's ``count``; a page then walks at most ``SCAN_MAX`` of those
+relationship types' rows in (type, id) order from the cursor through the (project, type, id)
+index, keeping the rows whose ends have a breaking pair of types, under a statement timeout. The
+cursor is the last row's (type, id) (the last returned, or the last looked at), opaque to clients.
 """
 
 from __future__ import annotations
@@ -27,6 +27,8 @@ from apps.projects.selectors import Principal, project_get
 DEFAULT_LIMIT = 50
 MAX_LIMIT = 200
 STATEMENT_TIMEOUT_MS = 5_000
+# Relationships of the breaking types one page looks at, at most.
+SCAN_MAX = 10_000
 KIND = "ontology-violations"
 
 
@@ -52,7 +54,11 @@ class QueuePage:
             "kind": KIND,
             "items": self.items,
             "nextCursor": self.next_cursor,
-            "bounds": {"limitMax": MAX_LIMIT, "statementTimeoutMs": STATEMENT_TIMEOUT_MS},
+            "bounds": {
+                "limitMax": MAX_LIMIT,
+                "scanMax": SCAN_MAX,
+                "statementTimeoutMs": STATEMENT_TIMEOUT_MS,
+            },
             "count": self.count,
         }
 
@@ -92,11 +98,61 @@ def _entity(row: tuple[Any, ...]) -> dict[str, Any]:
     return {"id": str(row[0]), "key": row[1], "name": row[2], "type": row[3]}
 
 
+_SCANNED = """SELECT r.id, r.type, r.src_id, r.dst_id, r.properties FROM kb.graph_relationships r
+               WHERE r.project_id = %(p)s AND r.type = ANY(%(types)s)
+                 AND (%(after_type)s::text IS NULL OR (r.type, r.id) > (%(after_type)s::text, %(after_id)s::uuid))
+               ORDER BY r.type, r.id LIMIT %(scan)s"""
+
+
+def _page_rows(
+    project_id: uuid.UUID,
+    triples: list[tuple[str, str, str]],
+    after: tuple[str, uuid.UUID] | None,
+    limit: int,
+) -> tuple[list[tuple[Any, ...]], tuple[str, str] | None]:
+    """The breaking relationships among the next ``SCAN_MAX`` of the breaking types' rows after the
+    cursor (at most ``limit + 1``), and the last row that stretch scanned when it was full."""
+    params: dict[str, Any] = {
+        "p": project_id,
+        "types": sorted({t[0] for t in triples}),
+        "t": [t[0] for t in triples],
+        "s": [t[1] for t in triples],
+        "d": [t[2] for t in triples],
+        "after_type": after[0] if after else None,
+        "after_id": after[1] if after else None,
+        "scan": SCAN_MAX,
+        "limit": limit + 1,
+    }
+    with transaction.atomic(), connection.cursor() as db:
+        db.execute(f"SET LOCAL statement_timeout = {STATEMENT_TIMEOUT_MS}")
+        db.execute(
+            f"""SELECT r.id, r.type, r.properties, s.id, s.key, s.name, s.type, d.id, d.key, d.name, d.type
+                  FROM ({_SCANNED}) r
+                  JOIN kb.graph_objects s ON s.id = r.src_id
+                  JOIN kb.graph_objects d ON d.id = r.dst_id
+                 WHERE (r.type, s.type, d.type) IN
+                       (SELECT * FROM unnest(%(t)s::text[], %(s)s::text[], %(d)s::text[]))
+                 ORDER BY r.type, r.id LIMIT %(limit)s""",
+            params,
+        )
+        rows = db.fetchall()
+        if len(rows) > limit:
+            return rows, None
+        db.execute(
+            f"SELECT type, id, count(*) OVER () FROM ({_SCANNED}) w ORDER BY type DESC, id DESC LIMIT 1",
+            params,
+        )
+        last = db.fetchone()
+    return rows, (last[0], str(last[1])) if last is not None and last[2] >= SCAN_MAX else None
+
+
 def violations_page(
     *, project_id: uuid.UUID, cursor: str | None = None, limit: int = DEFAULT_LIMIT
 ) -> QueuePage:
     """A page of the project's relationships that break its ontology, each with its ends and the
-    rules it breaks; an empty queue when the project has no ontology."""
+    rules it breaks; an empty queue when the project has no ontology. A page looks at no more than
+    ``SCAN_MAX`` relationships of the breaking types: it may hold fewer than ``limit`` items while
+    ``next_cursor`` is set (None: the queue's end)."""
     limit = max(1, min(int(limit), MAX_LIMIT))
     after = cursor_decode(cursor) if cursor else None
     ontology = ontology_active(project_id=project_id)
@@ -105,31 +161,7 @@ def violations_page(
     breaking, count = _breaking_triples(project_id, ontology)
     if not breaking:
         return QueuePage(items=[], next_cursor=None, count=0)
-    triples = list(breaking)
-    with transaction.atomic(), connection.cursor() as db:
-        db.execute(f"SET LOCAL statement_timeout = {STATEMENT_TIMEOUT_MS}")
-        db.execute(
-            """SELECT r.id, r.type, r.properties, s.id, s.key, s.name, s.type, d.id, d.key, d.name, d.type
-                 FROM kb.graph_relationships r
-                 JOIN kb.graph_objects s ON s.id = r.src_id
-                 JOIN kb.graph_objects d ON d.id = r.dst_id
-                WHERE r.project_id = %(p)s AND r.type = ANY(%(types)s)
-                  AND (r.type, s.type, d.type) IN (SELECT * FROM unnest(%(t)s::text[], %(s)s::text[], %(d)s::text[]))
-                  AND (%(after_type)s::text IS NULL OR (r.type, r.id) > (%(after_type)s::text, %(after_id)s::uuid))
-                ORDER BY r.type, r.id
-                LIMIT %(limit)s""",
-            {
-                "p": project_id,
-                "types": sorted({t[0] for t in triples}),
-                "t": [t[0] for t in triples],
-                "s": [t[1] for t in triples],
-                "d": [t[2] for t in triples],
-                "after_type": after[0] if after else None,
-                "after_id": after[1] if after else None,
-                "limit": limit + 1,
-            },
-        )
-        rows = db.fetchall()
+    rows, scanned_to = _page_rows(project_id, list(breaking), after, limit)
     items = [
         {
             "relationship": {"id": str(r[0]), "type": r[1], "properties": _json(r[2])},
@@ -139,10 +171,12 @@ def violations_page(
         }
         for r in rows[:limit]
     ]
-    more = len(rows) > limit
-    next_cursor = (
-        cursor_encode(items[-1]["relationship"]["type"], items[-1]["relationship"]["id"]) if more else None
-    )
+    if len(rows) > limit:
+        next_cursor: str | None = cursor_encode(
+            items[-1]["relationship"]["type"], items[-1]["relationship"]["id"]
+        )
+    else:
+        next_cursor = cursor_encode(*scanned_to) if scanned_to is not None else None
     return QueuePage(items=items, next_cursor=next_cursor, count=count)
 
 
