@@ -84,7 +84,9 @@ def _register_routers() -> None:
     from apps.chat.transports.conversations_api import router as chat_team_router
     from apps.curation.api import router as curation_router
     from apps.documents.api import router as documents_router
+    from apps.documents.ontology_api import router as ontology_draft_router
     from apps.graph_tools.api import router as graph_router
+    from apps.graph_tools.ontology.api import router as ontology_router
     from apps.graph_tools.tools_api import router as graph_tools_router
     from apps.projects.api import router as projects_router
     from apps.usage.api import router as usage_router
@@ -92,7 +94,9 @@ def _register_routers() -> None:
     api.add_router("/", projects_router)
     api.add_router("/", graph_router)
     api.add_router("/", graph_tools_router)
+    api.add_router("/", ontology_router)
     api.add_router("/", documents_router)
+    api.add_router("/", ontology_draft_router)
     api.add_router("/", agents_router)
     api.add_router("/", chat_router)
     api.add_router("/", chat_team_router)

@@ -105,8 +105,9 @@ class _Builder:
         vocabulary = graph_vocabulary(project_id=self.project_id)
         for type_, src_type, dst_type in vocabulary.relationships:
             self.ends.setdefault(type_, set()).add((src_type, dst_type))
-        # Whether the extraction may bring new types (then a new pair of types is no mistake).
-        self.new_types = (
+        # Whether the extraction may bring new types (then a new pair of types is no mistake); never
+        # against the project's ontology (#51), whose domains and ranges are the pairs.
+        self.new_types = not vocabulary.declared and (
             not vocabulary.entity_types
             or ExtractionSettings.objects.filter(project_id=self.project_id, allow_new_types=True).exists()
         )

@@ -108,3 +108,45 @@ class McpUnauthorized(ServiceError):
 
     status = 401
     code = "unauthorized"
+
+
+class OntologyInvalid(ServiceError):
+    """The ontology file is invalid; nothing of it was kept."""
+
+    code = "invalid_ontology"
+
+
+class OntologyTooLarge(ServiceError):
+    """the ontology file is too large"""
+
+    status = 413
+    code = "payload_too_large"
+
+
+class OntologyNotFound(NotFound):
+    """This project has no ontology."""
+
+    code = "ontology_not_found"
+
+
+class OntologyExists(ServiceError):
+    """This project already has an ontology: a draft is proposed only for a project without one."""
+
+    status = 409
+    code = "ontology_exists"
+
+
+class OntologyViolation(ToolError):
+    """A write breaks the project's ontology (and the project refuses such writes): each broken rule
+    is named, the first in the message."""
+
+    code = "ontology_violation"
+
+    def __init__(self, message: str, *, violations: list[dict[str, str]]) -> None:
+        super().__init__(message)
+        self.violations = violations
+
+    @property
+    def extra(self) -> dict[str, object]:
+        """Extra keys of the REST error body: the first rule broken and every violation."""
+        return {"rule": self.violations[0]["rule"], "violations": self.violations}

@@ -196,7 +196,8 @@ def entity_type_counts(*, project_id: uuid.UUID) -> list[dict[str, Any]]:
 
 
 def schema_version(*, project_id: uuid.UUID) -> dict[str, Any]:
-    """The sets of entity and relationship types, a version hash of them, and the latest change.
+    """The sets of entity and relationship types, a version hash of them, the latest change, and the
+    project's ontology (#51: its document with ``on_violation``, or null).
 
     The type sets come from the per-project type counts (migration 0005), the latest change from
     the (project, updated_at) indexes: no part of the graph is scanned.
@@ -209,7 +210,9 @@ def schema_version(*, project_id: uuid.UUID) -> dict[str, Any]:
                greatest(
                    (SELECT max(updated_at) FROM kb.graph_objects WHERE project_id = %(p)s),
                    (SELECT max(updated_at) FROM kb.graph_relationships WHERE project_id = %(p)s)),
-               coalesce((SELECT version FROM kb.graph_versions WHERE project_id = %(p)s), 0)""",
+               coalesce((SELECT version FROM kb.graph_versions WHERE project_id = %(p)s), 0),
+               (SELECT jsonb_set(document, '{on_violation}', to_jsonb(on_violation))
+                  FROM kb.graph_ontologies WHERE project_id = %(p)s AND document IS NOT NULL)""",
         {"p": project_id},
     )
     entity_types, relationship_types, updated = list(rows[0][0]), list(rows[0][1]), rows[0][2]
@@ -222,6 +225,7 @@ def schema_version(*, project_id: uuid.UUID) -> dict[str, Any]:
         "relationship_types": relationship_types,
         "updated_at": updated.isoformat() if updated else None,
         "graph_version": int(rows[0][3]),
+        "ontology": json_value(rows[0][4]),
     }
 
 

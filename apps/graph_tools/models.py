@@ -106,10 +106,44 @@ class GraphRelationship(models.Model):
             models.Index(fields=["dst", "type"], name="graph_rel_dst_type"),
             models.Index(fields=["project", "type"], name="graph_rel_project_type"),
             models.Index(fields=["project", "updated_at"], name="graph_rel_project_updated"),
+            # The ontology-violations queue pages a relationship type's rows in id order (#51).
+            models.Index(fields=["project", "type", "id"], name="graph_rel_project_type_id"),
         ]
 
     def __str__(self) -> str:
         return f"{self.src_id} -{self.type}-> {self.dst_id}"
+
+
+class OntologyEnforcement(models.TextChoices):
+    REFUSE = "refuse", "Refuse a write that breaks the ontology"
+    FLAG = "flag", "Accept it and flag it for review"
+
+
+class ProjectOntology(models.Model):
+    """A project's own ontology (#51): its entity types, relationship types with domain and range,
+    and property names with datatypes (``ontology/document.py`` reads and checks the document), how
+    the write tools treat a write that breaks it (``on_violation``), and a draft proposed from a
+    sample of its documents, waiting to be accepted (``draft``). One row per project; ``document``
+    null: no ontology in force (a draft may still wait)."""
+
+    project = models.OneToOneField(Project, on_delete=models.CASCADE, primary_key=True, related_name="+")
+    document = models.JSONField(null=True, blank=True)
+    on_violation = models.CharField(
+        max_length=16, choices=OntologyEnforcement.choices, default=OntologyEnforcement.REFUSE
+    )
+    draft = models.JSONField(null=True, blank=True)
+    draft_notes = models.TextField(blank=True, default="")
+    draft_at = models.DateTimeField(null=True, blank=True)
+    updated_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        db_table = 'kb"."graph_ontologies'
+
+    def __str__(self) -> str:
+        return f"ontology of {self.project_id} ({self.on_violation})"
 
 
 # Per-project summaries for the whole-graph tools (list_entity_types, schema_version,

@@ -83,6 +83,8 @@ class GraphVocabulary:
 
     entity_types: tuple[str, ...] = ()
     relationships: tuple[tuple[str, str, str], ...] = ()
+    # Declared by the project's ontology (#51) rather than read from its graph.
+    declared: bool = False
 
     @property
     def relationship_types(self) -> tuple[str, ...]:

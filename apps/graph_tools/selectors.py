@@ -26,6 +26,7 @@ from apps.graph_tools.models import (
     WriteApproval,
 )
 from apps.graph_tools.names import ALIAS_MATCH
+from apps.graph_tools.ontology.document import ontology_parse
 from apps.graph_tools.registry import GraphTool, GraphVocabulary, tool_list
 from apps.graph_tools.search import ENTITY_COLUMNS, entity_row, json_value
 from apps.projects.models import ProjectMembership, Role
@@ -143,20 +144,25 @@ def entity_detail(*, principal: Principal, project_ref: object, ref: str, limit:
 
 
 def graph_vocabulary(*, project_id: uuid.UUID) -> GraphVocabulary:
-    """The project's entity types and (relationship type, source type, target type) triples.
+    """The project's entity types and (relationship type, source type, target type) triples: its
+    ontology's when it has one (#51: extraction's schema, ``query_paths``' enums and its type checks
+    follow it), else those its graph has.
 
-    One round trip over the per-project type counts, which triggers keep exact: no part of the
-    graph is scanned.
+    One round trip over the ontology's row and the per-project type counts, which triggers keep
+    exact: no part of the graph is scanned.
     """
     with connection.cursor() as cursor:
         cursor.execute(
             """SELECT
+                   (SELECT document FROM kb.graph_ontologies WHERE project_id = %(p)s),
                    ARRAY(SELECT type FROM kb.graph_entity_type_counts WHERE project_id = %(p)s ORDER BY type),
                    ARRAY(SELECT ARRAY[type, src_type, dst_type] FROM kb.graph_relationship_type_counts
                          WHERE project_id = %(p)s ORDER BY type, src_type, dst_type)""",
             {"p": project_id},
         )
-        entity_types, triples = cursor.fetchone()
+        document, entity_types, triples = cursor.fetchone()
+    if document is not None:
+        return ontology_parse(json_value(document)).vocabulary()
     return GraphVocabulary(
         entity_types=tuple(entity_types), relationships=tuple((t[0], t[1], t[2]) for t in triples or [])
     )

@@ -345,8 +345,10 @@ GRAPH_TOOLS: tuple[GraphTool, ...] = (
         name="schema_version",
         description=(
             "The graph's schema: its entity types and relationship types, a version string that changes "
-            "whenever those sets change, when the graph last changed, and graph_version: a number that "
-            "every import and every write raises by one."
+            "whenever those sets change, when the graph last changed, graph_version: a number that "
+            "every import and every write raises by one, and the project's ontology (null when it has "
+            "none): the entity types, relationship types with domain and range, and properties with "
+            "datatypes that writes must keep to."
         ),
         args_model=NoArgs,
         handler=_schema_version,

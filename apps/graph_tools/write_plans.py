@@ -93,6 +93,9 @@ class WritePlan:
     src: dict[str, Any] | None = None
     dst: dict[str, Any] | None = None
     relationships: list[dict[str, Any]] = field(default_factory=list)
+    # The rules of the project's ontology the write breaks, in a project that flags such writes for
+    # review rather than refusing them (``ontology/checks.py``).
+    ontology_violations: list[dict[str, str]] = field(default_factory=list)
 
     @property
     def changes_anything(self) -> bool:
@@ -100,14 +103,17 @@ class WritePlan:
 
     def diff(self) -> dict[str, Any]:
         """The human-readable diff clients show: ``summary``, ``changes`` ``[{field, before, after}]``,
-        ``before`` and ``after``."""
-        return {
+        ``before`` and ``after``; ``ontologyViolations`` when the write is flagged for review."""
+        diff = {
             "tool": self.tool,
             "summary": self.summary,
             "changes": self.changes,
             "before": self.before,
             "after": self.after,
         }
+        if self.ontology_violations:
+            diff["ontologyViolations"] = self.ontology_violations
+        return diff
 
 
 def properties_merge(properties: dict[str, Any], given: dict[str, Any]) -> list[dict[str, Any]]:

@@ -41,6 +41,7 @@ from apps.graph_tools.models import (
     GraphRelationship,
     GraphWriteKey,
 )
+from apps.graph_tools.ontology.checks import ontology_enforce
 from apps.graph_tools.registry import ToolArgs, WriteAuthorization
 from apps.graph_tools.versions import graph_version_bump, graph_version_current
 from apps.graph_tools.write_plans import (
@@ -307,8 +308,11 @@ def change_action_words() -> dict[str, str]:
 
 
 def write_plan(*, project_id: uuid.UUID, tool_name: str, args: ToolArgs) -> WritePlan:
-    """Work out what write tool ``tool_name`` would change, writing nothing (``ToolError`` if it cannot run)."""
-    return WRITES[tool_name].plan(project_id, args)
+    """Work out what write tool ``tool_name`` would change, writing nothing (``ToolError`` if it cannot
+    run, ``OntologyViolation`` if it breaks the project's ontology and the project refuses that)."""
+    plan = WRITES[tool_name].plan(project_id, args)
+    ontology_enforce(project_id=project_id, plan=plan)
+    return plan
 
 
 @dataclass
@@ -322,7 +326,7 @@ def write_apply(
     """Apply write tool ``tool_name`` in one transaction: the rows, one graph version bump and the
     audit rows, or nothing at all (a ``ToolError`` says why). A write that would change nothing
     writes nothing and keeps the version."""
-    planner, applier = WRITES[tool_name].plan, WRITES[tool_name].apply
+    applier = WRITES[tool_name].apply
     key = authorization.idempotency_key
     with transaction.atomic():
         project_write_turn(project_id)
@@ -330,7 +334,7 @@ def write_apply(
             done = GraphWriteKey.objects.filter(key=key[:300], project_id=project_id).first()
             if done is not None:
                 return WriteOutcome(result=done.result)
-        plan = planner(project_id, args)
+        plan = write_plan(project_id=project_id, tool_name=tool_name, args=args)
         if not plan.changes_anything:
             version = graph_version_current(project_id=project_id)
             return WriteOutcome(result=_result(plan, version, changed=False))
@@ -359,7 +363,7 @@ def write_apply(
 
 
 def _result(plan: WritePlan, version: int, *, changed: bool) -> dict[str, Any]:
-    return {
+    result = {
         "changed": changed,
         "graph_version": version,
         "summary": plan.summary,
@@ -367,6 +371,9 @@ def _result(plan: WritePlan, version: int, *, changed: bool) -> dict[str, Any]:
         "before": plan.before,
         "after": plan.after,
     }
+    if plan.ontology_violations:  # written, and flagged for review (``ontology/checks.py``)
+        result["ontology_violations"] = plan.ontology_violations
+    return result
 
 
 def json_safe(value: Any) -> Any:
@@ -410,7 +417,7 @@ def write_apply_set(
                     continue
                 kind = WRITES[step.tool_name]
                 with transaction.atomic():
-                    plan = kind.plan(project_id, args)
+                    plan = write_plan(project_id=project_id, tool_name=step.tool_name, args=args)
                     if not plan.changes_anything:
                         step.result = _result(plan, version - 1, changed=False)
                         continue

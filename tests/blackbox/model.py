@@ -15,7 +15,9 @@ that tell the model what to do in that turn; anything else is answered at once.
 Plain turns get no tools, so ``#tool`` only changes agent turns.
 
 Document extraction (a request whose ``response_format`` is the "extraction" JSON Schema) is
-answered with the JSON after ``#facts`` in the passage, or with nothing found.
+answered with the JSON after ``#facts`` in the passage, or with nothing found; an ontology's draft
+(the "ontology" JSON Schema) with the JSON after ``#ontology`` in the sampled documents (``#fail``:
+HTTP 500), or with nothing proposed.
 """
 
 from __future__ import annotations
@@ -82,6 +84,14 @@ class ScriptedModel:
         if schema.get("name") == "extraction":
             facts = re.search(r"#facts (\{.*\})", last_user_text(request))
             answer = facts.group(1) if facts else '{"entities": [], "relationships": []}'
+            return Stream(text_chunks(answer), usage=USAGE)
+        if schema.get("name") == "ontology" and "#fail" not in last_user_text(request):
+            proposed = re.search(r"#ontology (\{.*\})", last_user_text(request))
+            answer = (
+                proposed.group(1)
+                if proposed
+                else '{"entity_types": [], "relationship_types": [], "properties": []}'
+            )
             return Stream(text_chunks(answer), usage=USAGE)
         directive = DIRECTIVE.search(last_user_text(request))
         if directive is None:

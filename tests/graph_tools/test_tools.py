@@ -207,7 +207,15 @@ def test_schema_version_lists_types_and_changes_only_when_the_type_sets_change(g
     make_relationship(graph.project, graph.e["bob"], "BORN_IN", graph.e["lisbon"])
     new_relationship_type = graph.call("schema_version")
 
-    assert set(before) == {"version", "entity_types", "relationship_types", "updated_at", "graph_version"}
+    assert set(before) == {
+        "version",
+        "entity_types",
+        "relationship_types",
+        "updated_at",
+        "graph_version",
+        "ontology",
+    }
+    assert before["ontology"] is None
     assert before["entity_types"] == ["City", "Company", "Person"]
     assert before["relationship_types"] == ["KNOWS", "LIVES_IN", "LOCATED_IN", "WORKS_AT"]
     assert same_types["version"] == before["version"]

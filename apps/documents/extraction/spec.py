@@ -41,10 +41,12 @@ class ExtractionSpec:
 
 def extraction_spec(*, project_id: uuid.UUID) -> ExtractionSpec:
     """The JSON Schema of one passage's answer, built from the project's entity and relationship
-    types (enums); free strings when the project allows new types or has none yet."""
+    types (enums): its ontology's when it has one (#51), whatever ``allow_new_types`` says; else its
+    graph's, or free strings when the project allows new types or has none yet."""
     vocabulary = graph_vocabulary(project_id=project_id)
     settings_row = ExtractionSettings.objects.filter(project_id=project_id).first()
-    free = bool(settings_row and settings_row.allow_new_types) or not vocabulary.entity_types
+    allow_new = bool(settings_row and settings_row.allow_new_types) and not vocabulary.declared
+    free = allow_new or not vocabulary.entity_types
     entity_type: dict[str, Any] = {"type": "string"}
     relationship_type: dict[str, Any] = {"type": "string"}
     if not free:
