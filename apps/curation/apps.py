@@ -4,7 +4,17 @@ from django.apps import AppConfig
 class CurationConfig(AppConfig):
     """Curating a project's graph by hand (#51): its pages, the queues of what needs care, and edits,
     merges and undos proposed as reviewed change sets. Reads chat (the answers that cite an entity)
-    and documents (the passages that mention it, the change sets it proposes)."""
+    and documents (the passages that mention it, the change sets it proposes).
+
+    At start-up it adds its queues (``queues.queues_register``) and the read-only tool
+    ``curation_queue`` to the one registry of graph tools, so agents and MCP clients read them too."""
 
     name = "apps.curation"
     label = "curation"
+
+    def ready(self) -> None:
+        from apps.curation.queues import queues_register
+        from apps.curation.tools import tools_register
+
+        queues_register()
+        tools_register()
