@@ -1,7 +1,13 @@
 """Page routes of a project's graph (#51)."""
 
-from django.urls import URLPattern
+from django.urls import path
+
+from apps.curation import views
 
 app_name = "curation"
 
-urlpatterns: list[URLPattern] = []
+urlpatterns = [
+    path("projects/<uuid:project_id>/graph", views.graph_page, name="graph"),
+    path("projects/<uuid:project_id>/graph/entities/<uuid:entity_id>", views.entity_page, name="entity"),
+    path("projects/<uuid:project_id>/graph/queues", views.queues_page, name="queues"),
+]
