@@ -12,7 +12,7 @@ from typing import Any
 
 from django.db import connection
 
-from apps.curation.selectors import entity_of_project
+from apps.curation.graph_selectors import entity_of_project
 from apps.projects.selectors import Principal
 
 SCAN_MAX = 2000

@@ -14,7 +14,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 
 from apps.core.errors import NotFound
-from apps.curation import selectors
+from apps.curation import graph_selectors as selectors
 from apps.curation.queues import LIMIT_DEFAULT, InvalidCursor, queue_kinds, queue_page
 from apps.documents.models import Document
 from apps.graph_tools.errors import EntityNotFound

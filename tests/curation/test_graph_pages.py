@@ -10,7 +10,7 @@ import pytest
 from django.test import Client
 
 from apps.chat.models import Message
-from apps.curation import selectors
+from apps.curation import graph_selectors as selectors
 from apps.documents.services import document_upload
 from apps.graph_tools.importer import graph_import
 from apps.graph_tools.models import GraphObject
