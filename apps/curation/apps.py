@@ -14,7 +14,11 @@ class CurationConfig(AppConfig):
 
     def ready(self) -> None:
         from apps.curation.queues import queues_register
+        from apps.curation.review import curation_decide
         from apps.curation.tools import tools_register
+        from apps.documents.models import ChangeSetKind
+        from apps.documents.review import change_set_decider_register
 
+        change_set_decider_register(ChangeSetKind.CURATION, curation_decide)
         queues_register()
         tools_register()

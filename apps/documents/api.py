@@ -19,7 +19,7 @@ from apps.documents import review, selectors, services
 from apps.documents.errors import DocumentTooLarge
 from apps.documents.extraction import services as extraction
 from apps.documents.extraction.queue import change_set_progress
-from apps.documents.models import ChangeSet, Document, Passage, PassageMention
+from apps.documents.models import ChangeSet, ChangeSetItem, ChangeSetKind, Document, Passage, PassageMention
 from apps.projects.auth import principal_of
 
 router = Router(tags=["documents"])
@@ -238,8 +238,14 @@ class ChangeSetItemOut(Schema):
 class ChangeSetOut(Schema):
     id: uuid.UUID
     projectId: uuid.UUID
-    documentId: uuid.UUID
-    documentName: str
+    # "extraction" (of a document) or "curation" (a member's edits, #51: no document)
+    kind: str
+    documentId: uuid.UUID | None
+    documentName: str | None
+    summary: str
+    # The change set whose inverse this one proposes (an undo), else null.
+    undoes: uuid.UUID | None
+    requestedBy: str | None
     status: str
     model: str
     progress: ProgressOut
@@ -266,6 +272,18 @@ class ExtractionSettingsOut(Schema):
     ownersAutoApprove: bool
 
 
+def _item_values(change_set: ChangeSet, item: ChangeSetItem, names: dict[int, Any]) -> dict[str, Any]:
+    """An item's values; an extraction's relationship also with its ends' names (its values name
+    them by their items' ordinals)."""
+    if change_set.kind != ChangeSetKind.EXTRACTION or item.action != "create_relationship":
+        return item.values
+    return {
+        **item.values,
+        "sourceName": names.get(item.values["source"]),
+        "targetName": names.get(item.values["target"]),
+    }
+
+
 def change_set_out(change_set: ChangeSet) -> ChangeSetOut:
     progress = change_set_progress(change_set)
     items = list(change_set.items.all())
@@ -273,8 +291,12 @@ def change_set_out(change_set: ChangeSet) -> ChangeSetOut:
     return ChangeSetOut(
         id=change_set.id,
         projectId=change_set.project_id,
+        kind=change_set.kind,
         documentId=change_set.document_id,
-        documentName=change_set.document.name,
+        documentName=change_set.document.name if change_set.document is not None else None,
+        summary=change_set.summary,
+        undoes=change_set.undoes_id,
+        requestedBy=change_set.requested_by.get_username() if change_set.requested_by else None,
         status=change_set.status,
         model=change_set.model,
         progress=ProgressOut(
@@ -289,15 +311,7 @@ def change_set_out(change_set: ChangeSet) -> ChangeSetOut:
                 id=i.id,
                 action=i.action,
                 status=i.status,
-                values=(
-                    {
-                        **i.values,
-                        "sourceName": names.get(i.values["source"]),
-                        "targetName": names.get(i.values["target"]),
-                    }
-                    if i.action == "create_relationship"
-                    else i.values
-                ),
+                values=_item_values(change_set, i, names),
                 entityId=i.entity_id,
                 evidence=i.evidence,
                 passageId=i.passage_id,

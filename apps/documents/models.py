@@ -157,13 +157,28 @@ class ExtractionStatus(models.TextChoices):
     EMPTY = "empty", "Nothing found"
 
 
+class ChangeSetKind(models.TextChoices):
+    EXTRACTION = "extraction", "Extraction from a document"
+    CURATION = "curation", "Curation by a member"
+
+
 class ChangeSet(models.Model):
-    """One extraction of a document: its passages asked of the model (progress), then the proposed
-    changes (``ChangeSetItem``) reviewed as one set."""
+    """Proposed changes of the graph (``ChangeSetItem``) reviewed as one set: one extraction of a
+    document (its passages asked of the model, then the proposals), or a curation change set (#51,
+    ``apps/curation/proposals.py``: a member's edits, merges or an undo, with no document)."""
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="+")
-    document = models.ForeignKey(Document, on_delete=models.CASCADE, related_name="change_sets")
+    kind = models.CharField(max_length=16, choices=ChangeSetKind.choices, default=ChangeSetKind.EXTRACTION)
+    document = models.ForeignKey(
+        Document, on_delete=models.CASCADE, null=True, blank=True, related_name="change_sets"
+    )
+    # What a curation change set is for, in its author's words.
+    summary = models.TextField(blank=True, default="")
+    # The applied change set whose inverse this one proposes (``curation_undo``).
+    undoes = models.ForeignKey(
+        "self", on_delete=models.SET_NULL, null=True, blank=True, related_name="undone_by"
+    )
     status = models.CharField(
         max_length=16, choices=ExtractionStatus.choices, default=ExtractionStatus.RUNNING
     )
@@ -184,16 +199,23 @@ class ChangeSet(models.Model):
     class Meta:
         db_table = 'kb"."extraction_change_sets'
         ordering = ["-created_at"]
-        indexes = [models.Index(fields=["status"], name="change_set_status")]
+        indexes = [
+            models.Index(fields=["status"], name="change_set_status"),
+            models.Index(fields=["project", "kind", "status", "-created_at"], name="change_set_project_kind"),
+        ]
 
     def __str__(self) -> str:
-        return f"{self.document_id} ({self.status})"
+        return f"{self.kind} {self.document_id or ''} ({self.status})"
 
 
 class ChangeSetItem(models.Model):
     """One proposed change of a change set, naming the passage it came from.
 
-    ``action``: ``create_entity``, ``link_entity`` (the mention is an existing entity: nothing to
+    A curation change set's items are write tool calls: ``action`` the tool (``update_entity``,
+    ``delete_entity``, ``create_relationship``, ``merge_entities``, …), ``values`` its arguments,
+    ``evidence`` the plan shown at proposal time, ``result`` the tool's result once applied.
+
+    An extraction's ``action``: ``create_entity``, ``link_entity`` (the mention is an existing entity: nothing to
     write, its relationships use it), ``merge_entity`` (a near match: used as the existing entity
     unless the reviewer rejects it, then created), ``create_relationship``. ``evidence`` says why.
     """

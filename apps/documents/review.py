@@ -1,19 +1,23 @@
 """A change set's review (issue 26 item 3): a member reads it, an editor or owner decides its items,
 and the approved ones are written through the write services (one graph version bump per
-decision, one audit row per change naming its document and passage)."""
+decision, one audit row per change naming its document and passage).
+
+A change set of another kind than an extraction (a curation change set, #51) is decided by the
+decider its app registers at start-up (``change_set_decider_register``, from
+``CurationConfig.ready``): this app sits beneath it and never imports it."""
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from django.db import transaction
 from django.utils import timezone
 
 from apps.core.errors import NotFound, ServiceError
 from apps.core.inputs import InvalidInput, input_check
-from apps.documents.models import ChangeSet, ChangeSetItem, ExtractionStatus
+from apps.documents.models import ChangeSet, ChangeSetItem, ChangeSetKind, ExtractionStatus
 from apps.graph_tools.importer import MAX_NAME, MAX_TYPE
 from apps.graph_tools.models import ChangeAuthority, GraphObject
 from apps.graph_tools.names import ALIASES_PROPERTY, aliases_with, same_name
@@ -36,7 +40,11 @@ class ChangeSetNotPending(ServiceError):
 def change_set_get(*, principal: Principal, change_set_id: object) -> ChangeSet:
     """A change set of a project the principal is a member of."""
     found = parse_uuid(change_set_id)
-    change_set = ChangeSet.objects.filter(id=found).select_related("document").first() if found else None
+    change_set = (
+        ChangeSet.objects.filter(id=found).select_related("document", "requested_by").first()
+        if found
+        else None
+    )
     if change_set is None:
         raise ChangeSetNotFound("no such change set")
     try:
@@ -60,6 +68,26 @@ def _edit(values: dict[str, Any], edit: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+class ChangeSetDecider(Protocol):
+    def __call__(
+        self,
+        *,
+        principal: Principal,
+        change_set: ChangeSet,
+        approve: list[int] | None,
+        reject: list[int],
+        edits: dict[int, dict[str, Any]],
+    ) -> None: ...
+
+
+_DECIDERS: dict[str, ChangeSetDecider] = {}
+
+
+def change_set_decider_register(kind: str, decider: ChangeSetDecider) -> None:
+    """Let the app of change sets of ``kind`` decide them (once, at start-up)."""
+    _DECIDERS[kind] = decider
+
+
 def change_set_decide(
     *,
     principal: Principal,
@@ -72,6 +100,13 @@ def change_set_decide(
     every pending item; the approved are written in one transaction with one graph version bump."""
     change_set = change_set_get(principal=principal, change_set_id=change_set_id)
     project_get(principal=principal, project_ref=change_set.project_id, min_role=Role.EDITOR)
+    if change_set.kind != ChangeSetKind.EXTRACTION:
+        decider = _DECIDERS.get(change_set.kind)
+        if decider is None:
+            raise ServiceError(f"change sets of kind {change_set.kind!r} cannot be decided here")
+        decider(principal=principal, change_set=change_set, approve=approve, reject=reject, edits=edits)
+        change_set.refresh_from_db()
+        return change_set
     change_set_apply(
         change_set_id=change_set.id, approve=approve, reject=reject, edits=edits, user_id=principal.user_id
     )
@@ -101,7 +136,7 @@ def change_set_apply(
             raise ChangeSetNotPending(f"this change set is {change_set.status}: nothing to decide")
         items = list(ChangeSetItem.objects.filter(change_set=change_set).order_by("ordinal"))
         by_ordinal = {i.ordinal: i for i in items}
-        chosen = _decision_mark(items, approve=approve, reject=reject, edits=edits)
+        chosen = decision_mark(items, approve=approve, reject=reject, edits=edits)
         entity_steps, relationship_steps = _steps(change_set, items, chosen, by_ordinal)
         authorization = WriteAuthorization(
             via=ChangeAuthority.EXTRACTION_AUTO if auto else ChangeAuthority.EXTRACTION, user_id=user_id
@@ -123,14 +158,14 @@ def change_set_apply(
     return version
 
 
-def _decision_mark(
+def decision_mark(
     items: list[ChangeSetItem],
     *,
     approve: list[int] | None,
     reject: list[int],
     edits: dict[int, dict[str, Any]],
 ) -> set[int]:
-    """Apply the edits and rejections to ``items``; the ids of the items to write (all pending ones
+    """Mark the decision on ``items``: apply the edits and rejections to ``items``; the ids of the items to write (all pending ones
     when ``approve`` is None). An id not of this change set is an ``invalid_request``."""
     by_id = {i.id: i for i in items}
     unknown = [n for n in [*(approve or []), *reject, *edits] if n not in by_id]

@@ -45,6 +45,8 @@ class EdgeOut(Schema):
 
 class EntityWithEdgesOut(EntityOut):
     edges: list[EdgeOut]
+    # The id or key asked for, when it named an entity merged into this one (an old citation).
+    mergedFrom: str | None = None
 
 
 class EntityList(Schema):
@@ -180,7 +182,7 @@ def get_entity(request: HttpRequest, project_id: str, id_or_key: str) -> EntityW
         )
         for e in detail.edges
     ]
-    return EntityWithEdgesOut(**entity_out(detail.entity).dict(), edges=edges)
+    return EntityWithEdgesOut(**entity_out(detail.entity).dict(), edges=edges, mergedFrom=detail.merged_from)
 
 
 @router.get("/projects/{project_id}/graph/entities/{id_or_key}/history", response=ChangeList)

@@ -187,6 +187,7 @@ class ChangeAuthority(models.TextChoices):
     IMPORT = "import", "Graph import"
     EXTRACTION = "extraction", "Extraction from a document, approved by a member"
     EXTRACTION_AUTO = "extraction_auto", "Extraction from an owner's upload, approved by the project setting"
+    CURATION = "curation", "Curation change set, approved by a member"
 
 
 class ApprovalStatus(models.TextChoices):
@@ -302,3 +303,32 @@ class GraphWriteKey(models.Model):
 
     def __str__(self) -> str:
         return f"{self.tool_name} {self.key}"
+
+
+class EntityRedirect(models.Model):
+    """An entity merged into another (``merge_entities``, ``merges.py``): its id and key go on
+    leading to the entity it was merged into (an answer's old citation of it opens that entity), and
+    ``snapshot`` keeps what undoing the merge (``unmerge_entities``) restores: the entity as it was,
+    each of its relationships and what the merge did with it, and the aliases the merge added.
+
+    A row of its own rather than a tombstone in ``graph_objects``: every search, count and walk of
+    the graph reads that table and would have to leave tombstones out; a redirect is read only when
+    a reference finds no entity. ``into`` is an id, not a foreign key: a later merge of ``into``
+    leaves a chain that resolution follows (``selectors.entity_redirect_target``)."""
+
+    merged_id = models.UUIDField(primary_key=True)
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="+")
+    merged_key = models.CharField(max_length=512)
+    into = models.UUIDField()
+    snapshot = models.JSONField(default=dict)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        db_table = 'kb"."graph_entity_redirects'
+        indexes = [
+            models.Index(fields=["project", "merged_key"], name="graph_redirect_project_key"),
+            models.Index(fields=["into"], name="graph_redirect_into"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.merged_id} -> {self.into}"

@@ -17,7 +17,14 @@ from django.utils import timezone
 
 from apps.graph_tools.embedders import get_embedder
 from apps.graph_tools.errors import ApprovalNotFound, EntityNotFound
-from apps.graph_tools.models import ApprovalStatus, GraphChange, GraphObject, GraphRelationship, WriteApproval
+from apps.graph_tools.models import (
+    ApprovalStatus,
+    EntityRedirect,
+    GraphChange,
+    GraphObject,
+    GraphRelationship,
+    WriteApproval,
+)
 from apps.graph_tools.names import ALIAS_MATCH
 from apps.graph_tools.registry import GraphTool, GraphVocabulary, tool_list
 from apps.graph_tools.search import ENTITY_COLUMNS, entity_row, json_value
@@ -75,12 +82,49 @@ class EntityEdge:
 class EntityDetail:
     entity: GraphObject
     edges: list[EntityEdge]
+    # The ref asked for, when it named an entity merged into this one (else None).
+    merged_from: str | None = None
+
+
+MAX_REDIRECT_HOPS = 8
+
+
+def entity_redirect_target(*, project_id: uuid.UUID, ref: str) -> dict[str, Any] | None:
+    """The entity that an entity merged away (``merge_entities``) now stands for, found by the merged
+    entity's id or key, following later merges of the entity it went into; None when ``ref`` names
+    no merged entity (or the chain ends at an entity that is gone)."""
+    found = parse_uuid(ref)
+    redirect = (
+        EntityRedirect.objects.filter(project_id=project_id)
+        .filter(Q(merged_id=found) if found else Q(merged_key=ref))
+        .order_by("-created_at")
+        .first()
+    )
+    for _ in range(MAX_REDIRECT_HOPS):
+        if redirect is None:
+            return None
+        try:
+            return entity_resolve(project_id=project_id, ref=str(redirect.into))
+        except EntityNotFound:
+            redirect = EntityRedirect.objects.filter(project_id=project_id, merged_id=redirect.into).first()
+    return None
 
 
 def entity_detail(*, principal: Principal, project_ref: object, ref: str, limit: int = 200) -> EntityDetail:
-    """One entity of a project the principal may see, with its relationships in both directions."""
+    """One entity of a project the principal may see, with its relationships in both directions.
+
+    A ref of an entity merged into another (an old answer's citation) gives that other entity, with
+    ``merged_from`` saying which ref led there."""
     project = project_get(principal=principal, project_ref=project_ref)
-    entity = _entities(project.id).get(id=entity_resolve(project_id=project.id, ref=ref)["id"])
+    merged_from = None
+    try:
+        found = entity_resolve(project_id=project.id, ref=ref)
+    except EntityNotFound:
+        target = entity_redirect_target(project_id=project.id, ref=ref)
+        if target is None:
+            raise
+        found, merged_from = target, ref
+    entity = _entities(project.id).get(id=found["id"])
     out = (
         GraphRelationship.objects.filter(src=entity)
         .select_related("dst")
@@ -95,7 +139,7 @@ def entity_detail(*, principal: Principal, project_ref: object, ref: str, limit:
     )
     edges = [EntityEdge(r.id, r.type, "out", r.dst, r.properties) for r in out]
     edges += [EntityEdge(r.id, r.type, "in", r.src, r.properties) for r in inc]
-    return EntityDetail(entity=entity, edges=edges)
+    return EntityDetail(entity=entity, edges=edges, merged_from=merged_from)
 
 
 def graph_vocabulary(*, project_id: uuid.UUID) -> GraphVocabulary:

@@ -25,6 +25,14 @@ from apps.graph_tools.errors import (
     RelationshipExists,
 )
 from apps.graph_tools.importer import project_write_turn
+from apps.graph_tools.merges import (
+    MergeEntitiesArgs,
+    UnmergeEntitiesArgs,
+    apply_merge_entities,
+    apply_unmerge_entities,
+    plan_merge_entities,
+    plan_unmerge_entities,
+)
 from apps.graph_tools.models import (
     IMPORT_ACTIONS,
     GraphChange,
@@ -258,6 +266,29 @@ WRITE_KINDS: tuple[WriteKind, ...] = (
         DeleteRelationshipArgs,
         plan_delete_relationship,
         _apply_delete_relationship,
+        destructive=True,
+    ),
+    WriteKind(
+        "merge_entities",
+        "Merge entities",
+        "merged",
+        "Merge a duplicate entity (merge) into the entity that stays (keep): the duplicate's relationships "
+        "move to keep (one keep already has is collapsed into it), its name and aliases become keep's "
+        "aliases, and the duplicate is removed (its id and key then lead to keep).",
+        MergeEntitiesArgs,
+        plan_merge_entities,
+        apply_merge_entities,
+        destructive=True,
+    ),
+    WriteKind(
+        "unmerge_entities",
+        "Undo a merge",
+        "merge undone",
+        "Undo merge_entities: restore the merged entity (its id and key) and its relationships as they "
+        "were, and take the names the merge added off keep's aliases.",
+        UnmergeEntitiesArgs,
+        plan_unmerge_entities,
+        apply_unmerge_entities,
         destructive=True,
     ),
 )

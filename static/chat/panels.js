@@ -50,6 +50,8 @@ export async function openEntity(ref, preview) {
   }
   ui.panelTitle.textContent = entity.name;
   const body = [];
+  // An old citation of an entity merged into this one (#51).
+  if (entity.mergedFrom) body.push(el("p", "muted small entity-merged", `Merged into ${entity.name}; cited as ${entity.mergedFrom}.`));
   const head = el("p", "entity-head");
   head.appendChild(el("span", "badge", entity.type));
   head.appendChild(el("code", "entity-key", entity.key));

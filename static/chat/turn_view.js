@@ -225,6 +225,11 @@ export class TurnView {
 
   /* "Graph changed since this answer": what changed, and a button asking the question again. */
   showGraphChanged(changed) {
+    // The answer is stale (an entity it used was edited, deleted or merged since): a mark in its head.
+    this.el.classList.add("message-stale");
+    const mark = el("span", "stale-mark", "stale");
+    mark.title = "The graph changed since this answer: an entity it used was edited, deleted or merged.";
+    this.headLabel.after(mark);
     const box = el("div", "graph-changed");
     box.setAttribute("role", "note");
     box.appendChild(el("strong", "", "Graph changed since this answer"));

@@ -22,6 +22,8 @@ WRITES = [
     "create_relationship",
     "update_relationship",
     "delete_relationship",
+    "merge_entities",
+    "unmerge_entities",
 ]
 
 

@@ -9,7 +9,7 @@ from apps.graph_tools.registry import tool_names
 from tests.graph_tools.conftest import SmallGraph, call_tool
 
 
-def test_the_registry_holds_the_twelve_read_tools_and_the_six_write_tools():
+def test_the_registry_holds_the_twelve_read_tools_and_the_eight_write_tools():
     assert sorted(tool_names(read_only=True)) == sorted(
         [
             "hybrid_search",
@@ -31,6 +31,8 @@ def test_the_registry_holds_the_twelve_read_tools_and_the_six_write_tools():
         "create_relationship",
         "delete_entity",
         "delete_relationship",
+        "merge_entities",
+        "unmerge_entities",
         "update_entity",
         "update_relationship",
     ]

@@ -61,6 +61,8 @@ class MessageOut(Schema):
     usage: AnswerUsageOut | None = None
     # Set on an answer the graph moved on from: the changes since, of entities it used.
     graphChanged: dict[str, Any] | None = None
+    # The answer is stale: an entity it used or cited changed since (an edit, a delete, a merge).
+    stale: bool = False
 
 
 class ConversationOut(Schema):
@@ -125,6 +127,7 @@ def message_out(
 ) -> MessageOut:
     return MessageOut(
         graphChanged=graph_changed,
+        stale=graph_changed is not None,
         id=m.id,
         role=m.role,
         content=m.content,

@@ -26,6 +26,7 @@ class Migration(migrations.Migration):
     dependencies = [
         ("graph_tools", "0023_documents_move_to_their_app"),
         ("chat", "0013_client_threads"),
+        ("curation", "0001_curation_settings"),
     ]
 
     operations = [migrations.RunSQL(sql=SQL, reverse_sql=REVERSE)]

@@ -1,0 +1,145 @@
+"""merge_entities as a curation change set (#51): the relationships re-pointed, their duplicates
+collapsed, the loser's names kept as aliases, one graph version; an old answer citing the loser
+still opens the winner and is marked stale; undoing the merge restores what it changed."""
+
+from __future__ import annotations
+
+import pytest
+
+from apps.graph_tools.models import EntityRedirect, GraphChange, GraphObject, GraphRelationship
+from apps.graph_tools.versions import graph_version_current
+from tests.curation.conftest import Curators
+from tests.factories import make_conversation
+
+pytestmark = pytest.mark.django_db
+
+MERGE = [{"action": "merge_entities", "args": {"keep": "ada", "merge": "ada2"}}]
+
+
+def edges(c: Curators) -> set[tuple[str, str, str]]:
+    rels = GraphRelationship.objects.filter(project=c.project).select_related("src", "dst")
+    return {(r.src.key, r.type, r.dst.key) for r in rels}
+
+
+def merged(c: Curators) -> dict:
+    proposed = c.propose(c.editor, MERGE, summary="Ada twice")
+    assert proposed.status_code == 201, proposed.json()
+    decided = c.decide(c.owner, proposed.json()["id"])
+    assert decided.status_code == 200, decided.json()
+    return decided.json()
+
+
+def test_merge_repoints_relationships_collapses_duplicates_and_keeps_the_names_as_aliases(curators: Curators):
+    c = curators
+    knows = GraphRelationship.objects.get(src=c.e["ada"], type="KNOWS")
+    lives = GraphRelationship.objects.get(src=c.e["ada2"], type="LIVES_IN")
+
+    applied = merged(c)
+
+    assert applied["status"] == "applied" and applied["items"][0]["status"] == "applied"
+    assert not GraphObject.objects.filter(id=c.e["ada2"].id).exists()
+    assert edges(c) == {
+        ("ada", "KNOWS", "babbage"),
+        ("ada", "LIVES_IN", "london"),
+        ("engine", "DESIGNED_BY", "ada"),
+    }
+    assert GraphRelationship.objects.get(src=c.e["ada"], type="KNOWS").id == knows.id
+    assert GraphRelationship.objects.get(src=c.e["ada"], type="LIVES_IN").id == lives.id
+    ada = GraphObject.objects.get(id=c.e["ada"].id)
+    assert ada.properties["aliases"] == ["A. Lovelace", "Augusta Ada King"]
+    assert graph_version_current(project_id=c.project.id) == 1 == applied["graphVersion"]
+    changes = GraphChange.objects.filter(project=c.project)
+    assert {(ch.action, ch.authority, ch.version) for ch in changes} == {("merge_entities", "curation", 1)}
+    assert (
+        changes.filter(entity_id=c.e["ada2"].id).exists() and changes.filter(entity_id=c.e["ada"].id).exists()
+    )
+    assert changes.count() == 2 + 4
+
+
+def test_merged_entity_found_by_its_alias_through_search_entities(curators: Curators):
+    from tests.graph_tools.conftest import call_tool
+
+    c = curators
+    merged(c)
+
+    found = call_tool(c.project, "search_entities", query="Augusta Ada King")["results"]
+
+    assert [r["key"] for r in found] == ["ada"]
+
+
+def test_an_old_answer_citing_the_merged_entity_opens_the_winner_and_is_marked_stale(curators: Curators):
+    c = curators
+    user = c.project.memberships.get(role="editor").user
+    conversation = make_conversation(user, c.project, messages=[("user", "Who wrote the first program?")])
+    loser = c.e["ada2"]
+    conversation.messages.create(
+        role="assistant",
+        content=f"[A. Lovelace](entity:{loser.id}) did.",
+        citations=[{"id": str(loser.id), "key": "ada2", "type": "Person", "name": "A. Lovelace"}],
+        retrieval_context={"graph_version": 0, "entity_ids": [str(loser.id)]},
+    )
+    fresh = c.editor.get(f"/api/chat/conversations/{conversation.id}").json()
+
+    merged(c)
+    cited = c.editor.get(f"/api/projects/{c.project.id}/graph/entities/{loser.id}")
+    by_key = c.editor.get(f"/api/projects/{c.project.id}/graph/entities/ada2")
+    history = c.editor.get(f"/api/chat/conversations/{conversation.id}").json()
+
+    assert fresh["messages"][1]["stale"] is False
+    assert cited.status_code == 200 and cited.json()["id"] == str(c.e["ada"].id)
+    assert cited.json()["mergedFrom"] == str(loser.id)
+    assert by_key.json()["id"] == str(c.e["ada"].id)
+    answer = history["messages"][1]
+    assert answer["stale"] is True
+    assert {ch["action"] for ch in answer["graphChanged"]["changes"]} == {"merge_entities"}
+    assert EntityRedirect.objects.get(merged_id=loser.id).into == c.e["ada"].id
+
+
+def test_a_later_merge_of_the_winner_still_resolves_the_first_loser(curators: Curators):
+    c = curators
+    merged(c)
+    again = c.propose(
+        c.editor, [{"action": "merge_entities", "args": {"keep": "babbage", "merge": "ada"}}]
+    ).json()
+    c.decide(c.owner, again["id"])
+
+    cited = c.editor.get(f"/api/projects/{c.project.id}/graph/entities/{c.e['ada2'].id}")
+
+    assert cited.json()["id"] == str(c.e["babbage"].id)
+
+
+def test_undo_of_a_merge_restores_the_loser_its_relationships_and_the_winners_aliases(curators: Curators):
+    c = curators
+    before = edges(c)
+    applied = merged(c)
+
+    undo = c.editor.post(f"/api/change-sets/{applied['id']}/undo")
+    decided = c.decide(c.owner, undo.json()["id"])
+
+    assert undo.status_code == 201, undo.json()
+    assert undo.json()["items"][0]["action"] == "unmerge_entities"
+    assert decided.status_code == 200 and decided.json()["status"] == "applied"
+    restored = GraphObject.objects.get(id=c.e["ada2"].id)
+    assert (restored.key, restored.name) == ("ada2", "A. Lovelace")
+    assert restored.properties == {"aliases": ["Augusta Ada King"], "born": 1815}
+    assert "aliases" not in GraphObject.objects.get(id=c.e["ada"].id).properties
+    assert edges(c) == before
+    assert GraphRelationship.objects.get(src=c.e["ada2"], type="KNOWS").properties == {"since": 1833}
+    assert not EntityRedirect.objects.filter(merged_id=c.e["ada2"].id).exists()
+    assert graph_version_current(project_id=c.project.id) == 2
+    cited = c.editor.get(f"/api/projects/{c.project.id}/graph/entities/{c.e['ada2'].id}").json()
+    assert cited["id"] == str(c.e["ada2"].id) and cited["mergedFrom"] is None
+
+
+def test_undo_of_the_undo_merges_again(curators: Curators):
+    c = curators
+    applied = merged(c)
+    undo = c.editor.post(f"/api/change-sets/{applied['id']}/undo").json()
+    c.decide(c.owner, undo["id"])
+
+    redo = c.editor.post(f"/api/change-sets/{undo['id']}/undo").json()
+    c.decide(c.owner, redo["id"])
+
+    assert redo["items"][0]["action"] == "merge_entities"
+    assert not GraphObject.objects.filter(id=c.e["ada2"].id).exists()
+    assert ("ada", "LIVES_IN", "london") in edges(c)
