@@ -139,14 +139,19 @@ function refresh() {
   simulation.force("link").links(Array.from(links.values()));
   simulation.alpha(0.8).restart();
   const showLabels = links.size <= 60;
-  for (const node of nodes.values()) node.view.style.display = hidden.has(node.type) ? "none" : "";
+  for (const node of nodes.values()) node.view.style.display = shown(node) ? "" : "none";
   for (const link of links.values()) {
-    const show = !hidden.has(nodeOf(link.source).type) && !hidden.has(nodeOf(link.target).type);
+    const show = shown(nodeOf(link.source)) && shown(nodeOf(link.target));
     link.view.style.display = show ? "" : "none";
     link.label.style.display = show && showLabels ? "" : "none";
   }
   drawTypes();
   root.dataset.nodes = String(nodes.size);
+}
+
+// The page's own entity stays drawn whatever its type.
+function shown(node) {
+  return node.center || !hidden.has(node.type);
 }
 
 function nodeOf(end) {
@@ -237,6 +242,7 @@ async function start() {
     return;
   }
   const center = addNode(data.center);
+  center.center = true;
   center.fx = WIDTH / 2;
   center.fy = HEIGHT / 2;
   center.view.classList.add("center");
