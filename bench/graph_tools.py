@@ -395,6 +395,9 @@ def tools_timed(
         "list_relationships entity_type=",
         lambda i: graph_queries.relationship_summary(project_id=pid, entity_type=typed[i % 6]),
     )
+    from bench.curation_queues import queues_timed  # the curation queues and graph pages (#51)
+
+    queues_timed(pid, embedder, keys, add)
     model = get_embedder()
     add(f"query embedding ({model.name})", lambda i: model.embed_query(queries[i]))
     return rows, qvecs

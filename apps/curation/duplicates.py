@@ -1,7 +1,7 @@
 """The queue ``duplicates`` (#51): pairs of entities that may be one, each with its evidence and
 the merge a member may propose in one click.
 
-The walk goes through the project's entities in key order (``queues.py``), ``SEEDS_CHUNK`` at a
+The walk goes through the project's entities in key order (``queues.py``), a chunk at a
 time and at most ``SEEDS_MAX`` a page. For each entity (the *seed*) at most ``PER_SEED`` candidates
 of each kind are found through an index, never a scan, and only among the entities after it in
 key order (so a pair is listed once):
@@ -177,8 +177,12 @@ def duplicates_read(
     items: list[dict[str, Any]] = []
     after, inclusive, scanned = cursor.key, cursor.skip > 0, 0
     bounds = {"seedsMax": SEEDS_MAX, "perSeed": PER_SEED, "limitMax": LIMIT_MAX}
+    # The first chunk is about as many seeds as half a page of pairs, then each twice the last (up
+    # to ``SEEDS_CHUNK``): a graph dense in pairs fills a page from a few seeds.
+    chunk = min(SEEDS_CHUNK, max(5, limit // 2))
     while scanned < SEEDS_MAX:
-        wanted = min(SEEDS_CHUNK, SEEDS_MAX - scanned)
+        wanted = min(chunk, SEEDS_MAX - scanned)
+        chunk = min(SEEDS_CHUNK, chunk * 2)
         seeds = _seeds(project_id, after, inclusive, wanted)
         scanned += len(seeds)
         shown: dict[str, int] = {}

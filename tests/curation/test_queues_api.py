@@ -139,8 +139,10 @@ def test_the_curation_queue_tool_serves_the_same_pages_through_the_tools_rest(gr
     listed = _client(viewer).get(f"/api/projects/{project.id}/graph/tools").json()
     page = _client(viewer).post(url, {"kind": "orphans", "limit": 2}, content_type="application/json")
     bad = _client(viewer).post(url, {"kind": "everything"}, content_type="application/json")
+    forged = _client(viewer).post(url, {"kind": "orphans", "cursor": "%%%"}, content_type="application/json")
 
     tool = next(t for t in listed["items"] if t["name"] == "curation_queue")
     assert tool["readOnly"] is True
     assert [i["key"] for i in page.json()["items"]] == ["o1", "o2"] and page.json()["nextCursor"]
     assert bad.status_code == 400 and bad.json()["code"] == "invalid_arguments"
+    assert forged.status_code == 400 and forged.json()["code"] == "invalid_cursor"
