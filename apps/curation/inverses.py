@@ -30,7 +30,7 @@ def _undo_create_entity(result: dict[str, Any]) -> list[Change]:
 def _undo_update_entity(result: dict[str, Any]) -> list[Change]:
     before, after = result["before"], result["after"]
     args: dict[str, Any] = {"entity_id": before["id"]}
-    for field in ("name", "description"):
+    for field in ("name", "type", "description"):
         if before.get(field) != after.get(field):
             args[field] = before.get(field) or ""
     properties = _changed_properties(before, after)

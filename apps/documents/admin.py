@@ -159,6 +159,7 @@ class PassageAdmin(_ViewOnlyAdmin):
 class ChangeSetAdmin(_ViewOnlyAdmin):
     list_display = [
         "document",
+        "kind",
         "status",
         "project",
         "model",
@@ -170,12 +171,15 @@ class ChangeSetAdmin(_ViewOnlyAdmin):
         "graph_version",
         "created_at",
     ]
-    list_filter = ["project", "status", "auto_approve"]
-    search_fields = ["document__name", "model"]
+    list_filter = ["project", "kind", "status", "auto_approve"]
+    search_fields = ["document__name", "model", "summary"]
     list_select_related = ["document", "project", "requested_by", "decided_by"]
     fields = readonly_fields = (
+        "kind",
         "document",
         "project",
+        "summary",
+        "undoes",
         "status",
         "model",
         "items",

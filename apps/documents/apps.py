@@ -18,10 +18,13 @@ class DocumentsConfig(AppConfig):
         from apps.core.jobs import batch_step_register, job_step_register
         from apps.documents.embeddings import PASSAGE_VECTOR_TABLE, pending_passages_embed
         from apps.documents.extraction.step import extraction_step
+        from apps.documents.mention_index import MENTION_NAMES_FOLLOW_MERGES
         from apps.documents.tools import tools_register
         from apps.graph_tools.embeddings import vector_table_register
+        from apps.graph_tools.merges import merge_follower_register
 
         tools_register()
         batch_step_register("passage_embedding", pending_passages_embed)
         vector_table_register(PASSAGE_VECTOR_TABLE)
         job_step_register("document_extraction", extraction_step)
+        merge_follower_register(MENTION_NAMES_FOLLOW_MERGES)

@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 from django.db import connection
 
-from apps.documents.models import Passage, PassageMention
+from apps.documents.models import MentionName, Passage, PassageMention
+from apps.graph_tools.merges import MergeFollower
 from apps.graph_tools.names import ALIAS_MATCH
 from apps.graph_tools.recognizer import Mention, mentions_find, normalise
 
@@ -141,3 +143,23 @@ def mention_names_of_passages(*, passage_ids: Sequence[uuid.UUID]) -> set[uuid.U
         .values_list("mention_name_id", flat=True)
         .distinct()
     )
+
+
+def _names_merged(project_id: uuid.UUID, merged_id: str, keep_id: str) -> list[str]:
+    """The names linked to an entity merged into another, linked to that other instead (before the
+    merged entity goes, which would unlink them); their ids, for an undo."""
+    names = MentionName.objects.filter(project_id=project_id, entity_id=uuid.UUID(merged_id))
+    ids = [str(i) for i in names.values_list("id", flat=True)]
+    names.update(entity_id=keep_id)
+    return ids
+
+
+def _names_unmerged(project_id: uuid.UUID, merged_id: str, keep_id: str, moved: Any) -> None:
+    """Link the names a merge moved back to the restored entity (those still on the kept one)."""
+    ids = [i for i in moved if isinstance(i, str)] if isinstance(moved, list) else []
+    names = MentionName.objects.filter(project_id=project_id, id__in=ids, entity_id=uuid.UUID(keep_id))
+    names.update(entity_id=uuid.UUID(merged_id))
+
+
+# The mention index's names follow merge_entities and its undo (``graph_tools/merges.py``).
+MENTION_NAMES_FOLLOW_MERGES = MergeFollower("mention_names", _names_merged, _names_unmerged)

@@ -14,6 +14,8 @@ The duplicate's description and properties other than its aliases are not copied
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from django.db.models import Q
@@ -28,6 +30,26 @@ from apps.graph_tools.write_plans import EntityRef, WritePlan, entity_label, ent
 from apps.projects.selectors import parse_uuid
 
 REPOINTED, COLLAPSED, DROPPED = "repointed", "collapsed", "dropped"
+
+
+@dataclass(frozen=True)
+class MergeFollower:
+    """Rows of an app above this one that name entities and follow a merge (the mention index's
+    names, ``documents``): ``merged(project_id, merged_id, keep_id)`` moves them to ``keep`` before
+    the merged entity is removed and returns what it moved (JSON, kept in the redirect's snapshot),
+    which ``unmerged(project_id, merged_id, keep_id, moved)`` moves back after an undo restored it."""
+
+    name: str
+    merged: Callable[[uuid.UUID, str, str], Any]
+    unmerged: Callable[[uuid.UUID, str, str, Any], None]
+
+
+_FOLLOWERS: dict[str, MergeFollower] = {}
+
+
+def merge_follower_register(follower: MergeFollower) -> None:
+    """Let ``follower``'s rows follow merges and their undo (once, at start-up)."""
+    _FOLLOWERS[follower.name] = follower
 
 
 class MergeNotFound(ToolError):
@@ -160,6 +182,7 @@ def apply_merge_entities(
         GraphObject.objects.filter(project_id=project_id, id=keep["id"]).update(
             properties=plan.after["keep"]["properties"], updated_at=now
         )
+    moved = {f.name: f.merged(project_id, lose["id"], keep["id"]) for f in _FOLLOWERS.values()}
     GraphObject.objects.filter(project_id=project_id, id=lose["id"]).delete()
     EntityRedirect.objects.update_or_create(
         merged_id=lose["id"],
@@ -167,7 +190,11 @@ def apply_merge_entities(
             "project_id": project_id,
             "merged_key": lose["key"],
             "into": keep["id"],
-            "snapshot": {**plan.before["merge"], "aliases_added": plan.after["aliases_added"]},
+            "snapshot": {
+                **plan.before["merge"],
+                "aliases_added": plan.after["aliases_added"],
+                "moved": moved,
+            },
         },
     )
     return [
@@ -237,7 +264,7 @@ def plan_unmerge_entities(project_id: uuid.UUID, args: UnmergeEntitiesArgs) -> W
             code="invalid_arguments",
         )
     snapshot = redirect.snapshot
-    entity = {k: v for k, v in snapshot.items() if k not in ("relationships", "aliases_added")}
+    entity = {k: v for k, v in snapshot.items() if k not in ("relationships", "aliases_added", "moved")}
     if GraphObject.objects.filter(Q(id=entity["id"]) | Q(key=entity["key"]), project_id=project_id).exists():
         raise EntityExists(
             f"an entity with the id or key of {entity_label(entity)} exists again: cannot restore it"
@@ -315,6 +342,10 @@ def apply_unmerge_entities(
     GraphObject.objects.filter(project_id=project_id, id=keep["id"]).update(
         properties=plan.after["keep"]["properties"], updated_at=now
     )
+    moved = EntityRedirect.objects.get(merged_id=entity["id"]).snapshot.get("moved", {})
+    for name, followed in moved.items():
+        if name in _FOLLOWERS:
+            _FOLLOWERS[name].unmerged(project_id, entity["id"], keep["id"], followed)
     EntityRedirect.objects.filter(merged_id=entity["id"]).delete()
     return [
         *rows,

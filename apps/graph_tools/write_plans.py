@@ -47,6 +47,7 @@ class CreateEntityArgs(ToolArgs):
 class UpdateEntityArgs(ToolArgs):
     entity_id: EntityRef
     name: Name | None = None
+    type: TypeName | None = Field(default=None, description="A new type for the entity.")
     description: Description | None = None
     properties: dict[str, Any] | None = Field(
         default=None,
@@ -174,14 +175,15 @@ def plan_create_entity(project_id: uuid.UUID, args: CreateEntityArgs) -> WritePl
 
 
 def plan_update_entity(project_id: uuid.UUID, args: UpdateEntityArgs) -> WritePlan:
-    if args.name is None and args.description is None and args.properties is None:
+    if args.name is None and args.type is None and args.description is None and args.properties is None:
         raise ToolError(
-            "update_entity needs at least one of name, description, properties", code="invalid_arguments"
+            "update_entity needs at least one of name, type, description, properties",
+            code="invalid_arguments",
         )
     before = entity_resolve_named(project_id, args.entity_id)
     after = dict(before, properties=dict(before["properties"] or {}))
     changes: list[dict[str, Any]] = []
-    for name in ("name", "description"):
+    for name in ("name", "type", "description"):
         value = getattr(args, name)
         if value is not None and value != before[name]:
             changes.append({"field": name, "before": before[name], "after": value})

@@ -93,13 +93,14 @@ def _apply_update_entity(
     after = plan.after or {}
     assert plan.entity_id is not None
     obj = GraphObject.objects.defer("search_vector").get(project_id=project_id, id=plan.entity_id)
-    fields = ["name", "description", "properties", "updated_at"]
-    if (obj.name, obj.description) != (after["name"], after["description"]):
-        # The embedded text changed: the background worker embeds the entity again.
+    fields = ["name", "type", "description", "properties", "updated_at"]
+    if (obj.name, obj.type, obj.description) != (after["name"], after["type"], after["description"]):
+        # The embedded text (name, type, description) changed: the background worker embeds it again.
         GraphObjectEmbedding.objects.filter(object_id=obj.id).delete()
         obj.embedding_pending = True
         fields.append("embedding_pending")
-    obj.name, obj.description, obj.properties = after["name"], after["description"], after["properties"]
+    obj.name, obj.type, obj.description = after["name"], after["type"], after["description"]
+    obj.properties = after["properties"]
     obj.save(update_fields=fields)
     return [_change("update_entity", entity_id=plan.entity_id, before=plan.before, after=after)]
 
@@ -221,7 +222,7 @@ WRITE_KINDS: tuple[WriteKind, ...] = (
         "update_entity",
         "Update entity",
         "updated",
-        "Change an entity's name, description and/or properties (a property set to null is removed; "
+        "Change an entity's name, type, description and/or properties (a property set to null is removed; "
         "properties not given stay as they are).",
         UpdateEntityArgs,
         plan_update_entity,

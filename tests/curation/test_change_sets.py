@@ -256,3 +256,21 @@ def test_change_sets_are_listed_by_kind_and_status_paged(curators: Curators):
     assert page["count"] == 2 and len(page["items"]) == 1
     assert extraction == {"items": [], "count": 0}
     assert bad.status_code == 400
+
+
+def test_a_type_edit_is_written_counted_and_undone(curators: Curators):
+    from apps.graph_tools.models import EntityTypeCount
+
+    c = curators
+    applied = c.propose(
+        c.editor, [{"action": "update_entity", "args": {"entity_id": "engine", "type": "Computer"}}]
+    ).json()
+    c.decide(c.owner, applied["id"])
+    counted = set(EntityTypeCount.objects.filter(project_id=c.project.id).values_list("type", flat=True))
+
+    undo = c.editor.post(f"/api/change-sets/{applied['id']}/undo").json()
+    c.decide(c.owner, undo["id"])
+
+    assert "Computer" in counted and "Machine" not in counted
+    assert undo["items"][0]["values"] == {"entity_id": str(c.e["engine"].id), "type": "Machine"}
+    assert GraphObject.objects.get(id=c.e["engine"].id).type == "Machine"

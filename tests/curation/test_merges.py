@@ -143,3 +143,20 @@ def test_undo_of_the_undo_merges_again(curators: Curators):
     assert redo["items"][0]["action"] == "merge_entities"
     assert not GraphObject.objects.filter(id=c.e["ada2"].id).exists()
     assert ("ada", "LIVES_IN", "london") in edges(c)
+
+
+def test_the_mention_index_names_of_the_merged_entity_follow_the_merge_and_its_undo(curators: Curators):
+    from apps.documents.models import MentionName
+
+    c = curators
+    name = MentionName.objects.create(
+        project=c.project, normalised="a. lovelace", name="A. Lovelace", entity=c.e["ada2"]
+    )
+    applied = merged(c)
+    after_merge = MentionName.objects.get(id=name.id).entity_id
+
+    undo = c.editor.post(f"/api/change-sets/{applied['id']}/undo").json()
+    c.decide(c.owner, undo["id"])
+
+    assert after_merge == c.e["ada"].id
+    assert MentionName.objects.get(id=name.id).entity_id == c.e["ada2"].id
