@@ -250,12 +250,3 @@ def unsupported_read(*, project_id: uuid.UUID, cursor: Cursor, limit: int) -> Qu
         next_cursor=next_cursor,
         bounds={"scanMax": SCAN_MAX, "limitMax": LIMIT_MAX},
     )
-
-
-def queues_register() -> None:
-    """The queues of this module and ``duplicates`` (``CurationConfig.ready``)."""
-    from apps.curation.duplicates import duplicates_read
-
-    queue_register("orphans", orphans_read)
-    queue_register("duplicates", duplicates_read)
-    queue_register("unsupported", unsupported_read)
