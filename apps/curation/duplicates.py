@@ -8,7 +8,9 @@ key order (so a pair is listed once):
 
 - the same name, case aside (the ``lower(name)`` index);
 - a name one of the other's aliases holds (the aliases' partial GIN index, both ways);
-- a similar name: pg_trgm's ``%`` at similarity ``TRIGRAM_MIN`` (the names' GIN trigram index);
+- a similar name: pg_trgm's ``%`` at similarity ``TRIGRAM_MIN`` (the names' GIN trigram index:
+  a join, not a ``LIMIT`` under the seed, which the planner would serve by walking the key index
+  and testing every name after the seed's);
 - a near vector of the configured embedding model (its HNSW index), at cosine ``COSINE_MIN``.
 
 Each pair is then measured: name equality, alias, trigram similarity, cosine similarity, the
@@ -33,7 +35,7 @@ from apps.graph_tools.embedders import Embedder, get_embedder
 from apps.graph_tools.search import vector_search_options_set
 
 SEEDS_CHUNK = 50
-SEEDS_MAX = 200
+SEEDS_MAX = 100
 PER_SEED = 5
 NEIGHBOURS_MAX = 200
 DEGREE_MAX = 1000
@@ -66,8 +68,8 @@ def _degree(entity: str) -> str:
                              LIMIT {DEGREE_MAX})) d)"""
 
 
-def _pairs_sql(dim: int) -> str:
-    """The candidates of the seeds ``%(seeds)s`` and their measures, one row per pair."""
+def _candidates_sql(dim: int) -> str:
+    """The candidates of the seeds ``%(seeds)s``: (seed id, candidate id) rows."""
     vec = f"::vector({dim})"
     near = f"""
         (SELECT n.object_id FROM kb.graph_object_embeddings e1 CROSS JOIN LATERAL (
@@ -86,12 +88,26 @@ def _pairs_sql(dim: int) -> str:
             UNION ALL
             (SELECT o.id FROM kb.graph_objects o WHERE o.project_id = %(p)s
                AND lower(o.name) = ANY(kb.entity_aliases(s.properties)) AND o.key > s.key LIMIT {PER_SEED})
-            UNION ALL
-            (SELECT o.id FROM kb.graph_objects o WHERE o.project_id = %(p)s
-               AND o.name %% s.name AND o.key > s.key LIMIT {PER_SEED})
             UNION ALL {near}
         ) c(id)
-        WHERE s.id = ANY(%(seeds)s) AND c.id <> s.id"""
+        WHERE s.id = ANY(%(seeds)s) AND c.id <> s.id
+        UNION
+        SELECT t.a, t.b FROM (
+            SELECT s.id AS a, o.id AS b, row_number() OVER (
+                       PARTITION BY s.id ORDER BY similarity(o.name, s.name) DESC, o.key) AS n
+            FROM kb.graph_objects s JOIN kb.graph_objects o
+              ON o.project_id = %(p)s AND o.name %% s.name AND o.key > s.key AND o.id <> s.id
+            WHERE s.id = ANY(%(seeds)s)) t
+        WHERE t.n <= {PER_SEED}"""
+    return candidates
+
+
+def _measures_sql(dim: int) -> str:
+    """The measures of the pairs ``%(a)s[i]``, ``%(b)s[i]`` that reach a threshold, one row each.
+
+    A statement of its own over the pairs (not joined to the candidates' query), so the planner,
+    which cannot tell how few candidates there are, never reads the entities whole to join them."""
+    vec = f"::vector({dim})"
     return f"""
         SELECT * FROM (
           SELECT a.key AS seed, a.id, a.key, a.type, a.name, b.id, b.key, b.type, b.name,
@@ -105,7 +121,7 @@ def _pairs_sql(dim: int) -> str:
                    WHERE ea.object_id = a.id AND ea.model = %(model)s) AS cosine,
                  (SELECT count(*) FROM (({_neighbours("a.id")}) INTERSECT ({_neighbours("b.id")})) x) AS shared,
                  {_degree("a.id")} AS degree_a, {_degree("b.id")} AS degree_b
-          FROM ({candidates}) k
+          FROM unnest(%(a)s::uuid[], %(b)s::uuid[]) AS k(a, b)
           JOIN kb.graph_objects a ON a.id = k.a JOIN kb.graph_objects b ON b.id = k.b
           WHERE b.key > a.key) m
         WHERE name_equal OR alias_equal OR trigram >= %(trigram)s OR cosine >= %(cosine)s"""
@@ -163,7 +179,10 @@ def duplicate_pairs(
     }
     with transaction.atomic(), connection.cursor() as cursor:
         vector_search_options_set(cursor, EF_SEARCH, trigram_threshold=TRIGRAM_MIN)
-        cursor.execute(_pairs_sql(int(model.dimension)), params)
+        cursor.execute(_candidates_sql(int(model.dimension)), params)
+        found = cursor.fetchall()
+        params["a"], params["b"] = [r[0] for r in found], [r[1] for r in found]
+        cursor.execute(_measures_sql(int(model.dimension)), params)
         rows = cursor.fetchall()
     pairs = [(row[0], _pair(row)) for row in rows]
     pairs.sort(key=lambda sp: (sp[0], -sp[1]["score"], sp[1]["b"]["key"]))
