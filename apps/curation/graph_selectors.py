@@ -12,11 +12,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.db import connection
+from django.db.models import Q
 
 from apps.curation.queues import InvalidCursor
-from apps.graph_tools.models import EntityTypeCount, GraphObject, RelationshipTypeCount
+from apps.graph_tools.errors import EntityNotFound
+from apps.graph_tools.models import EntityRedirect, EntityTypeCount, GraphObject, RelationshipTypeCount
 from apps.graph_tools.search import ENTITY_COLUMNS, entity_row, text_search
-from apps.graph_tools.selectors import entity_resolve
+from apps.graph_tools.selectors import MAX_REDIRECT_HOPS, entity_redirect_target, entity_resolve
 from apps.projects.models import Project
 from apps.projects.selectors import Principal, project_get
 
@@ -111,6 +113,7 @@ EDGES_PER_GROUP = 20
 PASSAGES_SHOWN = 20
 ANSWERS_SHOWN = 20
 SNIPPET_CHARS = 120
+MERGED_MAX = 50
 
 
 @dataclass(frozen=True)
@@ -188,14 +191,18 @@ def passages_mentioning(*, project_id: uuid.UUID, entity_id: uuid.UUID) -> list[
 def answers_citing(
     *, principal: Principal, project_id: uuid.UUID, entity_id: uuid.UUID
 ) -> list[dict[str, Any]]:
-    """The principal's own answers (conversations are their owner's) that cited the entity, newest
-    first, at most ``ANSWERS_SHOWN``: through the citations' GIN index (curation 0001)."""
+    """The principal's own answers (conversations are their owner's) that cited the entity, or an
+    entity merged into it, newest first, at most ``ANSWERS_SHOWN``: through the citations' GIN index
+    (curation 0002)."""
     from apps.chat.models import Message, MessageRole
 
+    cited = Q()
+    for ref in [entity_id, *merged_into(project_id=project_id, entity_id=entity_id)]:
+        cited |= Q(citations__contains=[{"id": str(ref)}])
     messages = (
         Message.objects.filter(
+            cited,
             role=MessageRole.ASSISTANT,
-            citations__contains=[{"id": str(entity_id)}],
             conversation__project_id=project_id,
             conversation__user_id=principal.user_id,
         )
@@ -216,7 +223,31 @@ def answers_citing(
 
 
 def entity_of_project(*, principal: Principal, project_ref: object, ref: str) -> tuple[Project, GraphObject]:
-    """A project the principal is a member of and its entity by id or key (``EntityNotFound``)."""
+    """A project the principal is a member of and its entity by id or key, or the entity an entity
+    merged away went into (``merge_entities``: an old link or citation); ``EntityNotFound``."""
     project = project_get(principal=principal, project_ref=project_ref)
-    found = entity_resolve(project_id=project.id, ref=ref)
+    try:
+        found = entity_resolve(project_id=project.id, ref=ref)
+    except EntityNotFound:
+        target = entity_redirect_target(project_id=project.id, ref=ref)
+        if target is None:
+            raise
+        found = target
     return project, GraphObject.objects.defer("search_vector").get(id=found["id"])
+
+
+def merged_into(*, project_id: uuid.UUID, entity_id: uuid.UUID) -> list[uuid.UUID]:
+    """The ids of the entities merged into this one, also through later merges (at most
+    ``MERGED_MAX``, ``MAX_REDIRECT_HOPS`` deep): an old answer cited one of them."""
+    found: list[uuid.UUID] = []
+    frontier = [entity_id]
+    for _ in range(MAX_REDIRECT_HOPS):
+        frontier = list(
+            EntityRedirect.objects.filter(project_id=project_id, into__in=frontier).values_list(
+                "merged_id", flat=True
+            )[: MERGED_MAX - len(found)]
+        )
+        found += frontier
+        if not frontier or len(found) >= MERGED_MAX:
+            break
+    return found

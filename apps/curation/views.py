@@ -11,7 +11,7 @@ from typing import Any
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse
-from django.shortcuts import render
+from django.shortcuts import redirect, render
 
 from apps.core.errors import NotFound
 from apps.curation import graph_selectors as selectors
@@ -103,6 +103,8 @@ def entity_page(request: HttpRequest, project_id: uuid.UUID, entity_id: uuid.UUI
         )
     except (NotFound, EntityNotFound):
         raise Http404("entity not found") from None
+    if entity.id != entity_id:  # merged into this one since: its page is this one's
+        return redirect("curation:entity", project_id=project.id, entity_id=entity.id)
     properties = dict(entity.properties or {})
     aliases = properties.pop(ALIASES_PROPERTY, None)
     history_page, history = _history(request, principal, project.id, entity.id)

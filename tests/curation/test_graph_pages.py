@@ -191,3 +191,31 @@ def test_the_queues_page_has_a_tab_per_queue_and_a_merge_button_per_duplicate_pa
     assert pairs.count('class="queue-item duplicate-pair"') == 1
     assert f'"keep": "{a.id}", "merge": "{b.id}"' in pairs and "Propose merge" in pairs
     assert unknown.status_code == 404
+
+
+def test_a_merged_entitys_page_leads_to_the_one_it_went_into_which_lists_the_answers_that_cited_it():
+    from asgiref.sync import async_to_sync
+
+    from apps.graph_tools.registry import WriteAuthorization, tool_call
+
+    owner = make_user()
+    project = make_project(owner)
+    keep = make_entity(project, "ada", "Person", "Ada Lovelace")
+    gone = make_entity(project, "ada2", "Person", "A. Lovelace")
+    chat = make_conversation(owner, project, title="Who wrote it")
+    cited = [{"id": str(gone.id), "key": "ada2", "type": "Person", "name": "A. Lovelace"}]
+    Message.objects.create(conversation=chat, role="assistant", content="A. Lovelace did.", citations=cited)
+    async_to_sync(tool_call)(
+        project_id=project.id,
+        name="merge_entities",
+        arguments={"keep": str(keep.id), "merge": str(gone.id)},
+        authorization=WriteAuthorization(via="direct", user_id=owner.pk),
+    )
+    client = _client(owner)
+
+    old = client.get(f"/projects/{project.id}/graph/entities/{gone.id}")
+    page = client.get(f"/projects/{project.id}/graph/entities/{keep.id}").content.decode()
+
+    assert old.status_code == 302 and old["location"] == f"/projects/{project.id}/graph/entities/{keep.id}"
+    assert f'href="/chat/{chat.id}/">Who wrote it</a>' in page
+    assert '<tr class="history-row" data-action="merge_entities">' in page
