@@ -28,7 +28,7 @@ def _project(world: World, name: str) -> str:
     return project
 
 
-@covers(QUEUES, "200")
+@covers("GET /api/projects/{project_id}/curation/queues/{kind}", "200")
 def test_a_viewer_pages_through_the_orphans_and_finds_a_duplicate_with_its_merge(world: World) -> None:
     project = _project(world, "Queues")
     cy = world.api("cy")
@@ -48,7 +48,13 @@ def test_a_viewer_pages_through_the_orphans_and_finds_a_duplicate_with_its_merge
     assert unsupported["items"] == []  # everything was imported
 
 
-@covers(QUEUES, "404 unknown_queue", "400 invalid_cursor", "400 invalid_request", "404 project_not_found")
+@covers(
+    "GET /api/projects/{project_id}/curation/queues/{kind}",
+    "404 unknown_queue",
+    "400 invalid_cursor",
+    "400 invalid_request",
+    "404 project_not_found",
+)
 def test_a_queue_refuses_an_unknown_kind_a_forged_cursor_a_bad_limit_and_a_stranger(world: World) -> None:
     cy = world.api("cy")
     project = world.project_id
@@ -59,7 +65,12 @@ def test_a_queue_refuses_an_unknown_kind_a_forged_cursor_a_bad_limit_and_a_stran
     world.api("dan").call(QUEUES, 404, "project_not_found", project_id=project, kind="orphans")
 
 
-@covers(STAR, "200", "404 entity_not_found", "400 invalid_request")
+@covers(
+    "GET /api/projects/{project_id}/graph/entities/{id_or_key}/neighbourhood",
+    "200",
+    "404 entity_not_found",
+    "400 invalid_request",
+)
 def test_a_member_reads_an_entitys_capped_neighbourhood_by_type(world: World) -> None:
     cy = world.api("cy")
     project = world.project_id
