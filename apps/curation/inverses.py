@@ -109,5 +109,9 @@ def change_set_inverse(items: list[ChangeSetItem]) -> list[Change]:
             raise ValueError(f"item {item.id} ({item.action}) cannot be undone")
         if result.get("changed") is False:
             continue
-        changes += undo(result)
+        try:
+            changes += undo(result)
+        except (KeyError, TypeError, AttributeError):
+            # A result recorded in another shape (an older write): say so rather than guess.
+            raise ValueError(f"item {item.id} ({item.action}) did not record what undoing it needs") from None
     return changes

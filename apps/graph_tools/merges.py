@@ -96,15 +96,20 @@ def _merged_aliases(keep: dict[str, Any], lose: dict[str, Any]) -> tuple[list[st
 def _fates(project_id: uuid.UUID, keep_id: str, lose_id: str) -> list[dict[str, Any]]:
     """Each relationship of the duplicate with what the merge does with it (``fate``) and, when it is
     re-pointed, its ends after (``after_src``, ``after_dst``)."""
-    rels = GraphRelationship.objects.filter(Q(src_id=lose_id) | Q(dst_id=lose_id), project_id=project_id)
+    rels = list(
+        GraphRelationship.objects.filter(
+            Q(src_id=lose_id) | Q(dst_id=lose_id), project_id=project_id
+        ).order_by("type", "id")
+    )
+    # Only keep's relationships of the types the duplicate's have can collide with them.
     taken = {
         (str(s), t, str(d))
         for s, t, d in GraphRelationship.objects.filter(
-            Q(src_id=keep_id) | Q(dst_id=keep_id), project_id=project_id
+            Q(src_id=keep_id) | Q(dst_id=keep_id), project_id=project_id, type__in={r.type for r in rels}
         ).values_list("src_id", "type", "dst_id")
     }
     fates = []
-    for r in rels.order_by("type", "id"):
+    for r in rels:
         row = _rel(r)
         src = keep_id if row["src"] == lose_id else row["src"]
         dst = keep_id if row["dst"] == lose_id else row["dst"]
@@ -157,6 +162,19 @@ def _change(action: str, **values: Any) -> dict[str, Any]:
     return {"action": action, **values}
 
 
+def _relationships_move(
+    project_id: uuid.UUID, fates: list[dict[str, Any]], lose_id: str, keep_id: str, now: Any
+) -> None:
+    """Remove the collapsed and dropped relationships and re-point the others at ``keep``, in three
+    statements whatever the duplicate's degree."""
+    gone = [r["id"] for r in fates if r["fate"] != REPOINTED]
+    moved = [r["id"] for r in fates if r["fate"] == REPOINTED]
+    rels = GraphRelationship.objects.filter(project_id=project_id)
+    rels.filter(id__in=gone).delete()
+    rels.filter(id__in=moved, src_id=uuid.UUID(lose_id)).update(src_id=keep_id, updated_at=now)
+    rels.filter(id__in=moved, dst_id=uuid.UUID(lose_id)).update(dst_id=keep_id, updated_at=now)
+
+
 def apply_merge_entities(
     project_id: uuid.UUID, args: MergeEntitiesArgs, plan: WritePlan
 ) -> list[dict[str, Any]]:
@@ -164,18 +182,16 @@ def apply_merge_entities(
         plan.src is not None and plan.dst is not None and plan.after is not None and plan.before is not None
     )
     keep, lose, now = plan.src, plan.dst, timezone.now()
+    _relationships_move(project_id, plan.relationships, lose["id"], keep["id"], now)
     rows = []
     for r in plan.relationships:
-        rel = GraphRelationship.objects.filter(project_id=project_id, id=r["id"])
         if r["fate"] == REPOINTED:
-            rel.update(src_id=r["after_src"], dst_id=r["after_dst"], updated_at=now)
             after = {k: r[k] for k in ("id", "type", "properties")} | {
                 "src": r["after_src"],
                 "dst": r["after_dst"],
             }
             ends = {"src_id": r["after_src"], "dst_id": r["after_dst"]}
         else:
-            rel.delete()
             after, ends = None, {"src_id": r["src"], "dst_id": r["dst"]}
         rows.append(_change("merge_entities", relationship_id=r["id"], **ends, before=r, after=after))
     if plan.after["aliases_added"]:
@@ -311,34 +327,39 @@ def apply_unmerge_entities(
         id=entity["id"],
         **{k: entity[k] for k in ("key", "type", "name", "description", "properties")},
     )
-    rows = []
-    for r in plan.relationships:
-        if r["restore"] == "back":
-            GraphRelationship.objects.filter(id=r["id"]).update(
-                src_id=r["src"], dst_id=r["dst"], updated_at=now
-            )
-        elif r["restore"] == "create":
-            GraphRelationship.objects.create(
-                project_id=project_id,
-                id=r["id"],
-                type=r["type"],
-                src_id=r["src"],
-                dst_id=r["dst"],
-                properties=r["properties"],
-            )
-        else:
-            continue
-        after = {k: r[k] for k in ("id", "type", "src", "dst", "properties")}
-        rows.append(
-            _change(
-                "unmerge_entities",
-                relationship_id=r["id"],
-                src_id=r["src"],
-                dst_id=r["dst"],
-                before=None,
-                after=after,
-            )
+    restored = [r for r in plan.relationships if r["restore"] != "skip"]
+    back = [r["id"] for r in restored if r["restore"] == "back"]
+    rels = GraphRelationship.objects.filter(project_id=project_id, id__in=back)
+    # A re-pointed relationship had the merged entity at one end (never both: that one was dropped).
+    rels.filter(id__in=[r["id"] for r in restored if r["src"] == entity["id"]]).update(
+        src_id=entity["id"], updated_at=now
+    )
+    rels.filter(id__in=[r["id"] for r in restored if r["dst"] == entity["id"]]).update(
+        dst_id=entity["id"], updated_at=now
+    )
+    GraphRelationship.objects.bulk_create(
+        GraphRelationship(
+            project_id=project_id,
+            id=r["id"],
+            type=r["type"],
+            src_id=r["src"],
+            dst_id=r["dst"],
+            properties=r["properties"],
         )
+        for r in restored
+        if r["restore"] == "create"
+    )
+    rows = [
+        _change(
+            "unmerge_entities",
+            relationship_id=r["id"],
+            src_id=r["src"],
+            dst_id=r["dst"],
+            before=None,
+            after={k: r[k] for k in ("id", "type", "src", "dst", "properties")},
+        )
+        for r in restored
+    ]
     GraphObject.objects.filter(project_id=project_id, id=keep["id"]).update(
         properties=plan.after["keep"]["properties"], updated_at=now
     )

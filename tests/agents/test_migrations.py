@@ -1,4 +1,5 @@
-"""Migration agents.0002 (issue #11 part 3): definitions whose MCP servers a user chose are disabled."""
+"""Migration agents.0002 (issue #11 part 3): definitions whose MCP servers a user chose are disabled; the
+default agents' tools as later tools joined them (0005, 0007, 0008)."""
 
 import pytest
 
@@ -87,7 +88,10 @@ def test_untouched_default_agents_get_query_paths_and_edited_ones_are_left_alone
     assert (
         curator.tools.index("query_paths") == len(query_tools) and curator.tools[-1] == "delete_relationship"
     )
-    assert after.get(project__slug="newer").tools == _without_passages(GRAPH_CURATOR_AGENT["tools"])
+    curator_then = [
+        t for t in GRAPH_CURATOR_AGENT["tools"] if t not in ("merge_entities", "unmerge_entities")
+    ]
+    assert after.get(project__slug="newer").tools == _without_passages(curator_then)
     assert after.get(project__slug="edited").tools == ["hybrid_search"]
 
     migrate([("agents", "0004_agentrun_graph_version")])
@@ -122,8 +126,8 @@ def test_untouched_default_agents_get_search_passages_and_edited_ones_are_left_a
 
     after = apps.get_model("agents", "AgentDefinition").objects
     assert after.get(project__slug="untouched", name="graph-query-agent").tools == GRAPH_QUERY_AGENT["tools"]
-    assert (
-        after.get(project__slug="untouched", name="graph-curator-agent").tools == GRAPH_CURATOR_AGENT["tools"]
+    assert after.get(project__slug="untouched", name="graph-curator-agent").tools == module._with_passages(
+        newer_curator
     )
     curator = after.get(project__slug="older").tools
     assert curator.index("search_passages") == len(query_tools) and curator[-1] == "delete_relationship"
@@ -133,3 +137,28 @@ def test_untouched_default_agents_get_search_passages_and_edited_ones_are_left_a
     before = before_search_passages.get_model("agents", "AgentDefinition").objects
     assert before.get(project__slug="untouched", name="graph-query-agent").tools == query_tools
     assert before.get(project__slug="older").tools == older_curator
+
+
+@pytest.fixture
+def before_merges(transactional_db):
+    apps = migrate([("agents", "0007_default_agents_search_passages")])
+    yield apps
+    migrate_to_latest()
+
+
+def test_untouched_default_curators_get_merge_entities_and_edited_ones_are_left_alone(before_merges):
+    module = __import__("apps.agents.migrations.0008_default_curator_merges", fromlist=["FORMER"])
+    Project = before_merges.get_model("projects", "Project")
+    AgentDefinition = before_merges.get_model("agents", "AgentDefinition")
+    untouched, edited = (Project.objects.create(name=n, slug=n) for n in ("untouched", "edited"))
+    AgentDefinition.objects.create(project=untouched, name="graph-curator-agent", tools=module.FORMER)
+    AgentDefinition.objects.create(project=edited, name="graph-curator-agent", tools=module.FORMER[:-1])
+
+    apps = migrate([("agents", "0008_default_curator_merges")])
+
+    after = apps.get_model("agents", "AgentDefinition").objects
+    assert after.get(project__slug="untouched").tools == GRAPH_CURATOR_AGENT["tools"]
+    assert after.get(project__slug="edited").tools == module.FORMER[:-1]
+    migrate([("agents", "0007_default_agents_search_passages")])
+    before = before_merges.get_model("agents", "AgentDefinition").objects
+    assert before.get(project__slug="untouched").tools == module.FORMER

@@ -274,3 +274,16 @@ def test_a_type_edit_is_written_counted_and_undone(curators: Curators):
     assert "Computer" in counted and "Machine" not in counted
     assert undo["items"][0]["values"] == {"entity_id": str(c.e["engine"].id), "type": "Machine"}
     assert GraphObject.objects.get(id=c.e["engine"].id).type == "Machine"
+
+
+def test_undo_of_an_item_that_did_not_record_its_values_is_a_409_not_a_crash(curators: Curators):
+    c = curators
+    applied = c.propose(
+        c.editor, [{"action": "update_entity", "args": {"entity_id": "ada", "name": "Ada"}}]
+    ).json()
+    c.decide(c.owner, applied["id"])
+    ChangeSet.objects.get(id=applied["id"]).items.update(result={"changed": True})
+
+    refused = c.editor.post(f"/api/change-sets/{applied['id']}/undo")
+
+    assert refused.status_code == 409 and refused.json()["code"] == "nothing_to_undo"

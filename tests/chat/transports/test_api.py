@@ -65,6 +65,7 @@ async def test_read_one_conversation_with_its_messages(world, scripted):
     }
     assert set(body["messages"][0]) == {
         "graphChanged",
+        "stale",
         "id",
         "role",
         "content",
