@@ -87,7 +87,8 @@ def entity_list_page(
     where = "o.project_id = %(p)s" + (" AND o.type = %(type)s" if type else "")
     if after:
         params["name"], params["id"] = _list_cursor_read(after)
-        where += " AND (lower(o.name), o.id) > (%(name)s, %(id)s)"
+        # The first term is what the index's range scan starts from; the row comparison breaks ties.
+        where += " AND lower(o.name) >= %(name)s AND (lower(o.name), o.id) > (%(name)s, %(id)s)"
     with connection.cursor() as cursor:
         cursor.execute(
             f"""SELECT {ENTITY_COLUMNS}, lower(o.name) FROM kb.graph_objects o WHERE {where}
