@@ -10,4 +10,5 @@ urlpatterns = [
     path("projects/<uuid:project_id>/graph", views.graph_page, name="graph"),
     path("projects/<uuid:project_id>/graph/entities/<uuid:entity_id>", views.entity_page, name="entity"),
     path("projects/<uuid:project_id>/graph/queues", views.queues_page, name="queues"),
+    path("projects/<uuid:project_id>/graph/change-sets", views.change_sets_page, name="change_sets"),
 ]

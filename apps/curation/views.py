@@ -167,3 +167,37 @@ def queues_page(request: HttpRequest, project_id: uuid.UUID) -> HttpResponse:
         "nav": "queues",
     }
     return render(request, "curation/queues.html", context)
+
+
+CHANGE_SETS_SHOWN = 25
+
+
+@login_required
+def change_sets_page(request: HttpRequest, project_id: uuid.UUID) -> HttpResponse:
+    """Any member: the project's curation change sets, newest first (the first ``CHANGE_SETS_SHOWN``),
+    each with its items; an editor or owner approves or rejects one in review and undoes an
+    applied one from here (the page's script posts part A's routes; the server says who may)."""
+    from apps.curation.selectors import change_set_list
+    from apps.documents.models import ChangeSetKind
+
+    principal = _principal(request)
+    try:
+        overview = selectors.graph_overview(principal=principal, project_ref=project_id)
+        sets = list(
+            change_set_list(principal=principal, project_ref=project_id, kind=ChangeSetKind.CURATION)[
+                :CHANGE_SETS_SHOWN
+            ]
+        )
+    except NotFound:
+        raise Http404("project not found") from None
+    tabs = [
+        (k, QUEUE_TITLES.get(k, k.replace("-", " ").replace("_", " ").capitalize())) for k in queue_kinds()
+    ]
+    context = {
+        "project": overview.project,
+        "sets": sets,
+        "tabs": tabs,
+        "nav": "queues",
+        "shown": CHANGE_SETS_SHOWN,
+    }
+    return render(request, "curation/change_sets.html", context)

@@ -56,3 +56,31 @@ document.addEventListener("click", (event) => {
   const button = event.target.closest(".propose-merge");
   if (button) proposeMerge(button);
 });
+
+/* The change sets tab: Approve, Reject and Undo post part A's routes (the decision, the undo) with
+ * the body the server rendered on the button, then show the page again, or the server's error. */
+async function act(button) {
+  const status = button.closest("td").querySelector(".merge-status");
+  button.disabled = true;
+  status.dataset.state = "busy";
+  status.textContent = "…";
+  const res = await fetch(button.dataset.url, {
+    method: "POST",
+    credentials: "same-origin",
+    headers: { "Content-Type": "application/json", Accept: "application/json", "X-CSRFToken": csrfToken() },
+    body: button.dataset.body,
+  }).catch((err) => ({ ok: false, status: 0, json: async () => ({ error: err.message }) }));
+  if (res.ok) {
+    window.location.reload();
+    return;
+  }
+  const data = await res.json().catch(() => null);
+  status.dataset.state = "error";
+  status.textContent = (data && data.error) || `Refused (${res.status}).`;
+  button.disabled = false;
+}
+
+document.addEventListener("click", (event) => {
+  const button = event.target.closest("button.act");
+  if (button) act(button);
+});

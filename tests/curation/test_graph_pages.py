@@ -219,3 +219,39 @@ def test_a_merged_entitys_page_leads_to_the_one_it_went_into_which_lists_the_ans
     assert old.status_code == 302 and old["location"] == f"/projects/{project.id}/graph/entities/{keep.id}"
     assert f'href="/chat/{chat.id}/">Who wrote it</a>' in page
     assert '<tr class="history-row" data-action="merge_entities">' in page
+
+
+def test_the_change_sets_tab_lists_curation_change_sets_with_approve_in_review_and_undo_once_applied():
+    from apps.curation.proposals import curation_propose
+    from apps.documents.review import change_set_decide
+    from apps.projects.selectors import Principal
+
+    owner, editor, stranger = make_user(), make_user(), make_user()
+    project = make_project(owner)
+    add_member(project, editor, "editor")
+    a, b = make_entity(project, "a", "Person", "Jane Doe"), make_entity(project, "b", "Person", "jane doe")
+    merge = [{"action": "merge_entities", "args": {"keep": str(a.id), "merge": str(b.id)}}]
+    applied = curation_propose(
+        principal=Principal(user=owner), project_id=project.id, changes=merge, summary="One"
+    )
+    change_set_decide(
+        principal=Principal(user=editor), change_set_id=applied.id, approve=None, reject=[], edits={}
+    )
+    waiting = curation_propose(
+        principal=Principal(user=owner),
+        project_id=project.id,
+        changes=[{"action": "update_entity", "args": {"entity_id": str(a.id), "description": "A person"}}],
+        summary="Two",
+    )
+    url = f"/projects/{project.id}/graph/change-sets"
+
+    html = _client(editor).get(url).content.decode()
+    stranger_page = _client(stranger).get(url)
+
+    rows = re.findall(
+        r'<tr class="change-set" data-change-set-id="([^"]+)" data-status="(\w+)">(.*?)</tr>', html, re.S
+    )
+    assert [(r[0], r[1]) for r in rows] == [(str(waiting.id), "review"), (str(applied.id), "applied")]
+    assert f'data-url="/api/change-sets/{waiting.id}/decision"' in rows[0][2] and ">Approve<" in rows[0][2]
+    assert f'data-url="/api/change-sets/{applied.id}/undo"' in rows[1][2]
+    assert stranger_page.status_code == 404

@@ -6,8 +6,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from django.test import Client
-from playwright.sync_api import Page, expect
+from playwright.sync_api import Browser, Page, expect
 
 from apps.graph_tools.importer import graph_import
 from apps.graph_tools.models import GraphObject
@@ -69,30 +68,32 @@ def test_a_member_sees_an_entitys_history_with_version_author_and_authority(
     expect(row).to_contain_text("Graph import")
 
 
-def test_a_duplicate_pair_is_merged_from_the_queue_once_a_second_member_approves(
-    page: Page, live_server_url: str, world: World
+def test_a_duplicate_pair_merged_from_the_queue_is_approved_by_a_second_member_and_undone(
+    page: Page, browser: Browser, live_server_url: str, world: World
 ) -> None:
     project = world.project
     twin = make_entity(project, "paris-2", "City", "Pariss", description="The French capital")
     make_relationship(project, twin, "LOCATED_IN", world.e["france"])
-    reviewer = make_user("grace")
-    add_member(project, reviewer, "editor")
+    add_member(project, make_user("grace"), "editor")
     log_in(page, live_server_url, "ada")
+    second = browser.new_context(viewport={"width": 1280, "height": 860}).new_page()
+    log_in(second, live_server_url, "grace")
+    sets_url = f"{live_server_url}/projects/{project.id}/graph/change-sets"
 
     page.goto(f"{live_server_url}/projects/{project.id}/graph/queues?kind=duplicates")
     pair = page.locator(f".duplicate-pair[data-b='{twin.id}']")
     expect(pair).to_contain_text("trigram 0.63")
     pair.get_by_role("button", name="Propose merge").click()
     expect(pair.locator(".merge-status")).to_contain_text("Proposed: change set")
-    change_set_id = pair.get_attribute("data-proposed")
+    merge_id = pair.get_attribute("data-proposed")
     screenshot(page, "graph-queues-duplicates-desktop.png")
-
-    second = Client()
-    second.force_login(reviewer)
-    decided = second.post(
-        f"/api/change-sets/{change_set_id}/decision", {"approve": "all"}, content_type="application/json"
+    second.goto(sets_url)
+    second.locator(f".change-set[data-change-set-id='{merge_id}']").get_by_role(
+        "button", name="Approve"
+    ).click()
+    expect(second.locator(f".change-set[data-change-set-id='{merge_id}']")).to_have_attribute(
+        "data-status", "applied"
     )
-    assert decided.status_code == 200, decided.content
     page.reload()
 
     expect(page.locator(f".duplicate-pair[data-b='{twin.id}']")).to_have_count(0)
@@ -100,3 +101,15 @@ def test_a_duplicate_pair_is_merged_from_the_queue_once_a_second_member_approves
     expect(page.locator("#entity-aliases")).to_contain_text("Pariss")
     page.locator("#entity-history summary").click()
     expect(page.locator("#history-table .history-row[data-action='merge_entities']").first).to_be_visible()
+
+    page.goto(sets_url)
+    page.locator(f".change-set[data-change-set-id='{merge_id}']").get_by_role("button", name="Undo").click()
+    undo = page.locator(".change-set[data-status='review']")
+    expect(undo).to_have_count(1)
+    screenshot(page, "graph-change-sets-desktop.png")
+    second.goto(sets_url)
+    second.locator(".change-set[data-status='review']").get_by_role("button", name="Approve").click()
+    expect(second.locator(".change-set[data-status='review']")).to_have_count(0)
+    page.goto(f"{live_server_url}/projects/{project.id}/graph/entities/{twin.id}")
+    expect(page.locator("#entity-name")).to_have_text("Pariss")
+    second.context.close()
