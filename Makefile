@@ -93,7 +93,8 @@ lint: install system-deps
 bench: migrate
 	DJANGO_SETTINGS_MODULE=config.settings.test $(PY) -m bench
 
-# The graph tools at 1M entities / 5M relationships (~10 GB of disk, 15-25 min on 2 cores; issue #16).
+# The graph tools at 1M entities / 5M relationships (~10 GB of disk, 15-25 min on 2 cores; issue #16), and
+# the curation queues and the graph pages' reads on the same graph (bench/curation_queues.py, #51).
 bench-scale: migrate
 	BENCH_ENTITIES=1000000 BENCH_RELATIONSHIPS=5000000 DJANGO_SETTINGS_MODULE=config.settings.test $(PY) -m bench graph_tools
 

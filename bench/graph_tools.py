@@ -25,6 +25,7 @@ from django.db import connection, transaction
 from apps.graph_tools import graph_queries, search
 from apps.graph_tools.embeddings import get_embedder, hnsw_index_name, vector_index_ensure
 from apps.projects.models import Project
+from bench.curation_queues import queues_timed
 
 ENTITIES = int(os.environ.get("BENCH_ENTITIES", "100000"))
 RELATIONSHIPS = int(os.environ.get("BENCH_RELATIONSHIPS", "500000"))
@@ -395,6 +396,7 @@ def tools_timed(
         "list_relationships entity_type=",
         lambda i: graph_queries.relationship_summary(project_id=pid, entity_type=typed[i % 6]),
     )
+    queues_timed(pid, embedder, keys, add)  # the curation queues and the graph pages' reads (#51)
     model = get_embedder()
     add(f"query embedding ({model.name})", lambda i: model.embed_query(queries[i]))
     return rows, qvecs

@@ -83,6 +83,7 @@ def _register_routers() -> None:
     from apps.chat.transports.approvals_api import router as approvals_router
     from apps.chat.transports.conversations_api import router as chat_team_router
     from apps.curation.api import router as curation_router
+    from apps.curation.graph_api import router as curation_graph_router
     from apps.documents.api import router as documents_router
     from apps.documents.ontology_api import router as ontology_draft_router
     from apps.graph_tools.api import router as graph_router
@@ -103,6 +104,7 @@ def _register_routers() -> None:
     api.add_router("/", approvals_router)
     api.add_router("/", usage_router)
     api.add_router("/", curation_router)
+    api.add_router("/", curation_graph_router)
 
 
 _register_routers()

@@ -56,6 +56,8 @@ export async function openEntity(ref, preview) {
   head.appendChild(el("span", "badge", entity.type));
   head.appendChild(el("code", "entity-key", entity.key));
   body.push(head);
+  // Its own page on the graph page (#51): relationships by type, passages, answers, history, drawing.
+  body.push(el("p", null, el("a", { class: "entity-page-link", href: `/projects/${projectId}/graph/entities/${entity.id}`, text: "Open its page" })));
   if (entity.description) body.push(el("p", "entity-description", entity.description));
   const props = Object.entries(entity.properties || {});
   if (props.length) {

@@ -9,7 +9,7 @@ from apps.graph_tools.registry import tool_names
 from tests.graph_tools.conftest import SmallGraph, call_tool
 
 
-def test_the_registry_holds_the_thirteen_read_tools_and_the_eight_write_tools():
+def test_the_registry_holds_the_fourteen_read_tools_and_the_eight_write_tools():
     assert sorted(tool_names(read_only=True)) == sorted(
         [
             "hybrid_search",
@@ -25,6 +25,7 @@ def test_the_registry_holds_the_thirteen_read_tools_and_the_eight_write_tools():
             "query_paths",
             "search_passages",
             "ontology_violations",
+            "curation_queue",
         ]
     )
     assert sorted(tool_names(read_only=False)) == [

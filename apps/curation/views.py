@@ -1,0 +1,203 @@
+"""The graph pages of a project (#51), rendered on the server for its members: the graph (types with
+counts, search, the entity list a page at a time), an entity's page (properties, aliases,
+relationships by type and direction, the passages that mention it, my answers that cited it, its
+history, and the neighbourhood drawing its script fetches), and the curation queues, a tab each."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from django.contrib.auth.decorators import login_required
+from django.core.paginator import Paginator
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+
+from apps.core.errors import NotFound
+from apps.curation import graph_selectors as selectors
+from apps.curation.queues import LIMIT_DEFAULT, InvalidCursor, queue_kinds, queue_page
+from apps.documents.models import Document
+from apps.graph_tools.errors import EntityNotFound
+from apps.graph_tools.names import ALIASES_PROPERTY
+from apps.graph_tools.selectors import entity_history
+from apps.graph_tools.writes import change_action_words
+from apps.projects.selectors import Principal, principal_from_user
+
+HISTORY_PER_PAGE = 25
+MAX_TYPE = 128
+
+
+def _principal(request: HttpRequest) -> Principal:
+    principal = principal_from_user(request.user)
+    if principal is None:
+        raise Http404("project not found")
+    return principal
+
+
+def _bad_request(request: HttpRequest, project_id: uuid.UUID, error: str) -> HttpResponse:
+    return render(request, "curation/error.html", {"project": None, "error": error}, status=400)
+
+
+@login_required
+def graph_page(request: HttpRequest, project_id: uuid.UUID) -> HttpResponse:
+    """Any member: the types with their counts, a search (``?q=``), the entities of a type
+    (``?type=``) by name, a page at a time (``?after=<cursor>``); anyone else 404."""
+    principal = _principal(request)
+    q = request.GET.get("q", "").strip()[: selectors.MAX_QUERY]
+    chosen = request.GET.get("type", "").strip()[:MAX_TYPE] or None
+    try:
+        overview = selectors.graph_overview(principal=principal, project_ref=project_id)
+        if q:
+            items = selectors.entity_search(project_id=overview.project.id, q=q, type=chosen)
+            next_cursor = None
+        else:
+            page = selectors.entity_list_page(
+                project_id=overview.project.id, type=chosen, after=request.GET.get("after") or None
+            )
+            items, next_cursor = page.items, page.next_cursor
+    except NotFound:
+        raise Http404("project not found") from None
+    except InvalidCursor as exc:
+        return _bad_request(request, project_id, exc.message)
+    context = {
+        "project": overview.project,
+        "overview": overview,
+        "q": q,
+        "chosen": chosen,
+        "items": items,
+        "next_cursor": next_cursor,
+        "search_max": selectors.SEARCH_MAX,
+        "nav": "graph",
+    }
+    return render(request, "curation/graph.html", context)
+
+
+def _history(request: HttpRequest, principal: Principal, project_id: uuid.UUID, entity_id: uuid.UUID) -> Any:
+    changes = entity_history(principal=principal, project_ref=project_id, ref=str(entity_id))
+    page = Paginator(changes, HISTORY_PER_PAGE).get_page(request.GET.get("history"))
+    names = dict(
+        Document.objects.filter(id__in={c.document_id for c in page if c.document_id}).values_list(
+            "id", "name"
+        )
+    )
+    words = change_action_words()
+    rows = [
+        {
+            "change": c,
+            "action": words.get(c.action, c.action),
+            "who": c.user.get_username() if c.user else "",
+            "document_name": names.get(c.document_id) if c.document_id else None,
+        }
+        for c in page
+    ]
+    return page, rows
+
+
+@login_required
+def entity_page(request: HttpRequest, project_id: uuid.UUID, entity_id: uuid.UUID) -> HttpResponse:
+    """Any member: one entity of the project; anyone else, or an entity of another project, 404."""
+    principal = _principal(request)
+    try:
+        project, entity = selectors.entity_of_project(
+            principal=principal, project_ref=project_id, ref=str(entity_id)
+        )
+    except (NotFound, EntityNotFound):
+        raise Http404("entity not found") from None
+    if entity.id != entity_id:  # merged into this one since: its page is this one's
+        return redirect("curation:entity", project_id=project.id, entity_id=entity.id)
+    properties = dict(entity.properties or {})
+    aliases = properties.pop(ALIASES_PROPERTY, None)
+    history_page, history = _history(request, principal, project.id, entity.id)
+    context = {
+        "project": project,
+        "entity": entity,
+        "aliases": aliases if isinstance(aliases, list) else [],
+        "properties": sorted(properties.items()),
+        "groups": selectors.relationship_groups(entity_id=entity.id),
+        "passages": selectors.passages_mentioning(project_id=project.id, entity_id=entity.id),
+        "answers": selectors.answers_citing(principal=principal, project_id=project.id, entity_id=entity.id),
+        "history_page": history_page,
+        "history": history,
+        "bounds": {
+            "edges": selectors.EDGES_PER_GROUP,
+            "passages": selectors.PASSAGES_SHOWN,
+            "answers": selectors.ANSWERS_SHOWN,
+        },
+        "nav": "graph",
+    }
+    return render(request, "curation/entity.html", context)
+
+
+QUEUE_TITLES = {
+    "orphans": "Orphans",
+    "duplicates": "Duplicates",
+    "unsupported": "Unsupported",
+}
+
+
+@login_required
+def queues_page(request: HttpRequest, project_id: uuid.UUID) -> HttpResponse:
+    """Any member: a queue's page (``?kind=``, ``?cursor=``), with a tab for each queue."""
+    principal = _principal(request)
+    kind = request.GET.get("kind", "orphans")
+    if kind not in queue_kinds():
+        raise Http404("no such queue")
+    try:
+        overview = selectors.graph_overview(principal=principal, project_ref=project_id)
+        page = queue_page(
+            principal=principal,
+            project_ref=project_id,
+            kind=kind,
+            cursor=request.GET.get("cursor") or None,
+            limit=LIMIT_DEFAULT,
+        )
+    except InvalidCursor as exc:
+        return _bad_request(request, project_id, exc.message)
+    except NotFound:
+        raise Http404("project not found") from None
+    tabs = [
+        (k, QUEUE_TITLES.get(k, k.replace("-", " ").replace("_", " ").capitalize())) for k in queue_kinds()
+    ]
+    context = {
+        "project": overview.project,
+        "kind": kind,
+        "tabs": tabs,
+        "page": page,
+        "first": not request.GET.get("cursor"),
+        "nav": "queues",
+    }
+    return render(request, "curation/queues.html", context)
+
+
+CHANGE_SETS_SHOWN = 25
+
+
+@login_required
+def change_sets_page(request: HttpRequest, project_id: uuid.UUID) -> HttpResponse:
+    """Any member: the project's curation change sets, newest first (the first ``CHANGE_SETS_SHOWN``),
+    each with its items; an editor or owner approves or rejects one in review and undoes an
+    applied one from here (the page's script posts part A's routes; the server says who may)."""
+    from apps.curation.selectors import change_set_list
+    from apps.documents.models import ChangeSetKind
+
+    principal = _principal(request)
+    try:
+        overview = selectors.graph_overview(principal=principal, project_ref=project_id)
+        sets = list(
+            change_set_list(principal=principal, project_ref=project_id, kind=ChangeSetKind.CURATION)[
+                :CHANGE_SETS_SHOWN
+            ]
+        )
+    except NotFound:
+        raise Http404("project not found") from None
+    tabs = [
+        (k, QUEUE_TITLES.get(k, k.replace("-", " ").replace("_", " ").capitalize())) for k in queue_kinds()
+    ]
+    context = {
+        "project": overview.project,
+        "sets": sets,
+        "tabs": tabs,
+        "nav": "queues",
+        "shown": CHANGE_SETS_SHOWN,
+    }
+    return render(request, "curation/change_sets.html", context)
