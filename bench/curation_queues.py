@@ -6,7 +6,9 @@ paging from anywhere), and so are the entity page's reads and the drawing's neig
 synthetic graph has no mentions, imports or change rows, so ``unsupported`` finds an item at
 every entity; every entity is a relationship's source, so ``orphans`` finds none and each page
 walks its whole bound (``SCAN_MAX``), the worst case; its names ("Ana Silva 123") are near one
-another, so ``duplicates`` finds a trigram and a vector candidate at nearly every seed.
+another, so ``duplicates`` finds a trigram and a vector candidate at nearly every seed. An
+ontology restricting ``WORKS_AT`` to Person → Company makes five of six of them break it, so
+``ontology-violations`` fills its pages from the relationships' index (cursors: a WORKS_AT id).
 """
 
 from __future__ import annotations
@@ -18,6 +20,9 @@ from typing import Any
 from apps.curation import duplicates, graph_selectors, neighbourhood, queues
 from apps.curation.queues import Cursor
 from apps.graph_tools.embedders import Embedder
+from apps.graph_tools.ontology import queue
+from apps.graph_tools.ontology.document import ontology_parse
+from apps.graph_tools.ontology.services import ontology_store
 
 PAGE = 25
 
@@ -48,12 +53,33 @@ def queues_timed(
         ),
         "p95 < 500 ms",
     )
+    _ontology_put(pid)
+    violations = [None, *(queue.cursor_encode("WORKS_AT", str(_entity_id(pid, k))) for k in keys[1:])]
+    add(
+        "queue ontology-violations (page of 25)",
+        lambda i: queue.violations_page(project_id=pid, cursor=violations[i], limit=PAGE),
+        "p95 < 100 ms",
+    )
     add(
         "graph page: entities of a type by name",
         lambda i: graph_selectors.entity_list_page(project_id=pid, type="Person", after=_after(keys[i])),
     )
     add("entity page: relationships by type", lambda i: _groups(pid, keys[i]))
     add("drawing: neighbourhood (40 of 2000)", lambda i: _star(pid, keys[i]))
+
+
+def _ontology_put(pid: uuid.UUID) -> None:
+    """An ontology that five of six WORKS_AT relationships of the synthetic graph break (its ends'
+    types are drawn at random): the queue's worst case, a full page at every scan."""
+    from bench.graph_tools import ENTITY_TYPES, REL_TYPES
+
+    document = {
+        "entity_types": {t: {} for t in ENTITY_TYPES},
+        "relationship_types": {
+            r: ({"domain": ["Person"], "range": ["Company"]} if r == "WORKS_AT" else {}) for r in REL_TYPES
+        },
+    }
+    ontology_store(project_id=pid, ontology=ontology_parse(document), user_id=None)
 
 
 def _after(key: str) -> Any:
