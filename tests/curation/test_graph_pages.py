@@ -187,6 +187,7 @@ def test_the_queues_page_has_a_tab_per_queue_and_a_merge_button_per_duplicate_pa
     unknown = client.get(f"/projects/{project.id}/graph/queues", {"kind": "everything"})
 
     assert re.findall(r'role="tab" href="\?kind=(\w+)"', orphans) == ["orphans", "duplicates", "unsupported"]
+    assert f'href="/projects/{project.id}/ontology#ontology-violations" id="tab-ontology-violations"' in orphans
     assert "All Alone" in orphans and "Jane Doe" not in orphans
     assert pairs.count('class="queue-item duplicate-pair"') == 1
     assert f'"keep": "{a.id}", "merge": "{b.id}"' in pairs and "Propose merge" in pairs
