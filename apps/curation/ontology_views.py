@@ -16,6 +16,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 
 from apps.core.errors import NotFound, ServiceError
+from apps.curation.views import query_checked
 from apps.documents.ontology_draft import ontology_draft_propose
 from apps.graph_tools.ontology import services
 from apps.graph_tools.ontology.formats import MAX_BYTES, format_of, ontology_read, ontology_write
@@ -79,6 +80,7 @@ def _context(principal: Principal, project_id: uuid.UUID) -> dict[str, Any]:
 
 
 @login_required
+@query_checked
 def ontology_page(request: HttpRequest, project_id: uuid.UUID) -> HttpResponse:
     """Any member sees it (others 404); editors and owners change it. A refused change is shown on
     the page with its reason, at the status the REST route would answer."""

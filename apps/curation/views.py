@@ -5,7 +5,9 @@ history, and the neighbourhood drawing its script fetches), and the curation que
 
 from __future__ import annotations
 
+import functools
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from django.contrib.auth.decorators import login_required
@@ -14,6 +16,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 
 from apps.core.errors import NotFound
+from apps.core.inputs import InvalidInput, input_check
 from apps.curation import graph_selectors as selectors
 from apps.curation.queues import LIMIT_DEFAULT, InvalidCursor, queue_kinds, queue_page
 from apps.documents.models import Document
@@ -38,7 +41,23 @@ def _bad_request(request: HttpRequest, project_id: uuid.UUID, error: str) -> Htt
     return render(request, "curation/error.html", {"project": None, "error": error}, status=400)
 
 
+def query_checked(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+    """``view``, answering 400 (the page's error, naming the parameter) for a query string holding
+    what cannot be stored or searched (a NUL, a lone surrogate), before the view reads it."""
+
+    @functools.wraps(view)
+    def checked(request: HttpRequest, project_id: uuid.UUID, **kwargs: Any) -> HttpResponse:
+        try:
+            input_check(dict(request.GET.items()))
+        except InvalidInput as exc:
+            return _bad_request(request, project_id, exc.message)
+        return view(request, project_id, **kwargs)
+
+    return checked
+
+
 @login_required
+@query_checked
 def graph_page(request: HttpRequest, project_id: uuid.UUID) -> HttpResponse:
     """Any member: the types with their counts, a search (``?q=``), the entities of a type
     (``?type=``) by name, a page at a time (``?after=<cursor>``); anyone else 404."""
@@ -94,6 +113,7 @@ def _history(request: HttpRequest, principal: Principal, project_id: uuid.UUID, 
 
 
 @login_required
+@query_checked
 def entity_page(request: HttpRequest, project_id: uuid.UUID, entity_id: uuid.UUID) -> HttpResponse:
     """Any member: one entity of the project; anyone else, or an entity of another project, 404."""
     principal = _principal(request)
@@ -136,6 +156,7 @@ QUEUE_TITLES = {
 
 
 @login_required
+@query_checked
 def queues_page(request: HttpRequest, project_id: uuid.UUID) -> HttpResponse:
     """Any member: a queue's page (``?kind=``, ``?cursor=``), with a tab for each queue."""
     principal = _principal(request)
@@ -173,6 +194,7 @@ CHANGE_SETS_SHOWN = 25
 
 
 @login_required
+@query_checked
 def change_sets_page(request: HttpRequest, project_id: uuid.UUID) -> HttpResponse:
     """Any member: the project's curation change sets, newest first (the first ``CHANGE_SETS_SHOWN``),
     each with its items; an editor or owner approves or rejects one in review and undoes an

@@ -256,3 +256,24 @@ def test_the_change_sets_tab_lists_curation_change_sets_with_approve_in_review_a
     assert f'data-url="/api/change-sets/{waiting.id}/decision"' in rows[0][2] and ">Approve<" in rows[0][2]
     assert f'data-url="/api/change-sets/{applied.id}/undo"' in rows[1][2]
     assert stranger_page.status_code == 404
+
+
+@pytest.mark.parametrize(
+    ("path", "bad", "params"),
+    [
+        ("graph", "q", {"q": "a\x00b"}),
+        ("graph", "type", {"type": "\x00"}),
+        ("graph", "after", {"after": "x\x00"}),
+        ("graph/queues", "cursor", {"kind": "orphans", "cursor": "\x00"}),
+        ("graph/change-sets", "x", {"x": "\x00"}),
+        ("ontology", "q", {"q": "\x00"}),
+    ],
+)
+def test_a_nul_in_a_graph_pages_query_is_a_400_page_naming_it_not_a_500(path, bad, params):
+    owner = make_user()
+    project = make_project(owner)
+
+    response = _client(owner).get(f"/projects/{project.id}/{path}", params)
+
+    assert response.status_code == 400
+    assert bad in response.content.decode()
