@@ -329,3 +329,21 @@ def test_a_queue_page_looks_at_a_bounded_stretch_and_the_walk_reaches_every_viol
     assert all(len(p["items"]) <= 2 for p in pages)
     assert sum(len(p["items"]) for p in pages) == pages[0]["count"] == 5
     assert pages[0]["bounds"]["scanMax"] == 2
+
+
+def test_a_merge_that_would_re_point_relationships_against_the_ontology_is_refused(
+    graph: SmallGraph, editor: Client, settings
+):
+    """Alice's KNOWS, WORKS_AT and LIVES_IN would start at a City if she were merged into Lisbon."""
+    settings.KGCHAT_DIRECT_WRITES = True
+    import_ontology(editor, graph)
+
+    refused = call(editor, graph, "merge_entities", keep="lisbon", merge="alice")
+    same_type = call(editor, graph, "merge_entities", keep="eve", merge="bob")
+
+    assert refused.status_code == 400
+    assert refused.json()["code"] == "ontology_violation"
+    assert {v["rule"] for v in refused.json()["violations"]} == {"domain", "range"}
+    assert "KNOWS from a City" in refused.json()["error"]
+    assert GraphRelationship.objects.filter(src=graph.e["alice"]).count() == 3
+    assert same_type.status_code == 200, same_type.json()

@@ -10,7 +10,8 @@ one that flags them (``on_violation: flag``) the write goes on and its plan, dif
 The rules: ``entity_type`` (an entity's type, or a relationship end's, is not declared),
 ``relationship_type`` (not declared), ``domain`` and ``range`` (the source's or target's type is
 not one the relationship type allows), ``property`` (a property the type does not declare) and
-``datatype`` (a value of another datatype). A write is checked only for what it changes: an
+``datatype`` (a value of another datatype). A merge answers for the relationships it re-points to
+the kept entity, whose type their end takes. A write is checked only for what it changes: an
 update of an entity's name does not answer for properties it had before the ontology.
 """
 
@@ -20,6 +21,7 @@ import uuid
 from typing import Any
 
 from apps.graph_tools.errors import OntologyViolation
+from apps.graph_tools.models import GraphObject
 from apps.graph_tools.ontology.document import Ontology, TypeDef, property_allowed, value_fits
 from apps.graph_tools.ontology.selectors import ontology_active
 from apps.graph_tools.write_plans import WritePlan
@@ -125,7 +127,25 @@ def plan_violations(ontology: Ontology, plan: WritePlan) -> list[dict[str, str]]
         return found + properties_violations(
             ontology.relationship(rel_type), "relationship", rel_type, after.get("properties") or {}
         )
+    if plan.tool == "merge_entities" and plan.src and plan.dst and plan.src["type"] != plan.dst["type"]:
+        return _merge_violations(ontology, plan.src, plan.dst, plan.relationships or [])
     return []
+
+
+def _merge_violations(
+    ontology: Ontology, keep: dict[str, Any], lose: dict[str, Any], fates: list[dict[str, Any]]
+) -> list[dict[str, str]]:
+    """What the relationships a merge re-points to ``keep`` would break: their end that was ``lose``
+    takes ``keep``'s type (``merges._fates``; collapsed and dropped ones are not written)."""
+    moved = [r for r in fates if r.get("fate") == "repointed"]
+    others = {uuid.UUID(r["dst"] if r["src"] == lose["id"] else r["src"]) for r in moved}
+    types = {str(k): t for k, t in GraphObject.objects.filter(id__in=others).values_list("id", "type")}
+    found: list[dict[str, str]] = []
+    for r in moved:
+        src_type = keep["type"] if r["src"] == lose["id"] else types.get(r["src"], "")
+        dst_type = keep["type"] if r["dst"] == lose["id"] else types.get(r["dst"], "")
+        found += [v for v in end_violations(ontology, r["type"], src_type, dst_type) if v not in found]
+    return found
 
 
 def ontology_enforce(*, project_id: uuid.UUID, plan: WritePlan) -> None:
