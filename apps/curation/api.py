@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 from django.http import HttpRequest
 from ninja import Router, Schema, Status
-from pydantic import Field
+from pydantic import ConfigDict, Field, StrictBool
 
 from apps.core.inputs import ListLimit, ListOffset
 from apps.core.paging import page_of
@@ -31,7 +31,10 @@ class ChangeSetList(Schema):
 
 
 class CurationSettingsIn(Schema):
-    authorsApproveOwn: bool | None = None
+    # Strict, and no other key: "yes" or {"bogus": 1} is a 400, never read as true or ignored.
+    model_config = ConfigDict(extra="forbid")
+
+    authorsApproveOwn: StrictBool | None = None
 
 
 class CurationSettingsOut(Schema):

@@ -126,7 +126,9 @@ def queue_read(*, project_id: uuid.UUID, kind: str, cursor: str | None, limit: i
     callers have made it)."""
     reader = _QUEUES.get(kind)
     if reader is None:
-        raise UnknownQueue(f"no queue {kind!r}; the queues are: {', '.join(_QUEUES)}")
+        raise UnknownQueue(
+            f"no queue {kind!r}; the queues are: {', '.join(_QUEUES)}, and ontology-violations (its own route)"
+        )
     if not 1 <= limit <= LIMIT_MAX:
         raise ServiceError(f"limit: from 1 to {LIMIT_MAX}", code="invalid_request")
     return reader(project_id=project_id, cursor=cursor_decode(cursor), limit=limit)

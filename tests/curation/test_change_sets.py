@@ -110,6 +110,22 @@ def test_a_member_cannot_approve_their_own_change_set_unless_the_project_allows(
     assert not GraphObject.objects.filter(id=c.e["engine"].id).exists()
 
 
+@pytest.mark.parametrize("body", [{"authorsApproveOwn": "yes"}, {"authorsApproveOwn": 1}, {"bogus": 1}])
+def test_the_curation_setting_refuses_a_value_that_is_not_a_boolean_or_an_unknown_key(
+    curators: Curators, body
+):
+    c = curators
+
+    response = c.owner.put(
+        f"/api/projects/{c.project.id}/curation/settings", body, content_type="application/json"
+    )
+
+    assert response.status_code == 400 and response.json()["code"] == "invalid_request"
+    assert c.owner.get(f"/api/projects/{c.project.id}/curation/settings").json() == {
+        "authorsApproveOwn": False
+    }
+
+
 def test_an_author_may_reject_their_own_change_set_and_nothing_is_written(curators: Curators):
     c = curators
     proposed = c.propose(c.editor, [{"action": "delete_entity", "args": {"entity_id": "engine"}}]).json()
