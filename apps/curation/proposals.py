@@ -39,6 +39,11 @@ class InvalidChange(ServiceError):
 
     code = "invalid_change"
 
+    def __init__(self, message: str, *, code: str | None = None, extra: dict[str, Any] | None = None) -> None:
+        super().__init__(message, code=code)
+        # The write tool's own extra keys of the REST error body (an ontology's "rule", "violations").
+        self.extra = extra or {}
+
 
 class NothingToUndo(ServiceError):
     status = 409
@@ -93,7 +98,10 @@ def _checked_plans(project_id: uuid.UUID, changes: list[tuple[str, dict[str, Any
         pass
     for n, (step, (action, _)) in enumerate(zip(steps, changes, strict=True)):
         if step.error is not None:
-            raise InvalidChange(f"changes[{n}] ({action}): {step.error['error']}", code=step.error["code"])
+            extra = {k: v for k, v in step.error.items() if k not in ("error", "code")}
+            raise InvalidChange(
+                f"changes[{n}] ({action}): {step.error['error']}", code=step.error["code"], extra=extra
+            )
         assert step.result is not None
         if not step.result["changed"]:
             raise InvalidChange(

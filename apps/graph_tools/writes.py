@@ -423,7 +423,7 @@ def write_apply_set(
                         continue
                     changed = kind.apply(project_id, args, plan)
             except ToolError as exc:
-                step.error = {"error": exc.message, "code": exc.code}
+                step.error = {"error": exc.message, "code": exc.code, **getattr(exc, "extra", {})}
                 continue
             step.result = _result(plan, version, changed=True)
             rows += [

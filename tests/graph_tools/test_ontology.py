@@ -347,3 +347,28 @@ def test_a_merge_that_would_re_point_relationships_against_the_ontology_is_refus
     assert "KNOWS from a City" in refused.json()["error"]
     assert GraphRelationship.objects.filter(src=graph.e["alice"]).count() == 3
     assert same_type.status_code == 200, same_type.json()
+
+
+def test_a_curation_change_set_breaking_the_ontology_is_refused_with_the_rule_and_violations(
+    graph: SmallGraph, editor: Client
+):
+    import_ontology(editor, graph)
+
+    response = editor.post(
+        f"{base(graph)}/curation/change-sets",
+        {
+            "changes": [
+                {
+                    "action": "create_relationship",
+                    "args": {"src": "lisbon", "type": "WORKS_AT", "dst": "acme"},
+                }
+            ]
+        },
+        content_type="application/json",
+    )
+
+    assert response.status_code == 400
+    body = response.json()
+    assert body["code"] == "ontology_violation" and body["rule"] == "domain"
+    assert body["violations"][0]["rule"] == "domain"
+    assert body["error"].startswith("changes[0] (create_relationship): ")
