@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import re
 import uuid
 from dataclasses import dataclass
 from typing import Any
@@ -25,6 +26,9 @@ from apps.projects.selectors import Principal, project_get
 LIST_PAGE = 50
 SEARCH_MAX = 50
 MAX_QUERY = 1000
+
+# An answer's citation links ("[Ada](entity:<id>)", "[doc](passage:<id>)"), shown as their names.
+_LINK = re.compile(r"\[([^\]]+)\]\((?:entity|passage):[^)\s]+\)")
 
 
 @dataclass(frozen=True)
@@ -216,7 +220,7 @@ def answers_citing(
             "id": str(m.id),
             "conversationId": str(m.conversation.id),
             "conversationTitle": m.conversation.title or "Untitled conversation",
-            "excerpt": " ".join(m.content.split())[:200],
+            "excerpt": " ".join(_LINK.sub(r"\1", m.content).split())[:200],
             "createdAt": m.created_at,
         }
         for m in messages

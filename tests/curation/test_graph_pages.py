@@ -119,7 +119,8 @@ def test_the_entity_page_shows_properties_aliases_relationships_passages_answers
     document_upload(project=project, name="trip.txt", data=b"We flew to Lisboa and walked all day.")
     citation = [{"id": str(lisbon.id), "key": "lisbon", "type": "City", "name": "Lisbon"}]
     mine = make_conversation(viewer, project, title="Capitals", messages=[("user", "Capital of Portugal?")])
-    Message.objects.create(conversation=mine, role="assistant", content="It is Lisbon.", citations=citation)
+    answer = f"It is [Lisbon](entity:{lisbon.id})."
+    Message.objects.create(conversation=mine, role="assistant", content=answer, citations=citation)
     theirs = make_conversation(owner, project, title="Owner's private chat")
     Message.objects.create(conversation=theirs, role="assistant", content="Lisbon.", citations=citation)
 
@@ -133,6 +134,10 @@ def test_the_entity_page_shows_properties_aliases_relationships_passages_answers
     assert re.search(r'data-type="LIVES_IN" data-direction="in">.*?Ana', html, re.S)
     assert "We flew to <mark>Lisboa</mark> and walked" in html
     assert f'href="/chat/{mine.id}/">Capitals</a>' in html and "Owner&#x27;s private chat" not in html
+    assert (
+        "It is Lisbon." in html
+        and "entity:" not in html.split('id="answers-heading"')[-1].split("</section>")[0]
+    )
     history = re.findall(r'<tr class="history-row" data-action="([a-z_]+)">(.*?)</tr>', html, re.S)
     assert [action for action, _ in history] == [
         "import_relationship",
@@ -187,7 +192,9 @@ def test_the_queues_page_has_a_tab_per_queue_and_a_merge_button_per_duplicate_pa
     unknown = client.get(f"/projects/{project.id}/graph/queues", {"kind": "everything"})
 
     assert re.findall(r'role="tab" href="\?kind=(\w+)"', orphans) == ["orphans", "duplicates", "unsupported"]
-    assert f'href="/projects/{project.id}/ontology#ontology-violations" id="tab-ontology-violations"' in orphans
+    assert (
+        f'href="/projects/{project.id}/ontology#ontology-violations" id="tab-ontology-violations"' in orphans
+    )
     assert "All Alone" in orphans and "Jane Doe" not in orphans
     assert pairs.count('class="queue-item duplicate-pair"') == 1
     assert f'"keep": "{a.id}", "merge": "{b.id}"' in pairs and "Propose merge" in pairs
