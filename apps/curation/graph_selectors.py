@@ -16,10 +16,9 @@ from django.db import connection
 from django.db.models import Q
 
 from apps.curation.queues import InvalidCursor
-from apps.graph_tools.errors import EntityNotFound
 from apps.graph_tools.models import EntityRedirect, EntityTypeCount, GraphObject, RelationshipTypeCount
 from apps.graph_tools.search import ENTITY_COLUMNS, entity_row, text_search
-from apps.graph_tools.selectors import MAX_REDIRECT_HOPS, entity_redirect_target, entity_resolve
+from apps.graph_tools.selectors import MAX_REDIRECT_HOPS, entity_resolve_following
 from apps.projects.models import Project
 from apps.projects.selectors import Principal, project_get
 
@@ -231,13 +230,7 @@ def entity_of_project(*, principal: Principal, project_ref: object, ref: str) ->
     """A project the principal is a member of and its entity by id or key, or the entity an entity
     merged away went into (``merge_entities``: an old link or citation); ``EntityNotFound``."""
     project = project_get(principal=principal, project_ref=project_ref)
-    try:
-        found = entity_resolve(project_id=project.id, ref=ref)
-    except EntityNotFound:
-        target = entity_redirect_target(project_id=project.id, ref=ref)
-        if target is None:
-            raise
-        found = target
+    found, _ = entity_resolve_following(project_id=project.id, ref=ref)
     return project, GraphObject.objects.defer("search_vector").get(id=found["id"])
 
 

@@ -155,6 +155,13 @@ QUEUE_TITLES = {
 }
 
 
+def _queue_tabs() -> list[tuple[str, str]]:
+    """Each queue's kind and its tab's title."""
+    return [
+        (k, QUEUE_TITLES.get(k, k.replace("-", " ").replace("_", " ").capitalize())) for k in queue_kinds()
+    ]
+
+
 @login_required
 @query_checked
 def queues_page(request: HttpRequest, project_id: uuid.UUID) -> HttpResponse:
@@ -176,9 +183,7 @@ def queues_page(request: HttpRequest, project_id: uuid.UUID) -> HttpResponse:
         return _bad_request(request, project_id, exc.message)
     except NotFound:
         raise Http404("project not found") from None
-    tabs = [
-        (k, QUEUE_TITLES.get(k, k.replace("-", " ").replace("_", " ").capitalize())) for k in queue_kinds()
-    ]
+    tabs = _queue_tabs()
     context = {
         "project": overview.project,
         "kind": kind,
@@ -212,9 +217,7 @@ def change_sets_page(request: HttpRequest, project_id: uuid.UUID) -> HttpRespons
         )
     except NotFound:
         raise Http404("project not found") from None
-    tabs = [
-        (k, QUEUE_TITLES.get(k, k.replace("-", " ").replace("_", " ").capitalize())) for k in queue_kinds()
-    ]
+    tabs = _queue_tabs()
     context = {
         "project": overview.project,
         "sets": sets,

@@ -111,20 +111,25 @@ def entity_redirect_target(*, project_id: uuid.UUID, ref: str) -> dict[str, Any]
     return None
 
 
+def entity_resolve_following(*, project_id: uuid.UUID, ref: str) -> tuple[dict[str, Any], str | None]:
+    """The entity ``ref`` names (id or key), or the one it was merged into (an old answer's citation,
+    ``entity_redirect_target``), with the ref that led there when it was merged; ``EntityNotFound``."""
+    try:
+        return entity_resolve(project_id=project_id, ref=ref), None
+    except EntityNotFound:
+        target = entity_redirect_target(project_id=project_id, ref=ref)
+        if target is None:
+            raise
+        return target, ref
+
+
 def entity_detail(*, principal: Principal, project_ref: object, ref: str, limit: int = 200) -> EntityDetail:
     """One entity of a project the principal may see, with its relationships in both directions.
 
     A ref of an entity merged into another (an old answer's citation) gives that other entity, with
     ``merged_from`` saying which ref led there."""
     project = project_get(principal=principal, project_ref=project_ref)
-    merged_from = None
-    try:
-        found = entity_resolve(project_id=project.id, ref=ref)
-    except EntityNotFound:
-        target = entity_redirect_target(project_id=project.id, ref=ref)
-        if target is None:
-            raise
-        found, merged_from = target, ref
+    found, merged_from = entity_resolve_following(project_id=project.id, ref=ref)
     entity = _entities(project.id).get(id=found["id"])
     out = (
         GraphRelationship.objects.filter(src=entity)
