@@ -19,7 +19,7 @@ from apps.core.errors import NotFound, ServiceError
 from apps.curation.views import query_checked
 from apps.documents.ontology_draft import ontology_draft_propose
 from apps.graph_tools.ontology import services
-from apps.graph_tools.ontology.formats import MAX_BYTES, format_of, ontology_read, ontology_write
+from apps.graph_tools.ontology.formats import MAX_BYTES, ontology_write
 from apps.graph_tools.ontology.queue import violations_page
 from apps.graph_tools.ontology.selectors import ontology_state
 from apps.projects.selectors import Principal, principal_from_user
@@ -33,12 +33,12 @@ def _import(request: HttpRequest, principal: Principal, project_id: uuid.UUID) -
         raise ServiceError("choose an ontology file to import", code="invalid_ontology")
     if upload.size is not None and upload.size > MAX_BYTES:
         raise ServiceError(f"the ontology file is larger than {MAX_BYTES} bytes", code="payload_too_large")
-    fmt = format_of(asked=request.POST.get("format") or None, filename=upload.name or "")
-    ontology = ontology_read(upload.read(MAX_BYTES + 1), fmt)
     services.ontology_import(
         principal=principal,
         project_ref=project_id,
-        ontology=ontology,
+        data=upload.read(MAX_BYTES + 1),
+        asked_format=request.POST.get("format") or None,
+        filename=upload.name or "",
         on_violation=request.POST.get("on_violation") or None,
     )
 

@@ -187,9 +187,11 @@ def test_an_ontology_file_too_large_is_413_and_a_viewer_may_not_import(graph: Sm
 
     too_large = import_ontology(editor, graph, huge)
     refused = import_ontology(viewer, graph)
+    refused_unread = import_ontology(viewer, graph, "entity_types: [not, a, mapping")
 
     assert too_large.status_code == 413
     assert refused.status_code == 403
+    assert refused_unread.status_code == 403  # the role first: a viewer's file is never read
     assert viewer.get(f"{base(graph)}/ontology").status_code == 404
 
 

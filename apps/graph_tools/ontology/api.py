@@ -20,8 +20,6 @@ from apps.graph_tools.ontology import queue, selectors, services
 from apps.graph_tools.ontology.formats import (
     CONTENT_TYPES,
     MAX_BYTES,
-    format_of,
-    ontology_read,
     ontology_write,
 )
 from apps.graph_tools.ontology.selectors import ontology_of_row
@@ -87,9 +85,14 @@ def ontology_import(
     onViolation: Enforcement | None = None,
 ) -> OntologyOut:
     body, content_type, filename = _upload(request)
-    ontology = ontology_read(body, format_of(asked=format, content_type=content_type, filename=filename))
     row = services.ontology_import(
-        principal=principal_of(request), project_ref=project_id, ontology=ontology, on_violation=onViolation
+        principal=principal_of(request),
+        project_ref=project_id,
+        data=body,
+        asked_format=format,
+        content_type=content_type,
+        filename=filename,
+        on_violation=onViolation,
     )
     return ontology_out(row)
 

@@ -18,6 +18,7 @@ from apps.graph_tools.errors import OntologyExists, OntologyInvalid, OntologyNot
 from apps.graph_tools.importer import project_write_turn
 from apps.graph_tools.models import ProjectOntology
 from apps.graph_tools.ontology.document import ENFORCEMENTS, Ontology, ontology_parse
+from apps.graph_tools.ontology.formats import format_of, ontology_read
 from apps.graph_tools.versions import graph_version_bump
 from apps.projects.models import Role
 from apps.projects.selectors import Principal, project_get
@@ -45,13 +46,23 @@ def ontology_store(
 
 
 def ontology_import(
-    *, principal: Principal, project_ref: object, ontology: Ontology, on_violation: str | None = None
+    *,
+    principal: Principal,
+    project_ref: object,
+    data: bytes,
+    asked_format: str | None = None,
+    content_type: str = "",
+    filename: str = "",
+    on_violation: str | None = None,
 ) -> ProjectOntology:
-    """Import an ontology read from a file (``formats.ontology_read``) into a project the principal
-    edits."""
+    """Import the ontology file ``data`` (its format ``formats.format_of`` tells) into a project the
+    principal edits: the role is checked before the file is read (``RoleTooLow``, then
+    ``OntologyInvalid`` or ``OntologyTooLarge``)."""
     if on_violation is not None and on_violation not in ENFORCEMENTS:
         raise OntologyInvalid(f"onViolation must be one of {', '.join(ENFORCEMENTS)}")
     project_id = _editable(principal, project_ref)
+    fmt = format_of(asked=asked_format, content_type=content_type, filename=filename)
+    ontology = ontology_read(data, fmt)
     return ontology_store(
         project_id=project_id, ontology=ontology, user_id=principal.user_id, on_violation=on_violation
     )
