@@ -18,13 +18,13 @@ from django.shortcuts import redirect, render
 from apps.core.errors import NotFound
 from apps.core.inputs import InvalidInput, input_check
 from apps.curation import graph_selectors as selectors
-from apps.curation.queues import LIMIT_DEFAULT, InvalidCursor, queue_kinds, queue_page
+from apps.curation.queues import LIMIT_DEFAULT, InvalidCursor, queue_kinds, queue_read
 from apps.documents.models import Document
 from apps.graph_tools.errors import EntityNotFound
 from apps.graph_tools.names import ALIASES_PROPERTY
 from apps.graph_tools.selectors import entity_history
 from apps.graph_tools.writes import change_action_words
-from apps.projects.selectors import Principal, principal_from_user
+from apps.projects.selectors import Principal, principal_from_user, project_get
 
 HISTORY_PER_PAGE = 25
 MAX_TYPE = 128
@@ -171,13 +171,9 @@ def queues_page(request: HttpRequest, project_id: uuid.UUID) -> HttpResponse:
     if kind not in queue_kinds():
         raise Http404("no such queue")
     try:
-        overview = selectors.graph_overview(principal=principal, project_ref=project_id)
-        page = queue_page(
-            principal=principal,
-            project_ref=project_id,
-            kind=kind,
-            cursor=request.GET.get("cursor") or None,
-            limit=LIMIT_DEFAULT,
+        project = project_get(principal=principal, project_ref=project_id)
+        page = queue_read(
+            project_id=project.id, kind=kind, cursor=request.GET.get("cursor") or None, limit=LIMIT_DEFAULT
         )
     except InvalidCursor as exc:
         return _bad_request(request, project_id, exc.message)
@@ -185,7 +181,7 @@ def queues_page(request: HttpRequest, project_id: uuid.UUID) -> HttpResponse:
         raise Http404("project not found") from None
     tabs = _queue_tabs()
     context = {
-        "project": overview.project,
+        "project": project,
         "kind": kind,
         "tabs": tabs,
         "page": page,
@@ -209,9 +205,9 @@ def change_sets_page(request: HttpRequest, project_id: uuid.UUID) -> HttpRespons
 
     principal = _principal(request)
     try:
-        overview = selectors.graph_overview(principal=principal, project_ref=project_id)
+        project = project_get(principal=principal, project_ref=project_id)
         sets = list(
-            change_set_list(principal=principal, project_ref=project_id, kind=ChangeSetKind.CURATION)[
+            change_set_list(principal=principal, project_ref=project.id, kind=ChangeSetKind.CURATION)[
                 :CHANGE_SETS_SHOWN
             ]
         )
@@ -219,7 +215,7 @@ def change_sets_page(request: HttpRequest, project_id: uuid.UUID) -> HttpRespons
         raise Http404("project not found") from None
     tabs = _queue_tabs()
     context = {
-        "project": overview.project,
+        "project": project,
         "sets": sets,
         "tabs": tabs,
         "nav": "queues",
