@@ -42,7 +42,7 @@ from django.db import connection, transaction
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 import igraph
 
-from apps.graph_tools.recognizer import FUNCTION_WORDS, mentions_find, normalise
+from apps.graph_tools.recognizer import FUNCTION_WORDS, Mention, mentions_find, normalise
 
 # The walk goes on with this probability at each step (igraph's ``damping``), else restarts.
 DAMPING = 0.85
@@ -166,7 +166,7 @@ WHERE a.project_id = %(project)s AND a.id = ANY(%(names)s::uuid[]) AND b.id = AN
 """
 
 
-def _question_keys(query: str) -> tuple[dict[str, str], list[tuple[int, int]]]:
+def _question_keys(query: str, mentions: Sequence[Mention]) -> tuple[dict[str, str], list[tuple[int, int]]]:
     """The question's mentions (key → as written), but for those inside a parenthesised qualifier:
     in "the director of film Atomised (Film)" the qualifier says which Atomised is meant, and "Film"
     as a seed would send the walk to every passage that starts a sentence with it (docqa dev, 2Wiki
@@ -174,7 +174,7 @@ def _question_keys(query: str) -> tuple[dict[str, str], list[tuple[int, int]]]:
     qualifiers = [match.span() for match in _QUALIFIER.finditer(query)]
     keys: dict[str, str] = {}
     spans = list(qualifiers)
-    for mention in mentions_find(query):
+    for mention in mentions:
         spans.append((mention.start, mention.end))
         if not any(start < mention.start and mention.end < end for start, end in qualifiers):
             keys.setdefault(mention.normalised, mention.surface)
@@ -199,12 +199,14 @@ def _question_phrases(query: str, taken: Sequence[tuple[int, int]]) -> dict[str,
     return phrases
 
 
-def _extended_names(query: str, keys: dict[str, str]) -> dict[str, tuple[int, int]]:
+def _extended_names(
+    query: str, keys: dict[str, str], mentions: Sequence[Mention]
+) -> dict[str, tuple[int, int]]:
     """Each of the question's mentions (``keys``) read on with 1 to ``EXTEND_WORDS`` of the words
     after or before it, none a function word at the far end, by key (each key's first span)."""
     words = [match.span() for match in _WORD.finditer(query)]
     extended: dict[str, tuple[int, int]] = {}
-    for mention in mentions_find(query):
+    for mention in mentions:
         if mention.normalised not in keys:
             continue
         inside = [i for i, (a, b) in enumerate(words) if mention.start <= a and b <= mention.end]
@@ -222,19 +224,30 @@ def _extended_names(query: str, keys: dict[str, str]) -> dict[str, tuple[int, in
     return extended
 
 
-def _phrase_seeds(
-    project_id: uuid.UUID, query: str, phrases: dict[str, tuple[int, int]], weight: float = PHRASE_WEIGHT
-) -> dict[uuid.UUID, tuple[str, float]]:
-    """The names among ``phrases`` (exactly, by key), the longest first, none overlapping another."""
+def _names_found(project_id: uuid.UUID, keys: Sequence[str]) -> dict[str, uuid.UUID]:
+    """The indexed names among ``keys`` (exactly), by key: one query for the phrases and the names
+    read on."""
+    if not keys:
+        return {}
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT normalised, id FROM kb.mention_names WHERE project_id = %s AND normalised = ANY(%s)",
-            [project_id, list(phrases)],
+            [project_id, list(keys)],
         )
-        found = dict(cursor.fetchall())
+        return dict(cursor.fetchall())
+
+
+def _phrase_seeds(
+    query: str,
+    phrases: dict[str, tuple[int, int]],
+    found: dict[str, uuid.UUID],
+    weight: float = PHRASE_WEIGHT,
+) -> dict[uuid.UUID, tuple[str, float]]:
+    """The names among ``phrases`` that are ``found``, the longest first, none overlapping another."""
+    named = [key for key in phrases if key in found]
     taken: list[tuple[int, int]] = []
     seeds: dict[uuid.UUID, tuple[str, float]] = {}
-    for key in sorted(found, key=lambda k: (phrases[k][0] - phrases[k][1], phrases[k][0])):
+    for key in sorted(named, key=lambda k: (phrases[k][0] - phrases[k][1], phrases[k][0])):
         start, end = phrases[key]
         if not any(a < end and start < b for a, b in taken):
             taken.append((start, end))
@@ -250,19 +263,19 @@ def passages_walk(
 
     None when the query mentions no name a passage of the project mentions: the walk has nowhere
     to start, and the caller keeps its own ranking."""
-    keys, spans = _question_keys(query)
+    mentions = mentions_find(query)
+    keys, spans = _question_keys(query, mentions)
     phrases = _question_phrases(query, spans)
-    seeds = _phrase_seeds(project_id, query, phrases) if phrases else {}
-    extended = _extended_names(query, keys)
-    if extended:
-        found = _phrase_seeds(project_id, query, extended, weight=1.0)
+    extended = _extended_names(query, keys, mentions)
+    found = _names_found(project_id, [*phrases, *extended])
+    seeds = _phrase_seeds(query, phrases, found)
+    longer = _phrase_seeds(query, extended, found, weight=1.0)
+    if longer:
         # A name read on no longer seeds alone: what it names is the longer name.
-        read = [extended[normalise(surface)] for surface, _ in found.values()]
-        inside = {
-            m.normalised for m in mentions_find(query) if any(a <= m.start and m.end <= b for a, b in read)
-        }
+        read = [extended[normalise(surface)] for surface, _ in longer.values()]
+        inside = {m.normalised for m in mentions if any(a <= m.start and m.end <= b for a, b in read)}
         keys = {key: surface for key, surface in keys.items() if key not in inside}
-        seeds.update(found)
+        seeds.update(longer)
     if keys:
         seeds.update(_seeds(project_id, keys))
     if not seeds:
