@@ -4,9 +4,7 @@ write tool's, and an MCP client with direct writes allowed merges through the re
 from __future__ import annotations
 
 import json
-import tempfile
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx2
@@ -18,11 +16,10 @@ from mcp.client.streamable_http import streamable_http_client
 from apps.agents.llm.scripted import text, tool_call
 from apps.agents.models import AgentDefinition
 from apps.graph_tools.models import GraphChange, GraphObject, WriteApproval
-from bench.support import start_daphne, wait_ready
 from tests.chat.conftest import agent_request, fresh_bus, scripted, sse_turn, world  # noqa: F401
 from tests.curation.conftest import Curators, build_curators
 from tests.factories import make_entity, make_relationship, make_token
-from tests.graph_tools.test_mcp_server import child_env
+from tests.support.mcp_daphne import mcp_daphne
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -69,15 +66,8 @@ async def test_an_agents_merge_waits_for_approval_and_is_applied_once_approved(w
 
 @pytest.fixture(scope="module")
 def direct_writes_mcp(django_db_setup: None, django_db_blocker: Any) -> Iterator[str]:
-    with django_db_blocker.unblock():
-        env = {**child_env(), "KGCHAT_DIRECT_WRITES": "1"}
-    with tempfile.TemporaryDirectory() as logdir:
-        server = start_daphne("daphne", env=env, log=Path(logdir) / "daphne.log")
-        try:
-            wait_ready(server, timeout=60)
-            yield f"{server.http}/mcp"
-        finally:
-            server.stop(10)
+    with mcp_daphne(django_db_blocker, KGCHAT_DIRECT_WRITES="1") as url:
+        yield url
 
 
 async def test_an_editor_merges_through_mcp_where_direct_writes_are_allowed(direct_writes_mcp: str):

@@ -5,19 +5,15 @@ the management command. Both processes use this test run's database, so data is 
 from __future__ import annotations
 
 import json
-import os
 import sys
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
 
 import httpx
 import httpx2
 import pytest
 from asgiref.sync import sync_to_async
-from django.db import connection
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
@@ -26,34 +22,18 @@ from apps.core.errors import ServiceError
 from apps.graph_tools.mcp_server import mcp_project_resolve
 from apps.graph_tools.models import GraphObject
 from apps.graph_tools.registry import tool_get, tool_names
-from bench.support import start_daphne, wait_ready
 from tests.factories import add_member, make_entity, make_project, make_token, make_user
 from tests.graph_tools.conftest import SmallGraph, build_small_graph
+from tests.support.mcp_daphne import child_env, mcp_daphne
 
 BASE_DIR = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def child_env() -> dict[str, str]:
-    """Environment for a server process that must use this test run's database."""
-    db = connection.settings_dict
-    url = f"postgresql://{db['USER']}@{quote(db['HOST'] or '', safe='')}/{db['NAME']}"
-    if db.get("PORT"):
-        url = f"postgresql://{db['USER']}@{quote(db['HOST'], safe='')}:{db['PORT']}/{db['NAME']}"
-    return {**os.environ, "DATABASE_URL": url, "DJANGO_SETTINGS_MODULE": "config.settings.test"}
-
-
 @pytest.fixture(scope="module")
 def daphne_url(django_db_setup: None, django_db_blocker: Any) -> Iterator[str]:
-    with django_db_blocker.unblock():
-        env = child_env()
-    with tempfile.TemporaryDirectory() as logdir:
-        server = start_daphne("daphne", env=env, log=Path(logdir) / "daphne.log")
-        try:
-            wait_ready(server, timeout=60)
-            yield f"{server.http}/mcp"
-        finally:
-            server.stop(10)
+    with mcp_daphne(django_db_blocker) as url:
+        yield url
 
 
 @pytest.fixture

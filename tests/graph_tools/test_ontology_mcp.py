@@ -4,9 +4,7 @@ may), with an editor's token."""
 
 from __future__ import annotations
 
-import tempfile
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,10 +13,10 @@ from asgiref.sync import sync_to_async
 from apps.graph_tools.models import GraphRelationship
 from apps.graph_tools.ontology.formats import ontology_read
 from apps.graph_tools.ontology.services import ontology_store
-from bench.support import start_daphne, wait_ready
 from tests.factories import add_member, make_token, make_user
 from tests.graph_tools.conftest import SmallGraph, build_small_graph
-from tests.graph_tools.test_mcp_server import child_env, http_client, payload
+from tests.graph_tools.test_mcp_server import http_client, payload
+from tests.support.mcp_daphne import mcp_daphne
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -32,15 +30,8 @@ relationship_types:
 
 @pytest.fixture(scope="module")
 def writable_mcp_url(django_db_setup: None, django_db_blocker: Any) -> Iterator[str]:
-    with django_db_blocker.unblock():
-        env = {**child_env(), "KGCHAT_DIRECT_WRITES": "1"}
-    with tempfile.TemporaryDirectory() as logdir:
-        server = start_daphne("daphne", env=env, log=Path(logdir) / "daphne.log")
-        try:
-            wait_ready(server, timeout=60)
-            yield f"{server.http}/mcp"
-        finally:
-            server.stop(10)
+    with mcp_daphne(django_db_blocker, KGCHAT_DIRECT_WRITES="1") as url:
+        yield url
 
 
 @pytest.fixture
