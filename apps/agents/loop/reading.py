@@ -42,6 +42,7 @@ from apps.agents.llm.base import (
     ToolSpec,
     Usage,
 )
+from apps.agents.loop.answer_forms import asks_country, headline, nationality_over_descent
 from apps.agents.loop.compared import decided
 from apps.agents.loop.comparisons import Comparison, comparison
 from apps.agents.loop.countries import country_of
@@ -276,16 +277,7 @@ async def read_step(
         return ReadStep(searches=more)
     finals: list[Reading] = []
     for own in by_thing:
-        shown = about(own[-1].query, own[-1].passages)[:READ_PASSAGES]
-        reading = await read(own[-1].query, shown, "")
-        if compared is None:
-            reading = await kin_checked(read, own[-1].query, shown, reading)
-            reading = full_name(own[-1].query, reading, own[-1].passages) if reading is not None else None
-        asked = (question, own[-1].query)
-        if reading is not None and compared is None and names_asked(reading.answer, asked):
-            # "Who is Sibyl Hathaway's child-in-law?" answered "Dame Sibyl Hathaway": asked again.
-            again = await read(own[-1].query, shown, reading.answer)
-            reading = again if again is None or not names_asked(again.answer, asked) else Reading("", None)
+        reading = await _final_reading(question, own[-1], compared is None, read)
         if reading is None:
             return None
         finals.append(reading)
@@ -294,17 +286,42 @@ async def read_step(
     return await _compared(question, compared, by_thing, finals, choose)
 
 
+async def _final_reading(question: str, last: Search, alone: bool, read: Reader) -> Reading | None:
+    """What the last search of one thing answers, read and checked (``alone``: not one side of a
+    comparison, whose readings are compared as they are)."""
+    shown = about(last.query, last.passages)[:READ_PASSAGES]
+    reading = await read(last.query, shown, "")
+    if reading is not None and reading.passage is not None and asks_country(last.query):
+        said = nationality_over_descent(reading.answer, str(reading.passage["text"]))
+        reading = Reading(said, reading.passage)
+    if not alone or reading is None:
+        return reading
+    reading = await kin_checked(read, last.query, shown, reading)
+    reading = full_name(last.query, reading, last.passages) if reading is not None else None
+    asked = (question, last.query)
+    if reading is not None and names_asked(reading.answer, asked):
+        # "Who is Sibyl Hathaway's child-in-law?" answered "Dame Sibyl Hathaway": asked again.
+        again = await read(last.query, shown, reading.answer)
+        reading = again if again is None or not names_asked(again.answer, asked) else Reading("", None)
+    return reading
+
+
 def names_asked(answer: str, questions: Sequence[str]) -> bool:
     """Whether ``answer`` is a name one of ``questions`` (the question and its resolved form) names,
     or a part of one or one with a title ("Dame Sibyl Hathaway" for "Sibyl Hathaway's …"): not what
-    it asks. A child named after a parent ("Leopoldo Torre Nilsson", "Leopoldo Torres Ríos") is not."""
+    it asks. A child named after a parent ("Leopoldo Torre Nilsson", "Leopoldo Torres Ríos") is not.
+    Nor, unless a country is asked, the country it names in another form: measured, "Where is the
+    district that Knott is part of located in the UK?" was answered "The United Kingdom"."""
     said = f" {normalise(answer)} "
     if not said.strip():
         return False
+    country = country_of(answer)
     for question in questions:
         for mention in mentions_find(question):
             name = f" {normalise(mention.surface)} "
             if mention.kind != "date" and name.strip() and (name in said or said in name):
+                return True
+            if country is not None and not asks_country(question) and country_of(mention.surface) == country:
                 return True
     return False
 
@@ -316,30 +333,6 @@ def _answer(own: Sequence[Search], final: Reading) -> str:
     lines = [f"- {h.description}: {h.name}{_cite(h.passage)}" for h in _hops(own)]
     lines.append(f"- {own[-1].query} {final.answer}{_cite(final.passage)}")
     return f"{headline(own[-1].query, final.answer)}.\n\n" + "\n".join(lines)
-
-
-_YEARS_OR = re.compile(r"\b(\d{3,4})/(\d{3,4})\b")
-_ASKS_COUNTRY = re.compile(r"\b(?:country|countries|nationality|citizen\w*)\b", re.IGNORECASE)
-
-
-def headline(question: str, answer: str) -> str:
-    """The answer's first line: a country that ``question`` asks for is given in both its forms,
-    the passage's first ("Danish (Denmark)", "United Kingdom (British)"; ``countries``); two years
-    a passage writes as one uncertain date ("born 1322/1327") are "1322 or 1327"."""
-    answer = _YEARS_OR.sub(r"\1 or \2", answer)
-    if not _ASKS_COUNTRY.search(question):
-        return answer
-    # "French DJ": the nationality is its first word or words (not a two-letter code: "DJ").
-    words = answer.split()
-    firsts = [" ".join(words[:n]) for n in range(len(words), 0, -1)]
-    said, country = next(
-        ((first, c) for first in firsts if (first == answer or len(first) > 3) and (c := country_of(first))),
-        (answer, None),
-    )
-    if country is None or not country.demonym:
-        return answer
-    other = country.name if said.casefold() != country.name.casefold() else country.demonym
-    return f"{said} ({other})"
 
 
 async def _compared(

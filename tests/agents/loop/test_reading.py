@@ -25,9 +25,10 @@ from apps.agents.llm.base import (
     ToolSpec,
 )
 from apps.agents.llm.openai_compat import OpenAICompatProvider
+from apps.agents.loop.answer_forms import headline, nationality_over_descent
 from apps.agents.loop.compared import same_value
 from apps.agents.loop.passage_text import bridge_name, focus, reading_of
-from apps.agents.loop.reading import NOT_FOUND, READ_PREFIX, about, headline, names_asked
+from apps.agents.loop.reading import NOT_FOUND, READ_PREFIX, about, names_asked
 from apps.agents.loop.turn import SmallModelTurn
 from apps.graph_tools.registry import tool_get
 from tests.llm_server import Json, LLMTestServer, completion
@@ -241,6 +242,24 @@ def test_a_nationality_read_with_more_words_is_given_by_its_first_and_a_shared_d
     assert headline("What nationality is the DJ?", "DJ Snake") == "DJ Snake"  # not Djibouti's code
 
 
+VEGA = (
+    "Frances Marie Vega (September 2, 1983 – November 2, 2003) was a United States Army soldier who was"
+    " killed in the Iraq War. She is the first female soldier of Puerto Rican descent to have died in"
+    " combat in the Iraq War."
+)
+
+
+def test_a_nationality_read_as_the_people_someone_descends_from_is_the_one_the_passage_describes_them_by() -> (
+    None
+):
+    assert nationality_over_descent("Puerto Rican", VEGA) == "United States"
+    assert nationality_over_descent("American", VEGA) == "American"  # not read as a descent
+    assert nationality_over_descent("Irish", "Ann Lee is of Irish descent.") == "Irish"  # nothing else said
+    assert nationality_over_descent("Irish", "Ann Lee was an Irish actress of Irish descent.") == "Irish"
+    assert nationality_over_descent("Panamanian-American", "DJ Clue is a hip hop DJ.") == "American"
+    assert nationality_over_descent("Austria-Hungary", "…") == "Austria-Hungary"  # one country's name
+
+
 def test_two_years_written_as_one_uncertain_date_are_given_as_either() -> None:
     assert headline("What is the date of birth of Nicholas the Small?", "1322/1327") == "1322 or 1327"
     assert headline("When was it founded?", "12/05/1990") == "12/05/1990"  # a date, not two years
@@ -336,3 +355,17 @@ def test_an_answer_is_what_the_question_names_only_when_it_is_or_holds_one_of_it
     )
 
     assert names_asked(answer, questions) is asked
+
+
+@pytest.mark.parametrize(
+    ("answer", "question", "asked"),
+    [
+        ("The United Kingdom", "Where is the district that Knott is part of located in the UK?", True),
+        ("Cumbria", "Where is the district that Knott is part of located in the UK?", False),
+        ("British", "Which country is the UK film Spooks from?", False),  # a country asked
+    ],
+)
+def test_a_country_the_question_names_in_another_form_is_not_what_it_asks(
+    answer: str, question: str, asked: bool
+) -> None:
+    assert names_asked(answer, (question,)) is asked
