@@ -17,6 +17,8 @@ from apps.agents.loop.plan_graph import SHAPES
 AUXILIARIES = frozenset(
     {"is", "are", "was", "were", "do", "does", "did", "has", "have", "had", "can", "could", "will", "would"}
 )
+# Words that ask for a count without "how many" ("the number of films", "count the …").
+COUNT_WORDS = frozenset({"number", "count", "total", "many"})
 QUESTION_WORDS = frozenset(
     {"which", "what", "who", "whom", "whose", "where", "when", "how", "why", "list", "name"}
 )
@@ -39,7 +41,11 @@ def grammar_shapes(question: str, names: Sequence[str] = ()) -> tuple[str, ...]:
       answered with the countries and no number.
     - Only a question that asks something of each item (``per_item_words``) is shaped "each":
       measured, the follow-up "What about its continent?" was shaped "each" and answered with the
-      capital the turn before had named."""
+      capital the turn before had named.
+    - A count otherwise needs a word that asks one ("the number of films", "count", "in total"):
+      offered to any question, the model chose it for some that ask none, and their answers
+      ended with a stray "In all: 1.".
+    """
     words = words_outside(question, names)
     if "whether" in words:
         return ("yes/no",)
@@ -53,7 +59,8 @@ def grammar_shapes(question: str, names: Sequence[str] = ()) -> tuple[str, ...]:
         return ("count", "each") if "each" in words or "every" in words else ("count",)
     if per_item_words(words):
         return ("each",)
-    return tuple(s for s in SHAPES if s not in ("yes/no", "each"))
+    counts = COUNT_WORDS.intersection(words)
+    return tuple(s for s in SHAPES if s not in ("yes/no", "each") and (s != "count" or counts))
 
 
 def words_outside(question: str, names: Sequence[str]) -> list[str]:

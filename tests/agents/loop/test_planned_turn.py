@@ -10,6 +10,7 @@ import jsonschema
 import pytest
 
 from apps.agents.llm.base import (
+    ChatMessage,
     Done,
     GenerationConfig,
     TextDelta,
@@ -80,8 +81,13 @@ async def test_then_the_model_writes_the_shape_then_a_plan_under_its_schema_and_
     written.pop("answer")
     server.enqueue(Json(completion(json.dumps({"answer": "list"}))))
     server.enqueue(Json(completion(json.dumps(written))))
+    # A question whose words allow two shapes (a list, or the number of its items) is asked which.
+    messages = after(LOOKUP)
+    messages[1] = ChatMessage(
+        role="user", content="What is the number of neighbours of Benin that use the Naira?"
+    )
 
-    events = await run(provider_for(server), after(LOOKUP))
+    events = await run(provider_for(server), messages)
 
     shape_sent, sent = server.requests
     jsonschema.validate({"answer": "list"}, shape_sent["response_format"]["json_schema"]["schema"])
@@ -266,14 +272,14 @@ async def test_an_agent_without_a_path_tool_takes_the_forced_search_and_its_prom
 async def test_a_plan_the_graph_cannot_run_falls_back_to_the_forced_search_without_the_path_tool(
     server: LLMTestServer,
 ):
-    server.enqueue(Json(completion(json.dumps({"answer": "list"}))))
+    # The question allows one shape, a list: the model is asked no shape, only the plan.
     server.enqueue(Json(completion("not a plan")))
     server.enqueue(Json(completion('{"name": "hybrid_search", "arguments": {"query": "Benin"}}')))
 
     events = await run(provider_for(server), after(LOOKUP))
 
-    assert len(server.requests) == 3
-    assert server.requests[2]["response_format"]["json_schema"]["schema"] == step_schema(TOOLS[:2])
+    assert len(server.requests) == 2
+    assert server.requests[1]["response_format"]["json_schema"]["schema"] == step_schema(TOOLS[:2])
     assert isinstance(events[0], ToolCall) and events[0].name == "hybrid_search"
 
 
