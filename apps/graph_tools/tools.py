@@ -376,6 +376,7 @@ WRITE_TOOLS: tuple[GraphTool, ...] = tuple(
         destructive=kind.destructive,
     )
     for kind in writes.WRITE_KINDS
+    if not kind.internal
 )
 
 
