@@ -58,7 +58,7 @@ GRAPH_CURATOR_AGENT: dict[str, Any] = {
     "model": {"name": "gemini-2.0-flash", "temperature": 0.1},
     "tools": [
         *GRAPH_QUERY_AGENT["tools"],
-        *(kind.name for kind in WRITE_KINDS),
+        *(kind.name for kind in WRITE_KINDS if not kind.internal),
     ],
     "flow_type": "single",
     "is_default": False,

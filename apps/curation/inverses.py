@@ -2,8 +2,9 @@
 write tool calls that put the graph back as it was, read from what the write recorded on its item
 (``result``: the tool's ``before`` and ``after``).
 
-A deleted entity comes back through ``create_entity`` under its key (a new id; its relationships
-name it by that key), a merge through ``unmerge_entities`` (its id too). An extraction's created
+A deleted entity comes back through ``restore_entity`` (``graph_tools/restores.py``, a write only an
+undo proposes) under its id and key, with the relationships its delete removed under theirs, so
+citations of it and links to it open it again; a merge through ``unmerge_entities`` (its id too). An extraction's created
 entities and relationships are undone the same way; its merged mentions (an alias added) are not.
 """
 
@@ -41,15 +42,17 @@ def _undo_update_entity(result: dict[str, Any]) -> list[Change]:
 
 def _undo_delete_entity(result: dict[str, Any]) -> list[Change]:
     before = result["before"]
-    entity = {k: before[k] for k in ("key", "type", "name") if k in before}
+    entity = {k: before[k] for k in ("id", "key", "type", "name")}
     entity |= {"description": before.get("description") or "", "properties": before.get("properties") or {}}
-    changes: list[Change] = [{"action": "create_entity", "args": entity}]
-    for r in before.get("relationships", []):
-        src = before["key"] if r["src"] == before["id"] else r["src"]
-        dst = before["key"] if r["dst"] == before["id"] else r["dst"]
-        args = {"src": src, "type": r["type"], "dst": dst, "properties": r.get("properties") or {}}
-        changes.append({"action": "create_relationship", "args": args})
-    return changes
+    relationships = [
+        {k: r[k] for k in ("id", "type", "src", "dst")} | {"properties": r.get("properties") or {}}
+        for r in before.get("relationships", [])
+    ]
+    return [{"action": "restore_entity", "args": {**entity, "relationships": relationships}}]
+
+
+def _undo_restore_entity(result: dict[str, Any]) -> list[Change]:
+    return [{"action": "delete_entity", "args": {"entity_id": result["after"]["id"]}}]
 
 
 def _undo_create_relationship(result: dict[str, Any]) -> list[Change]:
@@ -95,6 +98,7 @@ INVERSES: dict[str, Callable[[dict[str, Any]], list[Change]]] = {
     "update_relationship": _undo_update_relationship,
     "merge_entities": _undo_merge_entities,
     "unmerge_entities": _undo_unmerge_entities,
+    "restore_entity": _undo_restore_entity,
 }
 
 

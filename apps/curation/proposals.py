@@ -25,8 +25,9 @@ from apps.documents.models import ChangeSet, ChangeSetItem, ChangeSetKind, Extra
 from apps.documents.review import change_set_get
 from apps.graph_tools.errors import ToolError
 from apps.graph_tools.models import ChangeAuthority
-from apps.graph_tools.registry import WriteAuthorization, tool_get, validate_arguments
-from apps.graph_tools.writes import WRITES, SetStep, json_safe, write_apply_set
+from apps.graph_tools.registry import WriteAuthorization
+from apps.graph_tools.write_sets import SetStep, write_apply_set, write_step_args
+from apps.graph_tools.writes import WRITES, json_safe
 from apps.projects.models import Role
 from apps.projects.selectors import Principal, project_get
 
@@ -54,8 +55,9 @@ class _DryRun(Exception):
     """Raised to roll a proposal's check back."""
 
 
-def _changes_checked(changes: object) -> list[tuple[str, dict[str, Any]]]:
-    """``changes`` as (write tool, arguments), each validated by its tool's argument model."""
+def _changes_checked(changes: object, *, undo: bool = False) -> list[tuple[str, dict[str, Any]]]:
+    """``changes`` as (write tool, arguments), each validated by its tool's argument model; an
+    internal write (``restore_entity``) only in an ``undo``'s."""
     if not isinstance(changes, list) or not changes:
         raise InvalidChange("changes must be a non-empty list of {action, args}", code="invalid_request")
     if len(changes) > MAX_CHANGES:
@@ -66,13 +68,13 @@ def _changes_checked(changes: object) -> list[tuple[str, dict[str, Any]]]:
         if not isinstance(change, dict) or set(change) - {"action", "args"} or "action" not in change:
             raise InvalidChange(f"changes[{n}] must be an object {{action, args}}", code="invalid_request")
         action, args = change["action"], change.get("args", {})
-        if action not in WRITES:
+        if action not in WRITES or (WRITES[action].internal and not undo):
+            tools = ", ".join(k.name for k in WRITES.values() if not k.internal)
             raise InvalidChange(
-                f"changes[{n}].action {action!r} is not a write tool; one of: {', '.join(WRITES)}",
-                code="unknown_action",
+                f"changes[{n}].action {action!r} is not a write tool; one of: {tools}", code="unknown_action"
             )
         try:
-            validate_arguments(tool_get(action), args)
+            write_step_args(action, args)
         except ToolError as exc:
             raise InvalidChange(f"changes[{n}]: {exc.message}", code=exc.code) from None
         checked.append((str(action), dict(args)))
@@ -82,10 +84,7 @@ def _changes_checked(changes: object) -> list[tuple[str, dict[str, Any]]]:
 def _checked_plans(project_id: uuid.UUID, changes: list[tuple[str, dict[str, Any]]]) -> list[dict[str, Any]]:
     """Run the whole set through the write tools and roll it back: each change's plan (summary and
     field changes), or ``InvalidChange`` naming the first that cannot run or would change nothing."""
-    steps = [
-        SetStep(action, functools.partial(validate_arguments, tool_get(action), args))
-        for action, args in changes
-    ]
+    steps = [SetStep(action, functools.partial(write_step_args, action, args)) for action, args in changes]
     try:
         with transaction.atomic():
             write_apply_set(
@@ -129,7 +128,7 @@ def curation_propose(
         raise InvalidChange(
             f"summary must be a text of at most {MAX_SUMMARY} characters", code="invalid_request"
         )
-    checked = _changes_checked(changes)
+    checked = _changes_checked(changes, undo=undoes is not None)
     plans = _checked_plans(project.id, checked)
     with transaction.atomic():
         change_set = ChangeSet.objects.create(

@@ -23,8 +23,9 @@ from apps.curation.models import CurationSettings
 from apps.documents.models import ChangeSet, ChangeSetItem, ExtractionStatus
 from apps.documents.review import ChangeSetNotPending, decision_mark
 from apps.graph_tools.models import ChangeAuthority
-from apps.graph_tools.registry import WriteAuthorization, tool_get, validate_arguments
-from apps.graph_tools.writes import SetStep, json_safe, write_apply_set
+from apps.graph_tools.registry import WriteAuthorization
+from apps.graph_tools.write_sets import SetStep, write_apply_set, write_step_args
+from apps.graph_tools.writes import json_safe
 from apps.projects.models import Role
 from apps.projects.selectors import Principal, project_get
 
@@ -100,7 +101,7 @@ def _write(change_set: ChangeSet, approved: list[ChangeSetItem], user_id: int) -
     """Write the approved items as one set; raise ``ChangeSetApplyFailed`` (rolling it all back)
     when one cannot be written."""
     steps = [
-        SetStep(item.action, functools.partial(validate_arguments, tool_get(item.action), item.values))
+        SetStep(item.action, functools.partial(write_step_args, item.action, item.values))
         for item in approved
     ]
     version = write_apply_set(

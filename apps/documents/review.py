@@ -23,7 +23,7 @@ from apps.graph_tools.models import ChangeAuthority, GraphObject
 from apps.graph_tools.names import ALIASES_PROPERTY, aliases_with, same_name
 from apps.graph_tools.registry import WriteAuthorization
 from apps.graph_tools.write_plans import CreateEntityArgs, CreateRelationshipArgs, UpdateEntityArgs
-from apps.graph_tools.writes import SetStep, write_apply_set
+from apps.graph_tools.write_sets import SetStep, write_apply_set
 from apps.projects.models import Role
 from apps.projects.selectors import Principal, parse_uuid, project_get
 

@@ -1,7 +1,8 @@
 """Reads of the graph structure for the tools: entities, edges, traversal, schema.
 
 Every function is scoped to one project; an entity is named by its id or its import key, resolved
-by ``selectors.entity_resolve``.
+by ``selectors.entity_resolve_following``: the id or key of an entity merged into another names
+that other one, and the result says so (``merged_from``, the ref that led there).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Any
 from django.db import connection
 
 from apps.graph_tools.search import ENTITY_COLUMNS, entity_row, json_value
-from apps.graph_tools.selectors import entity_resolve
+from apps.graph_tools.selectors import entity_resolve_following, merged_from_noted
 
 
 def _fetch(sql: str, params: dict[str, Any] | list[Any]) -> list[tuple[Any, ...]]:
@@ -42,7 +43,7 @@ def entity_edges(
     ``other`` carries the other entity's properties too (a city's population for "which cities of X
     have more than N inhabitants", without a call per city).
     """
-    entity = entity_resolve(project_id=project_id, ref=entity_id)
+    entity, merged_from = entity_resolve_following(project_id=project_id, ref=entity_id)
     params: dict[str, Any] = {"id": uuid.UUID(entity["id"]), "type": relationship_type, "limit": limit}
     type_filter = " AND r.type = %(type)s" if relationship_type else ""
     parts = []
@@ -70,7 +71,7 @@ def entity_edges(
         }
         for r in _fetch(sql, params)
     ]
-    return {"entity": entity, "edges": edges}
+    return merged_from_noted({"entity": entity, "edges": edges}, merged_from)
 
 
 def graph_traverse(
@@ -90,7 +91,7 @@ def graph_traverse(
     nodes are known. ``truncated`` says that more nodes were reachable than returned. The edges
     are the relationships among the returned nodes that match the type filter.
     """
-    start = entity_resolve(project_id=project_id, ref=start_entity_id)
+    start, merged_from = entity_resolve_following(project_id=project_id, ref=start_entity_id)
     params: dict[str, Any] = {
         "project": project_id,
         "start": uuid.UUID(start["id"]),
@@ -149,7 +150,8 @@ def graph_traverse(
         {"id": str(r[0]), "type": r[1], "src_id": str(r[2]), "dst_id": str(r[3])}
         for r in edge_rows[:edge_limit]
     ]
-    return {"nodes": nodes, "edges": edges, "truncated": reached > limit or len(edge_rows) > edge_limit}
+    truncated = reached > limit or len(edge_rows) > edge_limit
+    return merged_from_noted({"nodes": nodes, "edges": edges, "truncated": truncated}, merged_from)
 
 
 def entity_query(

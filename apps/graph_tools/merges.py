@@ -5,10 +5,12 @@ registry, approvals, MCP and curation change sets have them like every other wri
 A merge keeps one entity (``keep``) and removes the duplicate (``merge``): each relationship of the
 duplicate is re-pointed at ``keep`` (the same row, so its id stays), one ``keep`` already has is
 collapsed into it (removed), and one between the two (which would join ``keep`` to itself) is
-dropped; the duplicate's name and aliases become aliases of ``keep``. Its id and key go on leading
-to ``keep`` through an ``EntityRedirect``, which also keeps what ``unmerge_entities`` restores.
-The duplicate's description and properties other than its aliases are not copied onto ``keep``
-(they are kept in the redirect's snapshot and restored by an undo).
+dropped; the duplicate's name and aliases become aliases of ``keep``. ``keep`` takes what it lacks
+of the duplicate (``merge_fill.keep_filled``): its description when ``keep`` has none, and each
+property ``keep`` has not (``keep``'s own values win; in a project with an ontology, only those
+``keep``'s type declares). Its id and key go on leading to ``keep`` through an ``EntityRedirect``,
+which also keeps what ``unmerge_entities`` restores: the duplicate as it was, and what ``keep``
+took, which an undo takes back (a value edited since stays).
 """
 
 from __future__ import annotations
@@ -23,6 +25,14 @@ from django.utils import timezone
 from pydantic import Field
 
 from apps.graph_tools.errors import EntityExists, ToolError
+from apps.graph_tools.merge_fill import (
+    filled_changes,
+    keep_after_merge,
+    keep_filled,
+    keep_taken_back,
+    keep_write,
+    taken_back_changes,
+)
 from apps.graph_tools.models import EntityRedirect, GraphObject, GraphRelationship
 from apps.graph_tools.names import ALIASES_PROPERTY, aliases_with, same_name
 from apps.graph_tools.registry import ToolArgs
@@ -130,12 +140,12 @@ def plan_merge_entities(project_id: uuid.UUID, args: MergeEntitiesArgs) -> Write
         raise ToolError("keep and merge name the same entity: nothing to merge", code="invalid_arguments")
     fates = _fates(project_id, keep["id"], lose["id"])
     aliases, added = _merged_aliases(keep, lose)
+    filled = keep_filled(project_id, keep, lose)
     counts = {f: sum(1 for r in fates if r["fate"] == f) for f in (REPOINTED, COLLAPSED, DROPPED)}
     summary = (
         f"Merge entity {entity_label(lose)} into {entity_label(keep)}: {counts[REPOINTED]} relationship(s) "
         f"re-pointed, {counts[COLLAPSED]} collapsed into ones it has, {counts[DROPPED]} between the two dropped"
     )
-    keep_after = {**keep, "properties": {**(keep["properties"] or {}), ALIASES_PROPERTY: aliases}}
     changes: list[dict[str, Any]] = [
         {"field": "entity", "before": lose, "after": None},
         {
@@ -143,6 +153,7 @@ def plan_merge_entities(project_id: uuid.UUID, args: MergeEntitiesArgs) -> Write
             "before": _aliases(keep) or None,
             "after": aliases or None,
         },
+        *filled_changes(keep, filled),
         *({"field": "relationship", "before": r, "after": r["fate"]} for r in fates),
     ]
     return WritePlan(
@@ -150,7 +161,12 @@ def plan_merge_entities(project_id: uuid.UUID, args: MergeEntitiesArgs) -> Write
         summary=summary,
         changes=changes,
         before={"keep": keep, "merge": {**lose, "relationships": fates}},
-        after={"keep": keep_after if added else keep, "merged_into": keep["id"], "aliases_added": added},
+        after={
+            "keep": keep_after_merge(keep, aliases, added, filled),
+            "merged_into": keep["id"],
+            "aliases_added": added,
+            "filled": filled,
+        },
         entity_id=uuid.UUID(keep["id"]),
         src=keep,
         dst=lose,
@@ -194,10 +210,7 @@ def apply_merge_entities(
         else:
             after, ends = None, {"src_id": r["src"], "dst_id": r["dst"]}
         rows.append(_change("merge_entities", relationship_id=r["id"], **ends, before=r, after=after))
-    if plan.after["aliases_added"]:
-        GraphObject.objects.filter(project_id=project_id, id=keep["id"]).update(
-            properties=plan.after["keep"]["properties"], updated_at=now
-        )
+    keep_write(project_id, keep, plan.after["keep"], now)
     moved = {f.name: f.merged(project_id, lose["id"], keep["id"]) for f in _FOLLOWERS.values()}
     GraphObject.objects.filter(project_id=project_id, id=lose["id"]).delete()
     EntityRedirect.objects.update_or_create(
@@ -209,6 +222,7 @@ def apply_merge_entities(
             "snapshot": {
                 **plan.before["merge"],
                 "aliases_added": plan.after["aliases_added"],
+                "keep_filled": plan.after["filled"],
                 "moved": moved,
             },
         },
@@ -280,7 +294,11 @@ def plan_unmerge_entities(project_id: uuid.UUID, args: UnmergeEntitiesArgs) -> W
             code="invalid_arguments",
         )
     snapshot = redirect.snapshot
-    entity = {k: v for k, v in snapshot.items() if k not in ("relationships", "aliases_added", "moved")}
+    entity = {
+        k: v
+        for k, v in snapshot.items()
+        if k not in ("relationships", "aliases_added", "keep_filled", "moved")
+    }
     if GraphObject.objects.filter(Q(id=entity["id"]) | Q(key=entity["key"]), project_id=project_id).exists():
         raise EntityExists(
             f"an entity with the id or key of {entity_label(entity)} exists again: cannot restore it"
@@ -289,9 +307,7 @@ def plan_unmerge_entities(project_id: uuid.UUID, args: UnmergeEntitiesArgs) -> W
     aliases = [
         a for a in _aliases(keep) if not any(same_name(a, n) for n in snapshot.get("aliases_added", []))
     ]
-    keep_after = {**keep, "properties": {**(keep["properties"] or {}), ALIASES_PROPERTY: aliases}}
-    if not aliases:
-        del keep_after["properties"][ALIASES_PROPERTY]
+    keep_after = keep_taken_back(keep, aliases, snapshot.get("keep_filled") or {})
     skipped = sum(1 for r in rels if r["restore"] == "skip")
     summary = f"Undo the merge of {entity_label(entity)} into {entity_label(keep)}: restore it and {len(rels) - skipped} relationship(s)"
     if skipped:
@@ -306,6 +322,7 @@ def plan_unmerge_entities(project_id: uuid.UUID, args: UnmergeEntitiesArgs) -> W
                 "before": _aliases(keep) or None,
                 "after": aliases or None,
             },
+            *taken_back_changes(keep, keep_after),
             *({"field": "relationship", "before": None, "after": r} for r in rels if r["restore"] != "skip"),
         ],
         before={"keep": keep, "merged": entity},
@@ -360,9 +377,7 @@ def apply_unmerge_entities(
         )
         for r in restored
     ]
-    GraphObject.objects.filter(project_id=project_id, id=keep["id"]).update(
-        properties=plan.after["keep"]["properties"], updated_at=now
-    )
+    keep_write(project_id, keep, plan.after["keep"], now)
     moved = EntityRedirect.objects.get(merged_id=entity["id"]).snapshot.get("moved", {})
     for name, followed in moved.items():
         if name in _FOLLOWERS:

@@ -1,7 +1,9 @@
 """Reads of the graph for REST browsing, and the one id-or-key resolver of entities.
 
 The tools have their own, faster queries (``graph_queries``, ``search``) but name entities through
-``entity_resolve`` too. Reads a member makes take the principal and check it here.
+``entity_resolve`` too; the read tools through ``entity_resolve_following``, which also follows a
+merged entity's id or key to the entity it went into. Reads a member makes take the principal and
+check it here.
 """
 
 from __future__ import annotations
@@ -121,6 +123,13 @@ def entity_resolve_following(*, project_id: uuid.UUID, ref: str) -> tuple[dict[s
         if target is None:
             raise
         return target, ref
+
+
+def merged_from_noted(result: dict[str, Any], merged_from: str | None) -> dict[str, Any]:
+    """A read tool's ``result`` saying, when its entity argument named an entity since merged into
+    the one it answers for (``entity_resolve_following``), which ref that was: ``merged_from``
+    (absent otherwise, so a model reads nothing more for a live entity)."""
+    return result if merged_from is None else {**result, "merged_from": merged_from}
 
 
 def entity_detail(*, principal: Principal, project_ref: object, ref: str, limit: int = 200) -> EntityDetail:

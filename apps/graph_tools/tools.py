@@ -170,14 +170,15 @@ async def _query_entities(ctx: ToolContext, args: QueryEntitiesArgs) -> dict[str
 
 
 def _find_similar_sync(ctx: ToolContext, args: FindSimilarArgs) -> dict[str, Any]:
-    entity = selectors.entity_resolve(project_id=ctx.project_id, ref=args.entity_id)
-    return _ranked_by_vectors(
+    entity, merged_from = selectors.entity_resolve_following(project_id=ctx.project_id, ref=args.entity_id)
+    result = _ranked_by_vectors(
         search.find_similar,
         project_id=ctx.project_id,
         embedder=get_embedder(),
         entity=entity,
         limit=args.limit,
     )
+    return selectors.merged_from_noted(result, merged_from)
 
 
 async def _find_similar(ctx: ToolContext, args: FindSimilarArgs) -> dict[str, Any]:
@@ -375,6 +376,7 @@ WRITE_TOOLS: tuple[GraphTool, ...] = tuple(
         destructive=kind.destructive,
     )
     for kind in writes.WRITE_KINDS
+    if not kind.internal
 )
 
 

@@ -43,6 +43,7 @@ from apps.graph_tools.models import (
 )
 from apps.graph_tools.ontology.checks import ontology_enforce
 from apps.graph_tools.registry import ToolArgs, WriteAuthorization
+from apps.graph_tools.restores import RestoreEntityArgs, apply_restore_entity, plan_restore_entity
 from apps.graph_tools.versions import graph_version_bump, graph_version_current
 from apps.graph_tools.write_plans import (
     CreateEntityArgs,
@@ -207,6 +208,9 @@ class WriteKind:
     plan: Planner
     apply: Applier
     destructive: bool = False
+    # Not a tool of the registry, nor a member's to propose: only an undo's change set writes it
+    # (``restores.py``); ``write_sets.write_step_args`` validates its arguments.
+    internal: bool = False
 
 
 WRITE_KINDS: tuple[WriteKind, ...] = (
@@ -293,6 +297,16 @@ WRITE_KINDS: tuple[WriteKind, ...] = (
         apply_unmerge_entities,
         destructive=True,
     ),
+    WriteKind(
+        "restore_entity",
+        "Restore entity",
+        "restored",
+        "Restore a deleted entity under its own id and key, with the relationships its delete removed.",
+        RestoreEntityArgs,
+        plan_restore_entity,
+        apply_restore_entity,
+        internal=True,
+    ),
 )
 WRITES: dict[str, WriteKind] = {kind.name: kind for kind in WRITE_KINDS}
 
@@ -337,7 +351,7 @@ def write_apply(
         plan = write_plan(project_id=project_id, tool_name=tool_name, args=args)
         if not plan.changes_anything:
             version = graph_version_current(project_id=project_id)
-            return WriteOutcome(result=_result(plan, version, changed=False))
+            return WriteOutcome(result=write_result(plan, version, changed=False))
         rows = applier(project_id, args, plan)
         version = graph_version_bump(project_id=project_id)
         GraphChange.objects.bulk_create(
@@ -354,7 +368,7 @@ def write_apply(
                 for row in rows
             ]
         )
-        result = _result(plan, version, changed=True)
+        result = write_result(plan, version, changed=True)
         if key is not None:
             GraphWriteKey.objects.create(
                 key=key[:300], project_id=project_id, tool_name=tool_name, result=json_safe(result)
@@ -362,7 +376,7 @@ def write_apply(
     return WriteOutcome(result=result)
 
 
-def _result(plan: WritePlan, version: int, *, changed: bool) -> dict[str, Any]:
+def write_result(plan: WritePlan, version: int, *, changed: bool) -> dict[str, Any]:
     result = {
         "changed": changed,
         "graph_version": version,
@@ -379,71 +393,3 @@ def _result(plan: WritePlan, version: int, *, changed: bool) -> dict[str, Any]:
 def json_safe(value: Any) -> Any:
     """``value`` as JSON stores it (dates and ids as text)."""
     return json.loads(json.dumps(value, default=str))
-
-
-@dataclass
-class SetStep:
-    """One write of a set (``write_apply_set``): the tool, its arguments built when the step runs
-    (so a relationship can name an entity an earlier step created; None: skip the step), and what
-    its audit rows name beyond the authorization: the document and passage it came from."""
-
-    tool_name: str
-    build: Callable[[], ToolArgs | None]
-    document_id: uuid.UUID | None = None
-    passage_id: uuid.UUID | None = None
-    result: dict[str, Any] | None = None
-    error: dict[str, str] | None = None
-
-
-def write_apply_set(
-    *, project_id: uuid.UUID, steps: list[SetStep], authorization: WriteAuthorization
-) -> int | None:
-    """Apply several writes in one transaction with one graph version bump (None: nothing changed).
-
-    Each step runs in a savepoint: a step that cannot run (``ToolError``: a key taken meanwhile, a
-    relationship that exists) records its ``error`` and changes nothing, and the others go on. One
-    ``GraphChange`` per entity or relationship changed, naming the step's document and passage.
-    """
-    from apps.graph_tools.errors import ToolError
-
-    rows: list[dict[str, Any]] = []
-    with transaction.atomic():
-        project_write_turn(project_id)
-        version = graph_version_current(project_id=project_id) + 1
-        for step in steps:
-            try:
-                args = step.build()
-                if args is None:
-                    continue
-                kind = WRITES[step.tool_name]
-                with transaction.atomic():
-                    plan = write_plan(project_id=project_id, tool_name=step.tool_name, args=args)
-                    if not plan.changes_anything:
-                        step.result = _result(plan, version - 1, changed=False)
-                        continue
-                    changed = kind.apply(project_id, args, plan)
-            except ToolError as exc:
-                step.error = {"error": exc.message, "code": exc.code, **getattr(exc, "extra", {})}
-                continue
-            step.result = _result(plan, version, changed=True)
-            rows += [
-                {**row, "document_id": step.document_id, "passage_id": step.passage_id} for row in changed
-            ]
-        if not rows:
-            return None
-        version = graph_version_bump(project_id=project_id)
-        GraphChange.objects.bulk_create(
-            [
-                GraphChange(
-                    project_id=project_id,
-                    version=version,
-                    user_id=authorization.user_id,
-                    authority=authorization.via,
-                    approval_id=authorization.approval_id,
-                    run_id=authorization.run_id,
-                    **row,
-                )
-                for row in rows
-            ]
-        )
-    return version

@@ -160,3 +160,47 @@ def test_the_mention_index_names_of_the_merged_entity_follow_the_merge_and_its_u
 
     assert after_merge == c.e["ada"].id
     assert MentionName.objects.get(id=name.id).entity_id == c.e["ada2"].id
+
+
+def test_the_winner_takes_the_losers_description_when_it_has_none_and_the_properties_it_lacks(
+    curators: Curators,
+):
+    c = curators
+    GraphObject.objects.filter(id=c.e["ada"].id).update(description="", properties={"field": "maths"})
+
+    applied = merged(c)
+
+    ada = GraphObject.objects.get(id=c.e["ada"].id)
+    assert ada.description == "Wrote the first program."
+    assert ada.properties == {"field": "maths", "born": 1815, "aliases": ["A. Lovelace", "Augusta Ada King"]}
+    assert ada.embedding_pending is True
+    fields = {ch["field"] for ch in applied["items"][0]["result"]["changes"]}
+    assert {"description", "properties.born"} <= fields
+
+
+def test_the_winners_own_description_and_property_values_win_over_the_losers(curators: Curators):
+    c = curators
+    GraphObject.objects.filter(id=c.e["ada"].id).update(properties={"born": 1816})
+
+    merged(c)
+
+    ada = GraphObject.objects.get(id=c.e["ada"].id)
+    assert ada.description == "Mathematician."
+    assert ada.properties["born"] == 1816
+
+
+def test_undo_of_a_merge_gives_the_winner_back_its_description_and_properties_as_they_were(
+    curators: Curators,
+):
+    c = curators
+    GraphObject.objects.filter(id=c.e["ada"].id).update(description="", properties={"field": "maths"})
+    applied = merged(c)
+
+    undo = c.editor.post(f"/api/change-sets/{applied['id']}/undo")
+    c.decide(c.owner, undo.json()["id"])
+
+    ada = GraphObject.objects.get(id=c.e["ada"].id)
+    assert (ada.description, ada.properties) == ("", {"field": "maths"})
+    restored = GraphObject.objects.get(id=c.e["ada2"].id)
+    assert restored.description == "Wrote the first program."
+    assert restored.properties == {"aliases": ["Augusta Ada King"], "born": 1815}

@@ -351,6 +351,31 @@ def test_a_merge_that_would_re_point_relationships_against_the_ontology_is_refus
     assert same_type.status_code == 200, same_type.json()
 
 
+def test_a_merge_copies_only_the_properties_the_kept_entitys_type_declares(
+    graph: SmallGraph, editor: Client, settings
+):
+    """Eve (a Person) lacks Porto's country, which Person does not declare, and Dave's city and
+    retired, which it does."""
+    from tests.factories import make_entity
+
+    settings.KGCHAT_DIRECT_WRITES = True
+    import_ontology(editor, graph)
+    make_entity(graph.project, "porto", type="City", name="Porto", properties={"country": "PT"})
+
+    across = call(editor, graph, "merge_entities", keep="eve", merge="porto")
+    same_type = call(editor, graph, "merge_entities", keep="eve", merge="dave")
+
+    assert across.status_code == 200, across.json()
+    assert "ontology_violations" not in across.json()
+    assert same_type.status_code == 200, same_type.json()
+    graph.e["eve"].refresh_from_db()
+    assert graph.e["eve"].properties == {
+        "aliases": ["Porto", "Dave Brown"],
+        "city": "Faro",
+        "retired": True,
+    }
+
+
 def test_a_curation_change_set_breaking_the_ontology_is_refused_with_the_rule_and_violations(
     graph: SmallGraph, editor: Client
 ):

@@ -101,7 +101,7 @@ def _changed_properties(plan: WritePlan) -> dict[str, Any]:
 def plan_violations(ontology: Ontology, plan: WritePlan) -> list[dict[str, str]]:
     """Every rule of ``ontology`` that ``plan`` would break (deletes break none)."""
     after = plan.after or {}
-    if plan.tool in ("create_entity", "update_entity"):
+    if plan.tool in ("create_entity", "update_entity", "restore_entity"):
         type_name = after["type"]
         typedef = ontology.entity(type_name)
         found = []
@@ -114,7 +114,7 @@ def plan_violations(ontology: Ontology, plan: WritePlan) -> list[dict[str, str]]
                 )
             )
         values = (
-            (after.get("properties") or {}) if plan.tool == "create_entity" else _changed_properties(plan)
+            _changed_properties(plan) if plan.tool == "update_entity" else (after.get("properties") or {})
         )
         return found + properties_violations(typedef, "entity", type_name, values)
     if plan.tool in ("create_relationship", "update_relationship") and plan.src and plan.dst:

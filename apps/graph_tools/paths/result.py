@@ -100,7 +100,10 @@ def _run(project_id: uuid.UUID, args: QueryPathsArgs) -> dict[str, Any]:
             item["also"] = [w.path(entity["id"]) for w in walks[1:]]
         results.append(item)
     out: dict[str, Any] = {
-        "start": [compact(s) for s in starts],
+        # A start named by the id or key of an entity since merged into it says so.
+        "start": [
+            compact(s) | ({"merged_from": s["merged_from"]} if "merged_from" in s else {}) for s in starts
+        ],
         "not_found": missing,
         "results": results,
         "count": len(entities),

@@ -8,11 +8,11 @@ from typing import Any
 
 from django.db import connection
 
+from apps.graph_tools.errors import EntityNotFound
 from apps.graph_tools.names import ALIAS_MATCH, mention_candidates
 from apps.graph_tools.paths.args import MAX_START_ENTITIES, StartRef
 from apps.graph_tools.search import json_value, text_search
-from apps.graph_tools.selectors import entity_resolve
-from apps.projects.selectors import parse_uuid
+from apps.graph_tools.selectors import entity_resolve_following
 
 # --- resolving the starts --------------------------------------------------------------------
 
@@ -80,23 +80,26 @@ def _mentioned(project_id: uuid.UUID, text: str, type_: str | None) -> list[dict
     return list(chosen.values())
 
 
+def _by_ref(project_id: uuid.UUID, ref: str) -> dict[str, Any]:
+    """The entity an id or key names, or the one it was merged into (``merged_from``: the ref);
+    ``EntityNotFound``."""
+    entity, merged_from = entity_resolve_following(project_id=project_id, ref=ref)
+    found = {**compact(entity), "properties": entity.get("properties") or {}}
+    return found if merged_from is None else {**found, "merged_from": merged_from}
+
+
 def resolve_one(project_id: uuid.UUID, item: str | StartRef) -> list[dict[str, Any]]:
     if isinstance(item, str):
-        by_ref = fetch(
-            f"""SELECT {ENTITY_COLUMNS} FROM kb.graph_objects o
-                WHERE o.project_id = %(project)s AND (o.key = %(ref)s OR o.id = %(id)s)
-                ORDER BY (o.id = %(id)s) DESC NULLS LAST LIMIT 1""",
-            {"project": project_id, "ref": item, "id": parse_uuid(item)},
-        )
-        if by_ref:
-            return [entity_row(by_ref[0])]
-        item = StartRef(name=item)
+        try:
+            return [_by_ref(project_id, item)]
+        except EntityNotFound:
+            item = StartRef(name=item)
     type_filter = " AND o.type = %(type)s" if item.type else ""
     if item.key is not None:
-        entity = entity_resolve(project_id=project_id, ref=item.key)
+        entity = _by_ref(project_id, item.key)
         if item.type and entity["type"] != item.type:
             return []
-        return [{**compact(entity), "properties": entity.get("properties") or {}}]
+        return [entity]
     if item.name is not None:
         rows = fetch(
             f"""SELECT {ENTITY_COLUMNS} FROM kb.graph_objects o
