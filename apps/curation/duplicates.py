@@ -212,9 +212,9 @@ def duplicates_read(
                 continue
             items.append(pair)
             if len(items) == limit:
-                next_cursor = Cursor(key=seed, skip=position).encode()
+                next_cursor = Cursor(key=seed, skip=position).encode("duplicates")
                 return QueuePage("duplicates", items, next_cursor, bounds)
         if len(seeds) < wanted:
             return QueuePage("duplicates", items, None, bounds)
         after, inclusive = seeds[-1][1], False
-    return QueuePage("duplicates", items, Cursor(key=after).encode(), bounds)
+    return QueuePage("duplicates", items, Cursor(key=after).encode("duplicates"), bounds)

@@ -79,6 +79,25 @@ def test_a_bad_limit_cursor_or_kind_is_a_json_error_never_a_500(graph):
     assert all(r.json()["error"] for r in answers.values())
 
 
+def test_a_cursor_of_one_queue_given_to_another_is_a_400_invalid_cursor_not_read(graph):
+    project, owner, _, _ = graph
+    client = _client(owner)
+    base = f"/api/projects/{project.id}/curation/queues"
+    cursor = client.get(f"{base}/orphans", {"limit": 2}).json()["nextCursor"]
+
+    answers = {
+        kind: client.get(f"{base}/{kind}", {"cursor": cursor})
+        for kind in ("duplicates", "unsupported", "ontology-violations")
+    }
+    same = client.get(f"{base}/orphans", {"cursor": cursor})
+
+    assert {kind: (r.status_code, r.json()["code"]) for kind, r in answers.items()} == {
+        kind: (400, "invalid_cursor") for kind in answers
+    }
+    assert all(r.json()["error"] for r in answers.values())
+    assert same.status_code == 200 and [i["key"] for i in same.json()["items"]] == ["o3"]
+
+
 def test_someone_who_is_not_a_member_gets_404_and_a_token_of_another_project_too(graph):
     project, owner, _, hub = graph
     stranger = make_user()
