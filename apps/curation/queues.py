@@ -27,11 +27,13 @@ import json
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from django.db import connection
 
 from apps.core.errors import NotFound, ServiceError
+from apps.core.times import json_time
 from apps.graph_tools.search import ENTITY_COLUMNS, entity_row
 from apps.projects.selectors import Principal, project_get
 
@@ -192,7 +194,7 @@ def _entity_item(row: tuple[Any, ...]) -> dict[str, Any]:
     item = entity_row(row)
     if len(item["description"]) > DESCRIPTION_CHARS:
         item["description"] = item["description"][: DESCRIPTION_CHARS - 1] + "…"
-    item["createdAt"] = row[5].isoformat()
+    item["createdAt"] = json_time(row[5])
     return item
 
 
@@ -252,6 +254,8 @@ def unsupported_read(*, project_id: uuid.UUID, cursor: Cursor, limit: int) -> Qu
         last = row[6]
         if isinstance(last, str):
             last = json.loads(last)
+        if last is not None:  # json_build_object wrote PostgreSQL's text of the time, not the schemas'
+            last["createdAt"] = json_time(datetime.fromisoformat(last["createdAt"]))
         items.append({**_entity_item(row), "lastChange": last})
     return QueuePage(
         kind="unsupported",
