@@ -30,6 +30,7 @@ from typing import Any
 from django.db import connection, transaction
 
 from apps.curation.queues import LIMIT_MAX, Cursor, QueuePage
+from apps.curation.selectors import merges_pending
 from apps.documents.resolution import EMBEDDING_MERGE, TRIGRAM_MERGE
 from apps.graph_tools.embedders import Embedder, get_embedder
 from apps.graph_tools.search import vector_search_options_set
@@ -160,6 +161,8 @@ def _pair(row: tuple[Any, ...]) -> dict[str, Any]:
         "proposal": {
             "changes": [{"action": "merge_entities", "args": {"keep": keep["id"], "merge": merge["id"]}}]
         },
+        # The change set in review that proposes this merge already (``duplicates_read``), if any.
+        "pendingChangeSet": None,
     }
 
 
@@ -192,7 +195,19 @@ def duplicate_pairs(
 def duplicates_read(
     *, project_id: uuid.UUID, cursor: Cursor, limit: int, embedder: Embedder | None = None
 ) -> QueuePage:
-    """A page of duplicate candidates from ``cursor`` on (see the module's docstring)."""
+    """A page of duplicate candidates from ``cursor`` on (see the module's docstring), each naming
+    the change set in review that proposes its merge already (``pendingChangeSet``), or None."""
+    page = _duplicates_walk(project_id=project_id, cursor=cursor, limit=limit, embedder=embedder)
+    if page.items:
+        pending = merges_pending(project_id=project_id)
+        for pair in page.items:
+            pair["pendingChangeSet"] = pending.get(frozenset((pair["a"]["id"], pair["b"]["id"])))
+    return page
+
+
+def _duplicates_walk(
+    *, project_id: uuid.UUID, cursor: Cursor, limit: int, embedder: Embedder | None
+) -> QueuePage:
     items: list[dict[str, Any]] = []
     after, inclusive, scanned = cursor.key, cursor.skip > 0, 0
     bounds = {"seedsMax": SEEDS_MAX, "perSeed": PER_SEED, "limitMax": LIMIT_MAX}
@@ -212,9 +227,9 @@ def duplicates_read(
                 continue
             items.append(pair)
             if len(items) == limit:
-                next_cursor = Cursor(key=seed, skip=position).encode()
+                next_cursor = Cursor(key=seed, skip=position).encode("duplicates")
                 return QueuePage("duplicates", items, next_cursor, bounds)
         if len(seeds) < wanted:
             return QueuePage("duplicates", items, None, bounds)
         after, inclusive = seeds[-1][1], False
-    return QueuePage("duplicates", items, Cursor(key=after).encode(), bounds)
+    return QueuePage("duplicates", items, Cursor(key=after).encode("duplicates"), bounds)

@@ -16,11 +16,12 @@ import functools
 import uuid
 from typing import Any
 
-from django.db import transaction
+from django.db import connection, transaction
 
 from apps.core.errors import ServiceError
 from apps.core.inputs import input_check
 from apps.curation.inverses import change_set_inverse
+from apps.curation.selectors import entity_ids_named, merges_pending
 from apps.documents.models import ChangeSet, ChangeSetItem, ChangeSetKind, ExtractionStatus
 from apps.documents.review import change_set_get
 from apps.graph_tools.errors import ToolError
@@ -49,6 +50,17 @@ class InvalidChange(ServiceError):
 class NothingToUndo(ServiceError):
     status = 409
     code = "nothing_to_undo"
+
+
+class MergePending(ServiceError):
+    """The two entities are already proposed for a merge by a change set waiting for review."""
+
+    status = 409
+    code = "merge_pending"
+
+    def __init__(self, message: str, *, change_set_id: str) -> None:
+        super().__init__(message)
+        self.extra = {"changeSetId": change_set_id}
 
 
 class _DryRun(Exception):
@@ -111,6 +123,29 @@ def _checked_plans(project_id: uuid.UUID, changes: list[tuple[str, dict[str, Any
     ]
 
 
+def _merges_not_pending(project_id: uuid.UUID, changes: list[tuple[str, dict[str, Any]]]) -> None:
+    """Refuse a merge of two entities a change set in review already proposes to merge (either way
+    round), naming it: ``MergePending``. Holds the project's lock on merge proposals until the
+    transaction ends, so of two proposals of one merge at once the second sees the first."""
+    merges = [(n, args) for n, (action, args) in enumerate(changes) if action == "merge_entities"]
+    if not merges:
+        return
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", [f"curation-merges:{project_id}"])
+    named = entity_ids_named(
+        project_id=project_id, refs=[args[side] for _, args in merges for side in ("keep", "merge")]
+    )
+    pending = merges_pending(project_id=project_id)
+    for n, args in merges:
+        waiting = pending.get(frozenset((named.get(args["keep"], ""), named.get(args["merge"], ""))))
+        if waiting is not None:
+            raise MergePending(
+                f"changes[{n}] (merge_entities): change set {waiting} already proposes merging these two "
+                "entities and waits for review: approve or reject it first",
+                change_set_id=waiting,
+            )
+
+
 def curation_propose(
     *,
     principal: Principal,
@@ -121,7 +156,8 @@ def curation_propose(
 ) -> ChangeSet:
     """Propose ``changes`` to a project's graph as a curation change set waiting for review, as one
     of its editors or owners; checked through the write tools first (``InvalidChange``: 400 with
-    the change at fault and why; nothing stored)."""
+    the change at fault and why; nothing stored), and a merge another change set in review proposes
+    already refused (``MergePending``: 409 naming it)."""
     project = project_get(principal=principal, project_ref=project_id, min_role=Role.EDITOR)
     input_check(summary, field="summary")
     if not isinstance(summary, str) or len(summary) > MAX_SUMMARY:
@@ -131,6 +167,7 @@ def curation_propose(
     checked = _changes_checked(changes, undo=undoes is not None)
     plans = _checked_plans(project.id, checked)
     with transaction.atomic():
+        _merges_not_pending(project.id, checked)
         change_set = ChangeSet.objects.create(
             project=project,
             kind=ChangeSetKind.CURATION,

@@ -27,11 +27,13 @@ import json
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from django.db import connection
 
 from apps.core.errors import NotFound, ServiceError
+from apps.core.times import json_time
 from apps.graph_tools.search import ENTITY_COLUMNS, entity_row
 from apps.projects.selectors import Principal, project_get
 
@@ -63,13 +65,16 @@ class Cursor:
     key: str = ""
     skip: int = 0
 
-    def encode(self) -> str:
-        raw = json.dumps({"k": self.key, "n": self.skip}, separators=(",", ":")).encode()
+    def encode(self, kind: str) -> str:
+        """The text of this cursor for a page of queue ``kind``: bound to it, so another queue's
+        walk refuses it (the same key means another place there: a duplicates seed's ``skip``)."""
+        raw = json.dumps({"q": kind, "k": self.key, "n": self.skip}, separators=(",", ":")).encode()
         return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
 
-def cursor_decode(text: str | None) -> Cursor:
-    """A cursor from its text (``None`` or ``""``: the start); ``InvalidCursor`` otherwise."""
+def cursor_decode(text: str | None, *, kind: str) -> Cursor:
+    """A cursor of queue ``kind`` from its text (``None`` or ``""``: the start); ``InvalidCursor``
+    for anything else, another queue's cursor included."""
     if not text:
         return Cursor()
     try:
@@ -77,8 +82,12 @@ def cursor_decode(text: str | None) -> Cursor:
         data = json.loads(raw)
     except (binascii.Error, ValueError, UnicodeDecodeError):
         raise InvalidCursor("cursor: not a cursor this queue gave (pass nextCursor as it was)") from None
-    if not isinstance(data, dict) or set(data) != {"k", "n"}:
+    if not isinstance(data, dict) or set(data) != {"q", "k", "n"}:
         raise InvalidCursor("cursor: not a cursor this queue gave (pass nextCursor as it was)")
+    if data["q"] != kind:
+        raise InvalidCursor(
+            f"cursor: not a cursor of the {kind} queue (each queue's nextCursor goes on that queue only)"
+        )
     key, skip = data["k"], data["n"]
     if not isinstance(key, str) or len(key) > KEY_MAX or "\x00" in key:
         raise InvalidCursor("cursor: not a cursor this queue gave (pass nextCursor as it was)")
@@ -131,7 +140,7 @@ def queue_read(*, project_id: uuid.UUID, kind: str, cursor: str | None, limit: i
         )
     if not 1 <= limit <= LIMIT_MAX:
         raise ServiceError(f"limit: from 1 to {LIMIT_MAX}", code="invalid_request")
-    return reader(project_id=project_id, cursor=cursor_decode(cursor), limit=limit)
+    return reader(project_id=project_id, cursor=cursor_decode(cursor, kind=kind), limit=limit)
 
 
 def queue_page(
@@ -176,16 +185,16 @@ def _filtered_walk(
         )
         rows = db.fetchall()
     if len(rows) == limit:
-        return rows, Cursor(key=rows[-1][1]).encode()
+        return rows, Cursor(key=rows[-1][1]).encode(kind)
     end = _walk_end(project_id, cursor.key, SCAN_MAX)
-    return rows, (Cursor(key=end).encode() if end is not None else None)
+    return rows, (Cursor(key=end).encode(kind) if end is not None else None)
 
 
 def _entity_item(row: tuple[Any, ...]) -> dict[str, Any]:
     item = entity_row(row)
     if len(item["description"]) > DESCRIPTION_CHARS:
         item["description"] = item["description"][: DESCRIPTION_CHARS - 1] + "…"
-    item["createdAt"] = row[5].isoformat()
+    item["createdAt"] = json_time(row[5])
     return item
 
 
@@ -245,6 +254,8 @@ def unsupported_read(*, project_id: uuid.UUID, cursor: Cursor, limit: int) -> Qu
         last = row[6]
         if isinstance(last, str):
             last = json.loads(last)
+        if last is not None:  # json_build_object wrote PostgreSQL's text of the time, not the schemas'
+            last["createdAt"] = json_time(datetime.fromisoformat(last["createdAt"]))
         items.append({**_entity_item(row), "lastChange": last})
     return QueuePage(
         kind="unsupported",

@@ -28,12 +28,13 @@ ERROR_BODY = {
         "error": {"type": "string", "minLength": 1},
         "code": {"type": "string", "pattern": "^[a-z_]+$"},
         # The extras docs/protocol.md names: validation details, the offending field, argument or
-        # import line, the role a refused write needs.
+        # import line, the role a refused write needs, the change set in review a merge waits in.
         "details": {"type": "array"},
         "field": {"type": "string"},
         "argument": {"type": "string"},
         "line": {"type": "integer"},
         "requiredRole": {"enum": ["owner", "editor", "viewer"]},
+        "changeSetId": UUID,
     },
     "additionalProperties": False,
 }

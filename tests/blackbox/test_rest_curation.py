@@ -107,6 +107,19 @@ def test_a_merge_is_proposed_reviewed_by_another_member_and_undone(world: World)
     assert back["key"] == "ada-king" and back["mergedFrom"] is None and len(back["edges"]) == 2
 
 
+@covers("POST /api/projects/{project_id}/curation/change-sets", "409 merge_pending")
+def test_a_merge_waiting_for_review_is_not_proposed_twice_and_the_refusal_names_it(world: World) -> None:
+    project = _project(world, "Curated twice")
+    first = _propose(world, "bob", project, MERGE)
+
+    again = _propose(world, "ada", project, MERGE, 409, "merge_pending")
+    turned = [{"action": "merge_entities", "args": {"keep": "ada-king", "merge": "ada-lovelace"}}]
+    turned_round = _propose(world, "ada", project, turned, 409, "merge_pending")
+
+    assert again["changeSetId"] == turned_round["changeSetId"] == first["id"]
+    assert first["id"] in again["error"]
+
+
 @covers(
     "POST /api/projects/{project_id}/curation/change-sets",
     "403 forbidden",

@@ -28,7 +28,7 @@ def _project(world: World, name: str) -> str:
     return project
 
 
-@covers("GET /api/projects/{project_id}/curation/queues/{kind}", "200")
+@covers("GET /api/projects/{project_id}/curation/queues/{kind}", "200", "400 invalid_cursor")
 def test_a_viewer_pages_through_the_orphans_and_finds_a_duplicate_with_its_merge(world: World) -> None:
     project = _project(world, "Queues")
     cy = world.api("cy")
@@ -38,6 +38,9 @@ def test_a_viewer_pages_through_the_orphans_and_finds_a_duplicate_with_its_merge
         QUEUES, 200, project_id=project, kind="orphans", params={"limit": 1, "cursor": first["nextCursor"]}
     ).json()
     pairs = cy.call(QUEUES, 200, project_id=project, kind="duplicates").json()
+    orphans_cursor = {"cursor": first["nextCursor"]}
+    for other in ("duplicates", "unsupported", "ontology-violations"):  # a cursor goes on its own queue only
+        cy.call(QUEUES, 400, "invalid_cursor", project_id=project, kind=other, params=orphans_cursor)
     unsupported = cy.call(QUEUES, 200, project_id=project, kind="unsupported").json()
 
     assert [i["key"] for i in first["items"] + second["items"]] == ["lonely-a", "lonely-b"]

@@ -1,6 +1,7 @@
 """merge_entities as a curation change set (#51): the relationships re-pointed, their duplicates
 collapsed, the loser's names kept as aliases, one graph version; an old answer citing the loser
-still opens the winner and is marked stale; undoing the merge restores what it changed."""
+still opens the winner and is marked stale; undoing the merge restores what it changed; a merge
+already proposed and waiting for review is not proposed twice."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import pytest
 from apps.graph_tools.models import EntityRedirect, GraphChange, GraphObject, GraphRelationship
 from apps.graph_tools.versions import graph_version_current
 from tests.curation.conftest import Curators
-from tests.factories import make_conversation
+from tests.factories import make_conversation, make_entity
 
 pytestmark = pytest.mark.django_db
 
@@ -204,3 +205,36 @@ def test_undo_of_a_merge_gives_the_winner_back_its_description_and_properties_as
     restored = GraphObject.objects.get(id=c.e["ada2"].id)
     assert restored.description == "Wrote the first program."
     assert restored.properties == {"aliases": ["Augusta Ada King"], "born": 1815}
+
+
+def test_a_merge_a_change_set_in_review_proposes_already_is_a_409_naming_it_and_the_queue_says_so(
+    curators: Curators,
+):
+    c = curators
+    twin = make_entity(c.project, "ada3", "Person", "Ada Lovelace")
+    queue = f"/api/projects/{c.project.id}/curation/queues/duplicates"
+    pair = next(
+        p for p in c.viewer.get(queue).json()["items"] if {p["a"]["key"], p["b"]["key"]} == {"ada", "ada3"}
+    )
+    first = c.propose(c.editor, pair["proposal"]["changes"]).json()
+
+    again = c.propose(c.owner, pair["proposal"]["changes"])
+    reversed_by_key = c.propose(
+        c.owner, [{"action": "merge_entities", "args": {"keep": "ada3", "merge": "ada"}}]
+    )
+    listed = c.viewer.get(queue).json()["items"]
+    other_pair = c.propose(c.owner, MERGE)
+    c.decide(c.owner, first["id"], approve=[], reject=[first["items"][0]["id"]])
+    after_reject = c.viewer.get(queue).json()["items"]
+    proposed_anew = c.propose(c.owner, pair["proposal"]["changes"])
+
+    for refused in (again, reversed_by_key):
+        assert refused.status_code == 409, refused.json()
+        body = refused.json()
+        assert body["code"] == "merge_pending" and body["changeSetId"] == first["id"]
+        assert first["id"] in body["error"]
+    pending = {frozenset((p["a"]["id"], p["b"]["id"])): p["pendingChangeSet"] for p in listed}
+    assert pending[frozenset((str(c.e["ada"].id), str(twin.id)))] == first["id"]
+    freed = {frozenset((p["a"]["id"], p["b"]["id"])): p["pendingChangeSet"] for p in after_reject}
+    assert freed[frozenset((str(c.e["ada"].id), str(twin.id)))] is None
+    assert other_pair.status_code == 201 and proposed_anew.status_code == 201

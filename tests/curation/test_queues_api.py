@@ -4,9 +4,11 @@ JSON errors, members only; and the read-only tool ``curation_queue`` through the
 from __future__ import annotations
 
 import pytest
+from asgiref.sync import async_to_sync
 from django.test import Client
 
 from apps.curation import neighbourhood
+from apps.graph_tools.registry import WriteAuthorization, tool_call
 from tests.factories import add_member, make_entity, make_project, make_relationship, make_token, make_user
 
 pytestmark = pytest.mark.django_db
@@ -77,6 +79,48 @@ def test_a_bad_limit_cursor_or_kind_is_a_json_error_never_a_500(graph):
         "kind": (404, "unknown_queue"),
     }
     assert all(r.json()["error"] for r in answers.values())
+
+
+def test_a_cursor_of_one_queue_given_to_another_is_a_400_invalid_cursor_not_read(graph):
+    project, owner, _, _ = graph
+    client = _client(owner)
+    base = f"/api/projects/{project.id}/curation/queues"
+    cursor = client.get(f"{base}/orphans", {"limit": 2}).json()["nextCursor"]
+
+    answers = {
+        kind: client.get(f"{base}/{kind}", {"cursor": cursor})
+        for kind in ("duplicates", "unsupported", "ontology-violations")
+    }
+    same = client.get(f"{base}/orphans", {"cursor": cursor})
+
+    assert {kind: (r.status_code, r.json()["code"]) for kind, r in answers.items()} == {
+        kind: (400, "invalid_cursor") for kind in answers
+    }
+    assert all(r.json()["error"] for r in answers.values())
+    assert same.status_code == 200 and [i["key"] for i in same.json()["items"]] == ["o3"]
+
+
+def test_queue_items_write_their_times_as_the_rest_schemas_do_utc_as_z(graph):
+    project, owner, _, _ = graph
+    client = _client(owner)
+    base = f"/api/projects/{project.id}"
+    async_to_sync(tool_call)(
+        project_id=project.id,
+        name="create_entity",
+        arguments={"key": "typed", "type": "City", "name": "Hand Typed"},
+        authorization=WriteAuthorization(via="direct", user_id=owner.pk),
+    )
+
+    orphans = client.get(f"{base}/curation/queues/orphans", {"limit": 100}).json()["items"]
+    unsupported = client.get(f"{base}/curation/queues/unsupported", {"limit": 100}).json()["items"]
+    entity = client.get(f"{base}/graph/entities/typed").json()
+    history = client.get(f"{base}/graph/entities/typed/history").json()["items"]
+
+    orphan = next(i for i in orphans if i["key"] == "typed")
+    last = next(i for i in unsupported if i["key"] == "typed")["lastChange"]
+    assert entity["createdAt"].endswith("Z") and orphan["createdAt"] == entity["createdAt"]
+    assert last["createdAt"] == history[0]["createdAt"]
+    assert all(i["createdAt"].endswith("Z") for i in orphans + unsupported)
 
 
 def test_someone_who_is_not_a_member_gets_404_and_a_token_of_another_project_too(graph):
