@@ -19,6 +19,7 @@ from django.contrib.auth import get_user_model
 from apps.agents.events import ApprovalPending
 from apps.agents.models import AgentDefinition
 from apps.agents.selectors import tool_approval_needed
+from apps.core.times import json_time
 from apps.graph_tools.models import ChangeAuthority
 from apps.graph_tools.registry import WriteAuthorization, tool_call
 from apps.graph_tools.selectors import approval_allowed
@@ -95,7 +96,7 @@ class WriteGate:
             call_id=call_id,
             arguments=dict(approval.arguments),
             diff=dict(approval.diff),
-            expires_at=approval.expires_at.isoformat(),
+            expires_at=json_time(approval.expires_at),
             can_decide=can_decide,
         )
         await self.on_pending(self.pending)

@@ -15,6 +15,7 @@ from typing import Any
 
 from django.db import connection
 
+from apps.core.times import json_time
 from apps.graph_tools.search import ENTITY_COLUMNS, entity_row, json_value
 from apps.graph_tools.selectors import entity_resolve_following, merged_from_noted
 
@@ -225,7 +226,7 @@ def schema_version(*, project_id: uuid.UUID) -> dict[str, Any]:
         "version": digest,
         "entity_types": entity_types,
         "relationship_types": relationship_types,
-        "updated_at": updated.isoformat() if updated else None,
+        "updated_at": json_time(updated) if updated else None,
         "graph_version": int(rows[0][3]),
         "ontology": json_value(rows[0][4]),
     }

@@ -20,6 +20,7 @@ from markdown_it import MarkdownIt
 from apps.chat.models import Conversation, Message, MessageRole
 from apps.chat.selectors import conversation_get, message_list
 from apps.chat.turns.citations import LINK, PASSAGE_LINK
+from apps.core.times import json_time
 from apps.graph_tools.models import GraphObject
 from apps.projects.selectors import Principal, parse_uuid
 
@@ -143,7 +144,7 @@ def message_json(m: Message) -> dict[str, Any]:
         "retrievalContext": m.retrieval_context,
         "citations": m.citations or [],
         "runId": run_id_of(m),
-        "createdAt": m.created_at.isoformat(),
+        "createdAt": json_time(m.created_at),
     }
 
 
@@ -156,12 +157,12 @@ def json_render(conversation: Conversation, messages: list[Message]) -> str:
             "agentDefinitionId": str(conversation.agent_definition_id)
             if conversation.agent_definition_id
             else None,
-            "createdAt": conversation.created_at.isoformat(),
-            "updatedAt": conversation.updated_at.isoformat(),
+            "createdAt": json_time(conversation.created_at),
+            "updatedAt": json_time(conversation.updated_at),
         },
         "messages": [message_json(m) for m in messages],
         "runIds": list(dict.fromkeys(r for r in (run_id_of(m) for m in messages) if r)),
-        "exportedAt": timezone.now().isoformat(),
+        "exportedAt": json_time(timezone.now()),
     }
     return json.dumps(document, ensure_ascii=False, indent=2)
 
