@@ -232,7 +232,8 @@ async def completion_start(
 
 
 def _usage(run_id: str | None) -> TokenUsage:
-    """The tokens the turn's agent run recorded (plain answers record none: zeros)."""
+    """The tokens the turn's run recorded (a plain answer's: the record stored with it, named by
+    ``done``); zeros for a turn with none."""
     if run_id is None:
         return TokenUsage()
     try:

@@ -1,7 +1,9 @@
-"""Tokens and cost of answers and conversations, from the usage their agent runs recorded.
+"""Tokens and cost of answers and conversations, from the usage their runs recorded.
 
-Agent runs store the tokens a model reported (``kb.agent_runs.input_tokens/output_tokens``); an
-agent answer carries its run id. Plain answers record no usage, so they show none. Cost comes
+Runs store the tokens a model reported (``kb.agent_runs.input_tokens/output_tokens``): an agent
+turn's run, and a plain answer's record of its model call (``agents.services.agent_run_plain``,
+stored with the answer); an answer carries its run id (``agent_run_id``). An answer without one (a
+plain answer stored before #50, or one a takeover ended) shows none. Cost comes
 from ``KGCHAT_MODEL_PRICES`` (per million input/output tokens by model name); a model without
 a price shows its tokens and a null cost, and so does a conversation with any such run.
 """
@@ -75,7 +77,7 @@ def _run_id(message: Message) -> uuid.UUID | None:
 
 
 def answer_usage(*, messages: list[Message]) -> dict[uuid.UUID, Usage]:
-    """Tokens and cost of each agent answer among ``messages``, by message id."""
+    """Tokens and cost of each answer among ``messages`` that names its run, by message id."""
     run_of = {m.id: rid for m in messages if (rid := _run_id(m)) is not None}
     runs = {
         r[0]: r[1:]
@@ -87,7 +89,7 @@ def answer_usage(*, messages: list[Message]) -> dict[uuid.UUID, Usage]:
 
 
 def conversation_usage(*, conversation: Conversation) -> Usage:
-    """Tokens and cost of every agent run of a conversation (one indexed query)."""
+    """Tokens and cost of every run of a conversation, plain answers' included (one indexed query)."""
     runs = list(
         AgentRun.objects.filter(conversation_id=conversation.id).values_list(
             "model", "input_tokens", "output_tokens"
