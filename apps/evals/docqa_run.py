@@ -241,8 +241,7 @@ async def docqa_answer(
         agent=agent,
         provider=provider,
     )
-    # A plain answer's run is only the record of its tokens: its raw text is the metered provider's (#50).
-    content, citations, raw, tools, steps = await _stored(turn.message_id, turn.run_id if agent else None)
+    content, citations, raw, tools, steps = await _stored(turn.message_id, turn.run_id)
     cited = [setup.names.get(str(c.get("id")), "?") for c in citations if c.get("type") == "passage"]
     raw_text = raw if raw is not None else "".join(provider.text)
     return AnswerResult(

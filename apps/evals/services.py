@@ -261,8 +261,7 @@ async def eval_question_run(
         provider=provider,
     )
     result.conversation_id = turn.conversation_id
-    # A plain answer's run only records its tokens: text, steps and tokens are the metered provider's (#50).
-    result.run_id, result.ttft_s, result.done_s = (turn.run_id if agent else None), turn.ttft_s, turn.done_s
+    result.run_id, result.ttft_s, result.done_s = turn.run_id, turn.ttft_s, turn.done_s
     result.error = "; ".join(turn.errors) or None
 
     stored = await _read_turn(project, turn.message_id, uuid.UUID(result.run_id) if result.run_id else None)

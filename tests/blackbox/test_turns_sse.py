@@ -33,7 +33,7 @@ def test_a_new_plain_conversation_is_answered_over_sse(world: World) -> None:
         None,
         "openai/test-model",
     )
-    assert turn.done["messageId"] is not None and turn.done["runId"] is not None
+    assert turn.done["messageId"] is not None and turn.done["runId"] is None
     conversation = stored(ada, turn.meta["conversationId"])
     assert (
         conversation["agentDefinitionId"] is None and conversation["title"] == "Who wrote the first program?"
@@ -43,9 +43,7 @@ def test_a_new_plain_conversation_is_answered_over_sse(world: World) -> None:
     answer = conversation["messages"][1]
     assert answer["content"] == turn.text == "Here is the answer."
     assert answer["retrievalContext"]["strategy"] == "always_retrieve"
-    # The record of its model call (#50): what the answer's tokens are read from, named by ``done``.
-    assert answer["retrievalContext"]["agent_run_id"] == turn.done["runId"]
-    assert answer["usage"]["outputTokens"] > 0
+    assert answer["usage"]["outputTokens"] > 0  # the tokens its model reported (#50)
 
 
 @covers("POST /api/chat/stream", "200")

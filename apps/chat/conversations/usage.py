@@ -2,8 +2,9 @@
 
 Runs store the tokens a model reported (``kb.agent_runs.input_tokens/output_tokens``): an agent
 turn's run, and a plain answer's record of its model call (``agents.services.agent_run_plain``,
-stored with the answer); an answer carries its run id (``agent_run_id``). An answer without one (a
-plain answer stored before #50, or one a takeover ended) shows none. Cost comes
+stored with the answer); an answer names its run (``agent_run_id``; a plain answer its record,
+``usage_run_id``). An answer without one (a plain answer stored before #50, or one a takeover
+ended) shows none. Cost comes
 from ``KGCHAT_MODEL_PRICES`` (per million input/output tokens by model name); a model without
 a price shows its tokens and a null cost, and so does a conversation with any such run.
 """
@@ -67,9 +68,12 @@ def _usage(runs: list[tuple[str, int, int]]) -> Usage:
     )
 
 
-def _run_id(message: Message) -> uuid.UUID | None:
+def answer_run_id(message: Message) -> uuid.UUID | None:
+    """The run an answer's tokens were recorded on: an agent answer's run, or a plain answer's record."""
     context = message.retrieval_context
-    value = context.get("agent_run_id") if isinstance(context, dict) else None
+    value = (
+        (context.get("agent_run_id") or context.get("usage_run_id")) if isinstance(context, dict) else None
+    )
     try:
         return uuid.UUID(str(value)) if value else None
     except ValueError:
@@ -78,7 +82,7 @@ def _run_id(message: Message) -> uuid.UUID | None:
 
 def answer_usage(*, messages: list[Message]) -> dict[uuid.UUID, Usage]:
     """Tokens and cost of each answer among ``messages`` that names its run, by message id."""
-    run_of = {m.id: rid for m in messages if (rid := _run_id(m)) is not None}
+    run_of = {m.id: rid for m in messages if (rid := answer_run_id(m)) is not None}
     runs = {
         r[0]: r[1:]
         for r in AgentRun.objects.filter(id__in=set(run_of.values())).values_list(

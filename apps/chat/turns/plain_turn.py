@@ -86,10 +86,11 @@ def _context(
     turn: Turn, retrieval: Retrieval, *, run_id: uuid.UUID, stopped: RunError | None
 ) -> dict[str, Any]:
     """The answer's ``retrieval_context``: what retrieval found, and the record of its model call
-    (``agent_run_id``, as an agent answer names its run: its tokens are read from there)."""
+    (``usage_run_id``: its tokens are read from there). Not ``agent_run_id``: clients read that as
+    an agent's run to trace, and a plain answer has none to show (``done.runId`` stays null)."""
     context: dict[str, Any] = {
         "strategy": "always_retrieve",
-        "agent_run_id": str(run_id),
+        "usage_run_id": str(run_id),
         "model": turn.model,
         "graph_version": turn.graph_version,
         "entity_ids": [e["id"] for e in retrieval.entities],

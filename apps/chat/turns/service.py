@@ -276,9 +276,7 @@ async def _branch_run(turn: Turn, provider: Provider | None, done: DoneFrame) ->
     message = await _answer_persist(turn, answer)
     if answer.retrieval_context.get("stop_reason") == "approval_required":
         approval_expiry_arm(turn.conversation.id)
-    # A plain answer's run is its record, stored with it: ``done`` names it as an agent turn's.
-    run_id = done.runId or (str(answer.run.id) if answer.run is not None else None)
-    return DoneFrame(messageId=str(message.id), runId=run_id, citations=answer.citations)
+    return DoneFrame(messageId=str(message.id), runId=done.runId, citations=answer.citations)
 
 
 class LeaseLost(Exception):
