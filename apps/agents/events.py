@@ -87,6 +87,15 @@ class RunResumed(BaseModel):
     attempt: int = 2
 
 
+class ModelUsage(BaseModel):
+    """The tokens one model call reported (its provider's ``Done``): a plain answer gives them to the
+    chat layer, which records them with the answer (``services.agent_run_plain``)."""
+
+    type: Literal["model_usage"] = "model_usage"
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+
 class TraceMessage(BaseModel):
     """One message of a run, as the audit trail (``kb.agent_run_messages``) stores it."""
 

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from django.contrib.postgres.fields import ArrayField
 from django.db import models
+from django.utils import timezone
 
 from apps.projects.models import Project
 
@@ -129,7 +130,9 @@ class AgentRun(models.Model):
     worker = models.CharField(max_length=200, blank=True, default="")
     # How many processes have run it: 1, plus one per resumption after its process died.
     attempts = models.PositiveSmallIntegerField(default=1)
-    started_at = models.DateTimeField(auto_now_add=True)
+    # Set when the row is built (the turn's admission), or given: a plain answer's record is stored
+    # with its answer, and started with its turn (``services.agent_run_plain``).
+    started_at = models.DateTimeField(default=timezone.now, editable=False)
     completed_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:

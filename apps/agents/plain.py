@@ -1,6 +1,7 @@
 """Plain answers for the chat layer: a retrieval-augmented prompt and the conversation so far, answered
 by the turn's model in one streamed call with no tools, as the same typed events an agent run gives
-(``TextDelta``, then ``RunError`` if it failed or was stopped).
+(``TextDelta``, then ``RunError`` if it failed or was stopped), and ``ModelUsage`` with the tokens the
+call reported (the chat layer records them with the answer: ``services.agent_run_plain``).
 
 With the executor, this is how the chat layer reaches a model: it never imports the providers
 (``apps.agents.llm``) or ADK (``apps.agents.adk``) itself (import-linter's "models only through
@@ -12,10 +13,11 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 
-from apps.agents.events import RunError, RunEvent, StopSignal
+from apps.agents.events import ModelUsage, RunError, RunEvent, StopSignal
 from apps.agents.history import HistoryMessage, history_window
 from apps.agents.llm.base import (
     ChatMessage,
+    Done,
     ErrorEvent,
     GenerationConfig,
     LLMError,
@@ -68,8 +70,9 @@ async def plain_answer(
     provider: Provider | None,
     stop: StopSignal,
     max_messages: int = 10,
-) -> AsyncIterator[RunEvent]:
-    """Stream ``model``'s answer (``provider``, or the one the name resolves to) as ``TextDelta``s.
+) -> AsyncIterator[RunEvent | ModelUsage]:
+    """Stream ``model``'s answer (``provider``, or the one the name resolves to) as ``TextDelta``s,
+    and the tokens it reported as ``ModelUsage`` (none when it was stopped before it reported them).
 
     A model that fails ends the stream with ``RunError`` ``llm_error``; a ``stop`` (cancel, timeout,
     deletion) ends it at once with ``RunError`` carrying the stop's code and message.
@@ -87,6 +90,10 @@ async def plain_answer(
                 return
             if isinstance(event, TextDelta):
                 yield event
+            elif isinstance(event, Done):
+                yield ModelUsage(
+                    input_tokens=event.usage.input_tokens, output_tokens=event.usage.output_tokens
+                )
             elif isinstance(event, ErrorEvent):
                 yield RunError(message=f"the model failed: {event.error}", code="llm_error")
                 return

@@ -1,6 +1,7 @@
 """Every write of the agent audit trail (``kb.agent_runs``, ``agent_run_messages``, ``agent_run_tool_calls``).
 
-A run's whole lifecycle lives here: ``agent_run_start`` opens it, ``agent_run_text_keep`` keeps
+A run's whole lifecycle lives here: ``agent_run_start`` opens it (``agent_run_plain`` builds a plain
+answer's record, closed, for the chat turn to store with the answer), ``agent_run_text_keep`` keeps
 what it has streamed so far (so a crash loses nothing the user saw), ``agent_run_take_over`` makes
 the run of a process that died another's (which resumes or ends it), ``agent_run_finish`` closes
 it once with its outcome, and ``agent_runs_interrupt_orphaned`` closes the batch runs of processes that
@@ -23,7 +24,7 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
-from apps.agents.events import ToolCallRecord, TraceMessage
+from apps.agents.events import ERROR_STOPS, ModelUsage, RunError, ToolCallRecord, TraceMessage
 from apps.agents.llm.base import Usage
 from apps.agents.models import AgentRun, AgentRunEvent, AgentRunMessage, AgentRunToolCall, RunStatus
 from apps.core.db import rows_write
@@ -74,6 +75,45 @@ def agent_run_new(
         model=model[:200],
         status=RunStatus.RUNNING,
         worker=worker_name()[:200],
+    )
+
+
+def agent_run_plain(
+    *,
+    project_id: uuid.UUID,
+    conversation_id: uuid.UUID,
+    model: str,
+    usage: ModelUsage,
+    stopped: RunError | None,
+    graph_version: int | None,
+    started_at: datetime,
+) -> AgentRun:
+    """The record of a plain answer's model call, closed and not saved yet: the chat turn stores it
+    with the answer, in one statement, so that every answer's tokens are summed from ``kb.agent_runs``.
+
+    It has no agent definition, one step, no messages and no tool calls; ``usage`` is what the
+    model reported. ``stopped`` is the stop that cut the answer short (a timeout closes it as an
+    error, anything else as cancelled, as an agent run's), None for a whole answer."""
+    status, stop_reason = RunStatus.SUCCESS, "completed"
+    if stopped is not None:
+        status = RunStatus.ERROR if stopped.code in ERROR_STOPS else RunStatus.CANCELLED
+        stop_reason = stopped.code if stopped.code in ERROR_STOPS else "cancelled"
+    return AgentRun(
+        id=uuid.uuid4(),
+        project_id=project_id,
+        agent_definition_id=None,
+        conversation_id=conversation_id,
+        status=status,
+        stop_reason=stop_reason,
+        error=storable(stopped.message) if stopped is not None else "",
+        model=model[:200],
+        step_count=1,
+        input_tokens=usage.input_tokens,
+        output_tokens=usage.output_tokens,
+        graph_version=graph_version,
+        worker=worker_name()[:200],
+        started_at=started_at,
+        completed_at=timezone.now(),
     )
 
 

@@ -2,7 +2,8 @@
 
 Every figure is computed by PostgreSQL with day buckets (``date_trunc('day', … AT TIME ZONE 'UTC')``)
 over indexed columns: turns and users from ``kb.chat_messages`` (a user message starts a turn),
-runs, tokens, stop reasons and latency from ``kb.agent_runs``, tool calls from
+runs, tokens, stop reasons and latency from ``kb.agent_runs`` (agent turns' runs, and the records
+plain answers store of their model call, which have no agent definition), tool calls from
 ``kb.agent_run_tool_calls``, feedback from ``kb.chat_message_feedback``. Python only adds cost to
 the per-(day, model) token sums, from ``KGCHAT_MODEL_PRICES``; a day with an unpriced model has a
 null cost, and so does the total.

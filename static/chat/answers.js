@@ -1,6 +1,6 @@
 // Feedback and usage on the chat page's answers (docs/protocol.md §2 "feedback", Message.usage):
 // thumbs up/down (down asks for an optional comment) in each finished answer's actions, the
-// tokens and cost of each agent answer, and the conversation's totals in its header. A module of
+// tokens and cost of each answer (agent or plain), and the conversation's totals in its header. A module of
 // its own beside chat.js: it watches #messages for answers chat.js marks with data-message-id.
 
 import { api, currentConversationId, el } from "./team-api.js";

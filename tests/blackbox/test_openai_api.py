@@ -114,6 +114,27 @@ def test_a_streamed_answer_and_a_follow_up_in_the_same_conversation(world: World
     assert stored["agentDefinitionId"] == world.agents["graph-query-agent"]
 
 
+@covers("V1 POST /v1/chat/completions", "200", "usage")
+def test_a_plain_chat_answers_with_the_usage_its_model_reported_the_same_as_kgchats_rest(
+    world: World, token: str
+) -> None:
+    raw = client(world, token).chat.completions.with_raw_response.create(
+        model="atlas/plain", messages=[{"role": "user", "content": "Who wrote the first program?"}]
+    )
+    answer = raw.parse()
+
+    stored = (
+        world.api("ada")
+        .call("GET /api/chat/conversations/{conversation_id}", 200, conversation_id=raw.headers[THREAD])
+        .json()
+    )
+    assert answer.usage is not None and answer.usage.prompt_tokens > 0 and answer.usage.completion_tokens > 0
+    assert answer.usage.total_tokens == answer.usage.prompt_tokens + answer.usage.completion_tokens
+    reported = {"inputTokens": answer.usage.prompt_tokens, "outputTokens": answer.usage.completion_tokens}
+    assert {k: stored["usage"][k] for k in reported} == reported
+    assert {k: stored["messages"][-1]["usage"][k] for k in reported} == reported
+
+
 @covers("V1 POST /v1/chat/completions", "401 invalid_api_key", "404 model_not_found", "400 invalid_request")
 def test_errors_come_in_openais_shape(world: World, token: str) -> None:
     with pytest.raises(openai.AuthenticationError) as bad_key:

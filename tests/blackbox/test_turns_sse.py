@@ -43,6 +43,7 @@ def test_a_new_plain_conversation_is_answered_over_sse(world: World) -> None:
     answer = conversation["messages"][1]
     assert answer["content"] == turn.text == "Here is the answer."
     assert answer["retrievalContext"]["strategy"] == "always_retrieve"
+    assert answer["usage"]["outputTokens"] > 0  # the tokens its model reported (#50)
 
 
 @covers("POST /api/chat/stream", "200")

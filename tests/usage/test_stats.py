@@ -6,10 +6,15 @@ from __future__ import annotations
 from datetime import UTC, date, datetime, timedelta
 
 import pytest
+from asgiref.sync import sync_to_async
 from django.test import Client
 
+from apps.agents.llm.base import Usage
+from apps.agents.llm.scripted import ScriptedProvider, text
 from apps.agents.models import AgentRun, AgentRunToolCall
 from apps.chat.models import Message, MessageFeedback
+from apps.chat.turns.service import turn_start, turn_wait_all
+from apps.projects.selectors import Principal
 from tests.factories import (
     add_member,
     make_agent_answer,
@@ -125,6 +130,37 @@ def test_usage_of_one_agent_definition_counts_only_its_conversations_and_runs(se
     assert day["cost"] == pytest.approx(1000 * 2e-6 + 100 * 8e-6 + 500 * 2e-6 + 50 * 8e-6)
     assert day["stopReasons"] == {"completed": 2}
     assert (day["feedbackUp"], day["feedbackDown"], day["feedbackRatio"]) == (2, 0, 1.0)
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_usage_counts_the_tokens_and_cost_of_a_plain_answer_and_an_agents_figures_leave_them_out(
+    settings,
+):
+    settings.KGCHAT_MODEL, settings.KGCHAT_MODEL_PRICES = "openai/priced", PRICES
+    owner = await sync_to_async(make_user)()
+    project = await sync_to_async(make_project)(owner=owner)
+    agent = await sync_to_async(make_agent_definition)(project)
+    model = ScriptedProvider(turns=[text("Paris.", usage=Usage(input_tokens=1000, output_tokens=100))])
+    await turn_start(
+        principal=Principal(user=owner), message="Capital?", project_id=project.id, provider=model
+    )
+    await turn_wait_all()
+    today = {"from": datetime.now(UTC).date().isoformat(), "to": datetime.now(UTC).date().isoformat()}
+
+    plain = (await sync_to_async(get_usage)(owner, project, **today)).json()["totals"]
+    of_agent = (
+        await sync_to_async(get_usage)(owner, project, **today, agentDefinitionId=str(agent.id))
+    ).json()
+
+    assert (plain["turns"], plain["runs"], plain["inputTokens"], plain["outputTokens"]) == (1, 1, 1000, 100)
+    assert plain["cost"] == pytest.approx(1000 * 2e-6 + 100 * 8e-6) and plain["stopReasons"] == {
+        "completed": 1
+    }
+    assert (of_agent["totals"]["turns"], of_agent["totals"]["runs"], of_agent["totals"]["inputTokens"]) == (
+        0,
+        0,
+        0,
+    )
 
 
 @pytest.mark.django_db

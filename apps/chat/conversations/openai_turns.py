@@ -25,6 +25,8 @@ from apps.agents.models import AgentRun
 from apps.chat.conversations.client_threads import history_key, named_key, thread_find, thread_remember
 from apps.chat.conversations.openai_models import ChatModel, chat_model_get
 from apps.chat.conversations.openai_text import LinkRewriter, Pages, approval_text, sources_text, tool_line
+from apps.chat.conversations.usage import answer_run_id
+from apps.chat.models import Message
 from apps.chat.streams.bus import get_bus
 from apps.chat.streams.frames import (
     ApprovalRequiredFrame,
@@ -231,11 +233,16 @@ async def completion_start(
     )
 
 
-def _usage(run_id: str | None) -> TokenUsage:
-    """The tokens the turn's agent run recorded (plain answers record none: zeros)."""
-    if run_id is None:
-        return TokenUsage()
+def _usage(run_id: str | None, message_id: str | None) -> TokenUsage:
+    """The tokens the turn's agent run recorded, or for a plain answer (no run in its frames) the
+    record stored with it (``usage.answer_run_id``); zeros for a turn with none."""
     try:
+        if run_id is None and message_id is not None:
+            answer = Message.objects.filter(id=message_id).only("retrieval_context").first()
+            found = answer_run_id(answer) if answer is not None else None
+            run_id = str(found) if found else None
+        if run_id is None:
+            return TokenUsage()
         row = AgentRun.objects.filter(id=run_id).values_list("input_tokens", "output_tokens").first()
     finally:
         release_connections()
@@ -293,7 +300,7 @@ class _Thread:
         if event is not None:
             yield event
         await self._remember()
-        yield Finished(usage=await sync_to_async(_usage)(done.runId or run_id))
+        yield Finished(usage=await sync_to_async(_usage)(done.runId or run_id, done.messageId))
 
     async def decided(self, decision: tuple[str, str] | None) -> AsyncIterator[CompletionEvent]:
         """An approval decided with nothing to continue (the agent or conversation is gone)."""

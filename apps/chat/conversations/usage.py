@@ -1,7 +1,10 @@
-"""Tokens and cost of answers and conversations, from the usage their agent runs recorded.
+"""Tokens and cost of answers and conversations, from the usage their runs recorded.
 
-Agent runs store the tokens a model reported (``kb.agent_runs.input_tokens/output_tokens``); an
-agent answer carries its run id. Plain answers record no usage, so they show none. Cost comes
+Runs store the tokens a model reported (``kb.agent_runs.input_tokens/output_tokens``): an agent
+turn's run, and a plain answer's record of its model call (``agents.services.agent_run_plain``,
+stored with the answer); an answer names its run (``agent_run_id``; a plain answer its record,
+``usage_run_id``). An answer without one (a plain answer stored before #50, or one a takeover
+ended) shows none. Cost comes
 from ``KGCHAT_MODEL_PRICES`` (per million input/output tokens by model name); a model without
 a price shows its tokens and a null cost, and so does a conversation with any such run.
 """
@@ -65,9 +68,12 @@ def _usage(runs: list[tuple[str, int, int]]) -> Usage:
     )
 
 
-def _run_id(message: Message) -> uuid.UUID | None:
+def answer_run_id(message: Message) -> uuid.UUID | None:
+    """The run an answer's tokens were recorded on: an agent answer's run, or a plain answer's record."""
     context = message.retrieval_context
-    value = context.get("agent_run_id") if isinstance(context, dict) else None
+    value = (
+        (context.get("agent_run_id") or context.get("usage_run_id")) if isinstance(context, dict) else None
+    )
     try:
         return uuid.UUID(str(value)) if value else None
     except ValueError:
@@ -75,8 +81,8 @@ def _run_id(message: Message) -> uuid.UUID | None:
 
 
 def answer_usage(*, messages: list[Message]) -> dict[uuid.UUID, Usage]:
-    """Tokens and cost of each agent answer among ``messages``, by message id."""
-    run_of = {m.id: rid for m in messages if (rid := _run_id(m)) is not None}
+    """Tokens and cost of each answer among ``messages`` that names its run, by message id."""
+    run_of = {m.id: rid for m in messages if (rid := answer_run_id(m)) is not None}
     runs = {
         r[0]: r[1:]
         for r in AgentRun.objects.filter(id__in=set(run_of.values())).values_list(
@@ -87,7 +93,7 @@ def answer_usage(*, messages: list[Message]) -> dict[uuid.UUID, Usage]:
 
 
 def conversation_usage(*, conversation: Conversation) -> Usage:
-    """Tokens and cost of every agent run of a conversation (one indexed query)."""
+    """Tokens and cost of every run of a conversation, plain answers' included (one indexed query)."""
     runs = list(
         AgentRun.objects.filter(conversation_id=conversation.id).values_list(
             "model", "input_tokens", "output_tokens"

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
-from apps.agents.events import RunError, TextDelta
+from apps.agents.events import ModelUsage, RunError, TextDelta
 from apps.agents.history import DEFAULT_HISTORY_LIMIT
 from apps.agents.loop.follow_up import previous_turn, standalone
 from apps.agents.plain import Provider, plain_answer
+from apps.agents.services import agent_run_plain
 from apps.chat.streams.frames import ErrorFrame, TokenFrame
 from apps.chat.turns.attribution import answer_sources, sources_text
 from apps.chat.turns.citations import CitationFilter, is_passage
@@ -19,7 +21,7 @@ from apps.graph_tools.errors import ToolError
 
 async def run_plain_turn(turn: Turn, provider: Provider | None) -> Answer | None:
     """Always retrieve: one hybrid search and one passage search, their results in the system prompt,
-    one streamed answer."""
+    one streamed answer, stored with the record of its model call (the tokens it reported)."""
     strategy = AlwaysRetrieveStrategy()
     try:
         retrieval = await strategy.retrieve(project_id=turn.project.id, query=_query(turn))
@@ -39,6 +41,7 @@ async def run_plain_turn(turn: Turn, provider: Provider | None) -> Answer | None
             await emit(turn, TokenFrame(token=text))
 
     stopped: RunError | None = None
+    usage = ModelUsage()
     async for event in plain_answer(
         history=[*turn.history, to_history(turn.user_message)],
         system_prompt=system_prompt,
@@ -49,6 +52,9 @@ async def run_plain_turn(turn: Turn, provider: Provider | None) -> Answer | None
     ):
         if isinstance(event, TextDelta):
             await send(citations.feed(event.text))
+        elif isinstance(event, ModelUsage):
+            usage.input_tokens += event.input_tokens
+            usage.output_tokens += event.output_tokens
         elif isinstance(event, RunError):
             stopped = event
     if stopped is not None and stopped.code == "llm_error":
@@ -59,8 +65,32 @@ async def run_plain_turn(turn: Turn, provider: Provider | None) -> Answer | None
         sources = answer_sources("".join(parts), turn.user_message.content, retrieval.passages)
         await send(citations.feed(sources_text(sources)) + citations.flush())
     text = "".join(parts)
+    if stopped is not None:  # cancelled, timed out or deleted: what was said is kept
+        await emit(turn, ErrorFrame(error=stopped.message, code=stopped.code))
+        if not text:
+            return None
+    run = agent_run_plain(
+        project_id=turn.project.id,
+        conversation_id=turn.conversation.id,
+        model=turn.model,
+        usage=usage,
+        stopped=stopped,
+        graph_version=turn.graph_version,
+        started_at=turn.user_message.created_at,
+    )
+    context = _context(turn, retrieval, run_id=run.id, stopped=stopped)
+    return Answer(content=text, retrieval_context=context, citations=citations.citations, run=run)
+
+
+def _context(
+    turn: Turn, retrieval: Retrieval, *, run_id: uuid.UUID, stopped: RunError | None
+) -> dict[str, Any]:
+    """The answer's ``retrieval_context``: what retrieval found, and the record of its model call
+    (``usage_run_id``: its tokens are read from there). Not ``agent_run_id``: clients read that as
+    an agent's run to trace, and a plain answer has none to show (``done.runId`` stays null)."""
     context: dict[str, Any] = {
         "strategy": "always_retrieve",
+        "usage_run_id": str(run_id),
         "model": turn.model,
         "graph_version": turn.graph_version,
         "entity_ids": [e["id"] for e in retrieval.entities],
@@ -68,12 +98,9 @@ async def run_plain_turn(turn: Turn, provider: Provider | None) -> Answer | None
     }
     if retrieval.passages:
         context["passage_ids"] = [p["id"] for p in retrieval.passages]
-    if stopped is not None:  # cancelled, timed out or deleted: what was said is kept
-        await emit(turn, ErrorFrame(error=stopped.message, code=stopped.code))
-        if not text:
-            return None
+    if stopped is not None:
         context["stop_reason"] = "timeout" if stopped.code == "timeout" else "cancelled"
-    return Answer(content=text, retrieval_context=context, citations=citations.citations)
+    return context
 
 
 def _query(turn: Turn) -> str:

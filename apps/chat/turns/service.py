@@ -20,7 +20,7 @@ from typing import Any, cast
 from asgiref.sync import ThreadSensitiveContext, sync_to_async
 from django.conf import settings
 from django.db import IntegrityError
-from django.db.models import Case, F, Field, Q, Value, When
+from django.db.models import Case, F, Field, Model, Q, Value, When
 from django.db.models.expressions import RawSQL
 from django.utils import timezone
 
@@ -329,7 +329,8 @@ async def _turn_started_announce(turn: Turn) -> None:
 
 
 async def _answer_persist(turn: Turn, answer: Answer) -> Message:
-    """Store the turn's tool rows and answer in one statement, with what the turn learnt.
+    """Store the turn's tool rows and answer in one statement, with what the turn learnt (and a
+    plain answer's record of its model call, ``Answer.run``).
 
     The same transaction merges the entities tools returned into the conversation's known
     entities and releases the conversation, so the next message may follow ``done`` at once.
@@ -353,7 +354,8 @@ async def _answer_persist(turn: Turn, answer: Answer) -> Message:
             citations=[c.model_dump() for c in answer.citations],
             created_at=now + timedelta(microseconds=len(answer.extra)),
         )
-        rows = [*answer.extra] if answer.answer_row is not None else [*answer.extra, message]
+        rows: list[Model] = [answer.run] if answer.run is not None else []  # a plain answer's record
+        rows += answer.extra if answer.answer_row is not None else [*answer.extra, message]
         # One statement: the rows, what the turn learnt and the release (``claim_release``'s condition).
         held = Q(active_turn_id=turn.turn_id)
         learnt: dict[str, object] = {

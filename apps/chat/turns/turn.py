@@ -93,7 +93,7 @@ CONVERSATION_DELETED = StopReason(code="conversation_deleted", message="the conv
 
 @dataclass
 class Answer:
-    """What a branch of the turn answers; the turn service stores it (``extra`` rows first)."""
+    """What a branch of the turn answers; the turn service stores it (``run``, then ``extra`` rows first)."""
 
     content: str
     retrieval_context: dict[str, Any]
@@ -102,6 +102,9 @@ class Answer:
     # When set, this row of ``extra`` is the answer and no separate message is stored (a turn
     # that waits for approval: the row carrying the waiting call).
     answer_row: Message | None = None
+    # A plain answer's record of its model call (``agents.services.agent_run_plain``: its tokens),
+    # stored with the answer; an agent answer's run was opened with its turn.
+    run: AgentRun | None = None
 
 
 @dataclass

@@ -55,7 +55,8 @@ def test_a_model_without_a_price_shows_tokens_and_a_null_cost(settings):
 
 
 @pytest.mark.django_db
-def test_a_plain_answer_records_no_usage_and_a_conversation_without_runs_totals_zero():
+def test_an_answer_without_a_run_shows_no_usage_and_a_conversation_without_runs_totals_zero():
+    # A plain answer stored before plain answers recorded their tokens (#50) names no run.
     user = make_user()
     conversation = make_conversation(
         user, make_project(owner=user), "Q", [("user", "q"), ("assistant", "plain")]
@@ -85,3 +86,25 @@ async def test_the_usage_a_model_reports_in_a_real_agent_turn_reaches_the_answer
     assert answer["usage"]["inputTokens"] == 120 and answer["usage"]["outputTokens"] == 8
     assert answer["usage"]["cost"] == pytest.approx(128 / 1_000_000)
     assert body["usage"]["inputTokens"] == 120
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_plain_answer_shows_the_tokens_its_model_reported_and_the_conversation_totals_them(
+    world, scripted, settings
+):
+    settings.KGCHAT_MODEL_PRICES = {settings.KGCHAT_MODEL: {"input": 2.0, "output": 8.0}}
+    scripted.turns += [
+        text("Paris.", usage=Usage(input_tokens=1000, output_tokens=100)),
+        text("France.", usage=Usage(input_tokens=2000, output_tokens=50)),
+    ]
+    _, first = await sse_turn(world["client"], {"message": "Capital?", "projectId": str(world["project"].id)})
+    conversation_id = first[0]["conversationId"]
+    _, second = await sse_turn(world["client"], {"message": "Of?", "conversationId": conversation_id})
+    client = await adb(client_for)(world["user"])
+
+    body = (await adb(client.get)(f"/api/chat/conversations/{conversation_id}")).json()
+
+    usage = {m["id"]: m["usage"] for m in body["messages"]}
+    assert usage[first[-1]["messageId"]] == {"inputTokens": 1000, "outputTokens": 100, "cost": 0.0028}
+    assert usage[second[-1]["messageId"]] == {"inputTokens": 2000, "outputTokens": 50, "cost": 0.0044}
+    assert body["usage"] == {"inputTokens": 3000, "outputTokens": 150, "cost": 0.0072}

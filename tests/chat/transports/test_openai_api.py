@@ -215,6 +215,28 @@ async def test_stream_sends_chunks_then_usage_then_done(world, agent, key, scrip
     assert chunks[-1]["choices"] == [] and chunks[-1]["usage"]["prompt_tokens"] >= 3
 
 
+async def test_a_plain_chat_answers_with_the_usage_its_model_reported_streamed_and_not(world, key, scripted):
+    scripted.turns += [
+        text("Paris.", usage=Usage(input_tokens=30, output_tokens=7)),
+        text("France.", usage=Usage(input_tokens=45, output_tokens=3)),
+    ]
+    model = model_of(world, "plain")
+
+    whole = await post(key, ask(model, ("user", "Capital?")))
+    streamed = await post(
+        key, ask(model, ("user", "Of?"), stream=True, stream_options={"include_usage": True})
+    )
+
+    assert content_of(whole).startswith("Paris.")
+    assert whole.json()["usage"] == {"prompt_tokens": 30, "completion_tokens": 7, "total_tokens": 37}
+    last = events(streamed.chunks)[-2]
+    assert last["choices"] == [] and last["usage"] == {
+        "prompt_tokens": 45,
+        "completion_tokens": 3,
+        "total_tokens": 48,
+    }
+
+
 async def test_follow_up_by_resent_history_goes_on_in_the_same_conversation(world, agent, key, scripted):
     scripted.turns += [text("First answer."), text("Second answer.")]
     model = model_of(world)

@@ -2,7 +2,9 @@
 
 import pytest
 
-from apps.agents.llm.scripted import error, text
+from apps.agents.llm.base import Usage
+from apps.agents.llm.scripted import Delay, error, text
+from apps.agents.models import AgentRun
 from apps.chat.models import Conversation, Message
 from tests.chat.conftest import sse_turn, tokens, types
 
@@ -83,3 +85,35 @@ async def test_llm_failure_keeps_user_message_and_writes_no_answer(world, script
     assert frames[2]["messageId"] is None
     roles = [m.role async for m in Message.objects.filter(conversation_id=frames[0]["conversationId"])]
     assert roles == ["user"]
+
+
+async def test_a_plain_answer_is_stored_with_the_record_of_the_tokens_its_model_reported(world, scripted):
+    scripted.turns.append(text("Paris is ", "the capital.", usage=Usage(input_tokens=120, output_tokens=8)))
+
+    _, frames = await sse_turn(
+        world["client"], {"message": "What is Paris?", "projectId": str(world["project"].id)}
+    )
+
+    meta, done = frames[0], frames[-1]
+    answer = await Message.objects.aget(id=done["messageId"])
+    question = await Message.objects.aget(id=meta["messageId"])
+    run = await AgentRun.objects.aget(id=answer.retrieval_context["usage_run_id"])
+    assert (run.input_tokens, run.output_tokens, run.model) == (120, 8, scripted.name)
+    assert (run.status, run.stop_reason, run.step_count) == ("success", "completed", 1)
+    assert run.agent_definition_id is None and str(run.conversation_id) == meta["conversationId"]
+    assert run.started_at == question.created_at and run.completed_at >= run.started_at
+    assert meta["runId"] is None and done["runId"] is None  # no agent run to trace
+
+
+async def test_a_plain_answer_cut_by_the_timeout_is_stored_with_a_record_closed_as_timeout(
+    world, scripted, settings
+):
+    settings.KGCHAT_TURN_TIMEOUT_SECONDS = 1
+    scripted.turns.append([*text("Partial "), Delay(10), *text("never")])
+
+    _, frames = await sse_turn(world["client"], {"message": "hi", "projectId": str(world["project"].id)})
+
+    answer = await Message.objects.aget(id=frames[-1]["messageId"])
+    run = await AgentRun.objects.aget(id=answer.retrieval_context["usage_run_id"])
+    assert answer.content == "Partial " and answer.retrieval_context["stop_reason"] == "timeout"
+    assert (run.status, run.stop_reason, run.input_tokens, run.output_tokens) == ("error", "timeout", 0, 0)
