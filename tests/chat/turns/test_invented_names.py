@@ -54,8 +54,7 @@ async def test_the_offline_default_loop_does_not_stream_or_store_a_name_of_the_g
     world, elsewhere, planning_agent, small_model
 ):
     plan = {"start": "Paris", "asks_for": "Country", "relationships": ["CAPITAL_OF"], "and": None}
-    small_model.enqueue(
-        Json(completion(json.dumps({"answer": "list"}))),
+    small_model.enqueue(  # one shape fits the question (a list): no shape is asked
         Json(completion(json.dumps(plan))),
         Stream(text_chunks("Paris is the capital of France, as Ber", "lin is of Germ", "any.")),
     )
