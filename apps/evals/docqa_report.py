@@ -28,9 +28,12 @@ def retrieval_table(rows: list[dict[str, Any]]) -> str:
 
 
 def answers_table(rows: list[dict[str, Any]]) -> str:
+    """One row a model, mode and dataset. ``R@5 searched``: the supporting passages among the first
+    5 of any of an answer's ``search_passages`` calls (each hop's search counts; "-" for plain RAG,
+    which makes none through the tool)."""
     head = (
         f"{'docqa answers':14} {'model':28} {'mode':5} {'n':>3} {'correct':>7} {'F1':>5} {'cites_sup':>9}"
-        f" {'invented':>8} {'not_found':>9} {'errors':>6} {'p50 s':>6}"
+        f" {'invented':>8} {'not_found':>9} {'errors':>6} {'p50 s':>6} {'R@5 searched':>12}"
     )
     lines = [head]
     for r in rows:
@@ -38,6 +41,7 @@ def answers_table(rows: list[dict[str, Any]]) -> str:
             f"{SHORT.get(r['dataset'], r['dataset']):14} {r['model'][:28]:28} {r['mode']:5} {r['n']:3d}"
             f" {_cell(r['correct']):>7} {_cell(r['f1']):>5} {_cell(r['cites_supporting']):>9}"
             f" {r['invented']:8d} {_cell(r['not_found']):>9} {r['errors']:6d} {_cell(r['seconds_p50']):>6}"
+            f" {_cell(r.get('searched_recall_5')):>12}"
         )
     return "\n".join(lines)
 

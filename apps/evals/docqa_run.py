@@ -188,6 +188,9 @@ class AnswerResult:
     cites_supporting: bool = False
     invented: int = 0
     tools: list[str] = field(default_factory=list)
+    # The supporting passages among the first 5 of any of the answer's search_passages calls (an
+    # agent searches again with each hop's name; None: it made none, as a plain answer).
+    searched_recall_5: float | None = None
     steps: int = 0
     done_s: float | None = None
     error: str | None = None
@@ -199,20 +202,25 @@ class AnswerResult:
 @sync_to_async
 def _stored(
     message_id: str | None, run_id: str | None
-) -> tuple[str, list[dict[str, Any]], str | None, list[str], int | None]:
-    """The stored answer, its kept citations, the run's raw final text, its tool calls' names and
-    its steps (the model calls of its agent, as ADK made them)."""
+) -> tuple[str, list[dict[str, Any]], str | None, list[str], int | None, list[set[str]]]:
+    """The stored answer, its kept citations, the run's raw final text, its tool calls' names, its
+    steps (the model calls of its agent, as ADK made them) and the document names of the first
+    ``RETRIEVAL_LIMIT`` passages of each of its ``search_passages`` calls."""
     content, citations = "", []
     message = Message.objects.filter(id=message_id).first() if message_id else None
     if message is not None:
         content, citations = message.content, list(message.citations or [])
-    raw, tools, steps = None, [], None
+    raw, tools, steps, searched = None, [], None, []
     if run_id:
         run = AgentRun.objects.filter(id=run_id).first()
         raw, steps = (run.final_text, run.step_count) if run is not None else (None, None)
         rows = AgentRunToolCall.objects.filter(run_id=uuid.UUID(run_id)).order_by("step_number", "created_at")
-        tools = list(rows.values_list("tool_name", flat=True))
-    return content, citations, raw, tools, steps
+        for name, output in rows.values_list("tool_name", "output"):
+            tools.append(name)
+            if name == "search_passages" and isinstance(output, dict):
+                found = output.get("results") or []
+                searched.append({str(r.get("document_name")) for r in found[:RETRIEVAL_LIMIT]})
+    return content, citations, raw, tools, steps, searched
 
 
 def invented_refs(raw: str, citations: list[dict[str, Any]]) -> int:
@@ -241,7 +249,8 @@ async def docqa_answer(
         agent=agent,
         provider=provider,
     )
-    content, citations, raw, tools, steps = await _stored(turn.message_id, turn.run_id)
+    content, citations, raw, tools, steps, searched = await _stored(turn.message_id, turn.run_id)
+    reached = set().union(*searched) if searched else set()
     cited = [setup.names.get(str(c.get("id")), "?") for c in citations if c.get("type") == "passage"]
     raw_text = raw if raw is not None else "".join(provider.text)
     return AnswerResult(
@@ -260,6 +269,7 @@ async def docqa_answer(
         cites_supporting=any(name in question.supporting for name in cited),
         invented=invented_refs(raw_text, citations),
         tools=tools,
+        searched_recall_5=recall_at(list(reached), question.supporting, len(reached)) if searched else None,
         steps=steps if steps is not None else provider.calls,
         done_s=turn.done_s,
         error="; ".join(turn.errors) or None,
@@ -316,6 +326,10 @@ def retrieval_summary(results: list[RetrievalResult]) -> list[dict[str, Any]]:
     return rows
 
 
+def _mean(values: list[float]) -> float | None:
+    return round(statistics.fmean(values), 3) if values else None
+
+
 def answer_summary(results: list[AnswerResult]) -> list[dict[str, Any]]:
     rows = []
     for model, mode, dataset in sorted(dict.fromkeys((r.model, r.mode, r.dataset) for r in results)):
@@ -333,6 +347,9 @@ def answer_summary(results: list[AnswerResult]) -> list[dict[str, Any]]:
                 "invented": sum(r.invented for r in of),
                 "not_found": round(sum(r.not_found for r in of) / len(of), 3),
                 "errors": sum(1 for r in of if r.error),
+                "searched_recall_5": _mean(
+                    [r.searched_recall_5 for r in of if r.searched_recall_5 is not None]
+                ),
                 "seconds_p50": round(statistics.median(times), 1) if times else None,
             }
         )

@@ -120,12 +120,15 @@ async def test_the_sample_is_uploaded_searched_and_answered_with_supporting_cita
         ("plain", "musique", True, True, 1),
     ]
     assert score.answers[0].tools == ["search_passages"]
+    # The agent's one search ranked the supporting passage in its first 5; plain RAG made no call.
+    assert [a.searched_recall_5 for a in score.answers] == [1.0, None, 1.0, None]
     assert score.answers[0].cited == ["2wiki-0002"]
     assert await Conversation.objects.filter(project=score.setup.project).acount() == 4
     rows = answer_summary(score.answers)
     assert [(r["mode"], r["correct"], r["f1"] > 0, r["invented"]) for r in rows] == [
         ("agent", 1.0, True, 1), ("agent", 1.0, True, 1), ("plain", 1.0, True, 1), ("plain", 1.0, True, 1),
     ]  # fmt: skip
+    assert [r["searched_recall_5"] for r in rows] == [1.0, 1.0, None, None]
     printed = docqa_tables(retrieval, rows)
     assert "HippoRAG 2" in printed and "kgchat plain scripted/docqa-reader" in printed
 
