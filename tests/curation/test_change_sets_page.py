@@ -1,0 +1,43 @@
+"""The change sets tab of the queues page (#51): each item as the write it proposes, readable."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from tests.curation.conftest import Curators
+
+pytestmark = pytest.mark.django_db
+
+
+def _rows(html: str) -> dict[str, str]:
+    found = re.findall(r'<tr class="change-set" data-change-set-id="([^"]+)"[^>]*>(.*?)</tr>', html, re.S)
+    return dict(found)
+
+
+def test_the_change_sets_tab_shows_each_item_as_its_action_and_arguments_with_entity_names(
+    curators: Curators,
+) -> None:
+    e = curators.e
+    changes = [
+        {"action": "merge_entities", "args": {"keep": str(e["ada"].id), "merge": str(e["ada2"].id)}},
+        {"action": "update_entity", "args": {"entity_id": "babbage", "properties": {"born": 1791}}},
+        {
+            "action": "create_relationship",
+            "args": {"src": "babbage", "type": "LIVES_IN", "dst": str(e["london"].id)},
+        },
+    ]
+    proposed = curators.propose(curators.editor, changes, "Tidy up").json()
+
+    html = curators.viewer.get(f"/projects/{curators.project.id}/graph/change-sets").content.decode()
+
+    row = _rows(html)[proposed["id"]]
+    assert "{&#x27;" not in row and "&quot;keep&quot;" not in row  # no Python or JSON dict
+    assert str(e["ada2"].id) not in re.sub(r'href="[^"]*"', "", row)  # names, not bare ids
+    assert "Merge entities" in row and "Update entity" in row and "Create relationship" in row
+    assert re.search(r"<dt>keeps</dt>\s*<dd><a [^>]*>Ada Lovelace</a></dd>", row)
+    assert re.search(r"<dt>merges in</dt>\s*<dd><a [^>]*>A. Lovelace</a></dd>", row)
+    assert re.search(r"<dt>property born</dt>\s*<dd>1791</dd>", row)
+    assert re.search(r"<dt>from</dt>\s*<dd><a [^>]*>Charles Babbage</a></dd>", row)
+    assert re.search(r"<dt>to</dt>\s*<dd><a [^>]*>London</a></dd>", row)
