@@ -1,11 +1,12 @@
 """The curation change sets as the change-sets page shows them (#51): each item as the write it
-proposes: the tool's label, its plan's sentence, its arguments with entities by name."""
+proposes (the tool's label, its plan's sentence, its arguments with entities by name), and whether
+an applied set has been undone already, or an undo of it waits for review."""
 
 from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -50,11 +51,14 @@ class ItemRow:
 class ChangeSetRow:
     change_set: ChangeSet
     items: list[ItemRow]
+    undone_by: ChangeSet | None  # an applied undo of it
+    undo_waiting: ChangeSet | None  # an undo of it in review
 
     @property
     def can_undo(self) -> bool:
         cs = self.change_set
-        return cs.status == ExtractionStatus.APPLIED and cs.graph_version is not None
+        written = cs.status == ExtractionStatus.APPLIED and cs.graph_version is not None
+        return written and self.undone_by is None and self.undo_waiting is None
 
 
 def _plan(item: ChangeSetItem) -> dict[str, Any]:
@@ -146,14 +150,35 @@ def _item_rows(project_id: uuid.UUID, items: Sequence[ChangeSetItem]) -> dict[in
     return rows
 
 
+def _undos(change_sets: Iterable[ChangeSet]) -> tuple[dict[uuid.UUID, ChangeSet], dict[uuid.UUID, ChangeSet]]:
+    """Of each change set, the undo of it that was applied (a change written), and the one that
+    waits for review; an undo rejected whole undid nothing and is neither."""
+    undos = ChangeSet.objects.filter(
+        undoes_id__in=[cs.id for cs in change_sets],
+        status__in=(ExtractionStatus.APPLIED, ExtractionStatus.REVIEW),
+    ).order_by("created_at", "id")
+    applied: dict[uuid.UUID, ChangeSet] = {}
+    waiting: dict[uuid.UUID, ChangeSet] = {}
+    for undo in undos:
+        assert undo.undoes_id is not None
+        if undo.status == ExtractionStatus.REVIEW:
+            waiting.setdefault(undo.undoes_id, undo)
+        elif undo.graph_version is not None:
+            applied[undo.undoes_id] = undo  # the latest applied
+    return applied, waiting
+
+
 def change_set_rows(*, project_id: uuid.UUID, change_sets: Sequence[ChangeSet]) -> list[ChangeSetRow]:
     """``change_sets`` (their items prefetched) as the page's rows."""
     items = [item for cs in change_sets for item in sorted(cs.items.all(), key=lambda i: i.ordinal)]
     rows = _item_rows(project_id, items)
+    applied, waiting = _undos(change_sets)
     return [
         ChangeSetRow(
             change_set=cs,
             items=[rows[item.id] for item in sorted(cs.items.all(), key=lambda i: i.ordinal)],
+            undone_by=applied.get(cs.id),
+            undo_waiting=None if cs.id in applied else waiting.get(cs.id),
         )
         for cs in change_sets
     ]

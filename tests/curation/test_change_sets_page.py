@@ -1,4 +1,5 @@
-"""The change sets tab of the queues page (#51): each item as the write it proposes, readable."""
+"""The change sets tab of the queues page (#51): each item as the write it proposes, readable, and an
+applied change set that has been undone (or whose undo waits) offers no second undo."""
 
 from __future__ import annotations
 
@@ -41,3 +42,34 @@ def test_the_change_sets_tab_shows_each_item_as_its_action_and_arguments_with_en
     assert re.search(r"<dt>property born</dt>\s*<dd>1791</dd>", row)
     assert re.search(r"<dt>from</dt>\s*<dd><a [^>]*>Charles Babbage</a></dd>", row)
     assert re.search(r"<dt>to</dt>\s*<dd><a [^>]*>London</a></dd>", row)
+
+
+def test_an_undone_change_set_shows_its_undo_instead_of_an_undo_button(curators: Curators) -> None:
+    e = curators.e
+    merge = [{"action": "merge_entities", "args": {"keep": str(e["ada"].id), "merge": str(e["ada2"].id)}}]
+    merged = curators.propose(curators.editor, merge, "Merge").json()["id"]
+    curators.decide(curators.owner, merged)
+    url = f"/projects/{curators.project.id}/graph/change-sets"
+    before = _rows(curators.owner.get(url).content.decode())[merged]
+    undo = curators.owner.post(f"/api/change-sets/{merged}/undo").json()["id"]
+
+    waiting = _rows(curators.owner.get(url).content.decode())[merged]
+    curators.decide(curators.editor, undo)
+    undone = _rows(curators.owner.get(url).content.decode())[merged]
+
+    assert f'data-url="/api/change-sets/{merged}/undo"' in before
+    assert "/undo" not in waiting and "undo in review" in waiting and f'href="#change-set-{undo}"' in waiting
+    assert "/undo" not in undone and re.search(rf'undone by <a href="#change-set-{undo}">', undone)
+
+
+def test_an_undo_rejected_whole_leaves_the_undo_button(curators: Curators) -> None:
+    e = curators.e
+    merge = [{"action": "merge_entities", "args": {"keep": str(e["ada"].id), "merge": str(e["ada2"].id)}}]
+    merged = curators.propose(curators.editor, merge, "Merge").json()["id"]
+    curators.decide(curators.owner, merged)
+    undo = curators.owner.post(f"/api/change-sets/{merged}/undo").json()
+    curators.decide(curators.editor, undo["id"], approve=[], reject=[i["id"] for i in undo["items"]])
+
+    html = curators.owner.get(f"/projects/{curators.project.id}/graph/change-sets").content.decode()
+
+    assert f'data-url="/api/change-sets/{merged}/undo"' in _rows(html)[merged]
