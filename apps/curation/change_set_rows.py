@@ -107,9 +107,16 @@ def _text(value: Any) -> str:
     return text if len(text) <= ARG_TEXT_MAX else text[: ARG_TEXT_MAX - 1] + "…"
 
 
-def _args(values: dict[str, Any], names: dict[str, str], graph: dict[str, tuple[str, str]]) -> list[ItemArg]:
+def _args(
+    action: str, values: dict[str, Any], names: dict[str, str], graph: dict[str, tuple[str, str]]
+) -> list[ItemArg]:
+    """The arguments in the order the write tool declares them (a stored item's are in jsonb's)."""
+    kind = WRITES.get(action)
+    order = list(kind.args_model.model_fields) if kind else []
     args = []
-    for name, value in values.items():
+    for name, value in sorted(
+        values.items(), key=lambda kv: (order.index(kv[0]) if kv[0] in order else len(order), kv[0])
+    ):
         if name in ENTITY_ARGS and isinstance(value, str):
             ref = value.strip()
             linked = graph.get(ref)
@@ -145,7 +152,7 @@ def _item_rows(project_id: uuid.UUID, items: Sequence[ChangeSetItem]) -> dict[in
             action=item.action,
             action_label=label,
             sentence=summary if isinstance(summary, str) else "",
-            args=_args(values, names[item.id], graph),
+            args=_args(item.action, values, names[item.id], graph),
         )
     return rows
 

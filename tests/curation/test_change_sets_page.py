@@ -42,6 +42,7 @@ def test_the_change_sets_tab_shows_each_item_as_its_action_and_arguments_with_en
     assert re.search(r"<dt>property born</dt>\s*<dd>1791</dd>", row)
     assert re.search(r"<dt>from</dt>\s*<dd><a [^>]*>Charles Babbage</a></dd>", row)
     assert re.search(r"<dt>to</dt>\s*<dd><a [^>]*>London</a></dd>", row)
+    assert row.index("<dt>from</dt>") < row.index("<dt>type</dt>") < row.index("<dt>to</dt>")  # as declared
 
 
 def test_an_undone_change_set_shows_its_undo_instead_of_an_undo_button(curators: Curators) -> None:
