@@ -22,7 +22,8 @@ from apps.graph_tools.ontology import services
 from apps.graph_tools.ontology.formats import MAX_BYTES, ontology_write
 from apps.graph_tools.ontology.queue import violations_page
 from apps.graph_tools.ontology.selectors import ontology_state
-from apps.projects.selectors import Principal, principal_from_user
+from apps.projects.models import Role
+from apps.projects.selectors import Principal, principal_from_user, project_get, project_role
 
 ACTIONS = ("import", "enforcement", "delete", "propose", "accept", "discard")
 
@@ -64,10 +65,14 @@ def _act(request: HttpRequest, principal: Principal, project_id: uuid.UUID, acti
 
 def _context(principal: Principal, project_id: uuid.UUID) -> dict[str, Any]:
     state = ontology_state(principal=principal, project_ref=project_id)
+    project = project_get(principal=principal, project_ref=state.project_id)
     row = state.row
     queue = violations_page(project_id=state.project_id, limit=20) if state.ontology else None
     return {
-        "project_id": project_id,
+        "project": project,
+        "nav": "ontology",
+        # Every change is an editor's or owner's (the services refuse a viewer): a viewer sees no form.
+        "may_change": project_role(principal=principal, project=project) in (Role.OWNER, Role.EDITOR),
         "ontology_yaml": ontology_write(state.ontology, "yaml", with_setting=False) if state.ontology else "",
         "on_violation": row.on_violation if row else "refuse",
         "updated_at": row.updated_at if row and state.ontology else None,

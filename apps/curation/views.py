@@ -200,6 +200,7 @@ def change_sets_page(request: HttpRequest, project_id: uuid.UUID) -> HttpRespons
     """Any member: the project's curation change sets, newest first (the first ``CHANGE_SETS_SHOWN``),
     each with its items; an editor or owner approves or rejects one in review and undoes an
     applied one from here (the page's script posts part A's routes; the server says who may)."""
+    from apps.curation.change_set_rows import change_set_rows
     from apps.curation.selectors import change_set_list
     from apps.documents.models import ChangeSetKind
 
@@ -216,7 +217,7 @@ def change_sets_page(request: HttpRequest, project_id: uuid.UUID) -> HttpRespons
     tabs = _queue_tabs()
     context = {
         "project": project,
-        "sets": sets,
+        "rows": change_set_rows(project_id=project.id, change_sets=sets),
         "tabs": tabs,
         "nav": "queues",
         "shown": CHANGE_SETS_SHOWN,

@@ -284,3 +284,44 @@ def test_a_nul_in_a_graph_pages_query_is_a_400_page_naming_it_not_a_500(path, ba
 
     assert response.status_code == 400
     assert bad in response.content.decode()
+
+
+def test_the_graph_pages_share_one_page_header_and_the_queues_and_change_sets_tabs_are_the_same():
+    owner = make_user()
+    project = make_project(owner, name="Atlas")
+    entity = make_entity(project, "a", "Person", "Jane Doe")
+    client = _client(owner)
+    base = f"/projects/{project.id}"
+    pages = {
+        "graph": f"{base}/graph",
+        "entity": f"{base}/graph/entities/{entity.id}",
+        "queues": f"{base}/graph/queues",
+        "change-sets": f"{base}/graph/change-sets",
+        "ontology": f"{base}/ontology",
+    }
+
+    headers = {
+        name: re.findall(
+            r'<header class="page-header">(.*?)</header>', client.get(url).content.decode(), re.S
+        )
+        for name, url in pages.items()
+    }
+
+    assert all(len(found) == 1 and "<h1" in found[0] for found in headers.values()), headers
+    assert ">Graph of Atlas</h1>" in headers["graph"][0] and ">Jane Doe</h1>" in headers["entity"][0]
+    assert ">Ontology</h1>" in headers["ontology"][0]
+
+    def tabs(html: str) -> list[str]:
+        return re.findall(r'<a [^>]*id="(tab-[\w-]+)"', html)
+
+    assert (
+        tabs(headers["queues"][0])
+        == tabs(headers["change-sets"][0])
+        == [
+            "tab-orphans",
+            "tab-duplicates",
+            "tab-unsupported",
+            "tab-ontology-violations",
+            "tab-change-sets",
+        ]
+    )

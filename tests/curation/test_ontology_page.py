@@ -47,3 +47,25 @@ def test_the_ontology_page_is_not_found_for_a_stranger():
     client.force_login(make_user())
 
     assert client.get(f"/projects/{graph.project.id}/ontology").status_code == 404
+
+
+def test_the_ontology_page_has_the_graph_pages_layout_and_a_viewer_sees_no_button_they_cannot_use():
+    graph = build_small_graph(embed=False)
+    editor, viewer = make_user(), make_user()
+    add_member(graph.project, editor, "editor")
+    add_member(graph.project, viewer, "viewer")
+    url = f"/projects/{graph.project.id}/ontology"
+    editors, viewers = Client(), Client()
+    editors.force_login(editor)
+    viewers.force_login(viewer)
+    editors.post(url, {"action": "import", "file": SimpleUploadedFile("o.yaml", ONTOLOGY)})
+
+    as_editor = editors.get(url).content.decode()
+    as_viewer = viewers.get(url).content.decode()
+
+    for page in (as_editor, as_viewer):
+        assert "curation/curation.css" in page and 'class="curation-nav"' in page
+        assert 'class="curation-main"' in page and "<style>" not in page
+    assert 'name="action" value="enforcement"' in as_editor and 'value="import"' in as_editor
+    assert 'method="post"' not in as_viewer and "<button" not in as_viewer
+    assert "KNOWS:" in as_viewer and "Relationships that break it (3)" in as_viewer

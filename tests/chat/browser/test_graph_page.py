@@ -106,10 +106,16 @@ def test_a_duplicate_pair_merged_from_the_queue_is_approved_by_a_second_member_a
     page.locator(f".change-set[data-change-set-id='{merge_id}']").get_by_role("button", name="Undo").click()
     undo = page.locator(".change-set[data-status='review']")
     expect(undo).to_have_count(1)
+    merged = page.locator(f".change-set[data-change-set-id='{merge_id}']")
+    expect(merged.locator(".undo-state")).to_have_text("undo in review")
+    expect(merged.get_by_role("button", name="Undo")).to_have_count(0)
     screenshot(page, "graph-change-sets-desktop.png")
     second.goto(sets_url)
     second.locator(".change-set[data-status='review']").get_by_role("button", name="Approve").click()
     expect(second.locator(".change-set[data-status='review']")).to_have_count(0)
+    expect(second.locator(f".change-set[data-change-set-id='{merge_id}'] .undo-state")).to_contain_text(
+        "undone by"
+    )
     page.goto(f"{live_server_url}/projects/{project.id}/graph/entities/{twin.id}")
     expect(page.locator("#entity-name")).to_have_text("Pariss")
     second.context.close()
