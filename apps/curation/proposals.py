@@ -189,14 +189,33 @@ def curation_propose(
     return change_set_get(principal=principal, change_set_id=change_set.id)
 
 
+def _undo_standing(original: ChangeSet) -> ChangeSet | None:
+    """An undo of ``original`` that waits for review, or one that was written and stands (not
+    undone in turn); None when ``original`` may be undone. An undo rejected whole wrote nothing."""
+    undos = ChangeSet.objects.filter(undoes=original).order_by("-created_at", "-id")
+    for undo in undos:
+        if undo.status == ExtractionStatus.REVIEW:
+            return undo
+        written = undo.status == ExtractionStatus.APPLIED and undo.graph_version is not None
+        redone = ChangeSet.objects.filter(
+            undoes=undo, status=ExtractionStatus.APPLIED, graph_version__isnull=False
+        ).exists()
+        if written and not redone:
+            return undo
+    return None
+
+
 def curation_undo(*, principal: Principal, change_set_id: object) -> ChangeSet:
     """Propose the inverse of an applied change set (its applied items undone, last first) as a new
     curation change set that ``undoes`` it, reviewed like any other. ``NothingToUndo`` when it has
-    no applied item, or when one of them has no inverse."""
+    no applied item, when one of them has no inverse, or when it is undone already or an undo of it
+    waits for review (``_undo_standing``: two undos of one set would undo it twice)."""
     original = change_set_get(principal=principal, change_set_id=change_set_id)
     project_get(principal=principal, project_ref=original.project_id, min_role=Role.EDITOR)
     if original.status != ExtractionStatus.APPLIED:
         raise NothingToUndo(f"this change set is {original.status}: only an applied one can be undone")
+    if (undo := _undo_standing(original)) is not None:
+        raise NothingToUndo(f"this change set is undone already, or its undo waits for review: {undo.id}")
     items = list(original.items.filter(status="applied").order_by("-ordinal"))
     try:
         inverse = change_set_inverse(items)

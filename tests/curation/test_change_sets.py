@@ -256,6 +256,27 @@ def test_undo_of_a_change_set_not_applied_is_a_409(curators: Curators):
     assert refused.status_code == 409 and refused.json()["code"] == "nothing_to_undo"
 
 
+def test_a_change_set_undone_already_or_whose_undo_waits_is_not_undone_twice(curators: Curators):
+    c = curators
+    update = [{"action": "update_entity", "args": {"entity_id": "ada2", "name": "Ada"}}]
+    applied = c.propose(c.editor, update).json()
+    c.decide(c.owner, applied["id"])
+
+    first = c.editor.post(f"/api/change-sets/{applied['id']}/undo").json()
+    while_waiting = c.owner.post(f"/api/change-sets/{applied['id']}/undo")
+    c.decide(c.owner, first["id"])
+    once_undone = c.owner.post(f"/api/change-sets/{applied['id']}/undo")
+    redo = c.editor.post(f"/api/change-sets/{first['id']}/undo").json()
+    c.decide(c.owner, redo["id"])
+    after_redo = c.owner.post(f"/api/change-sets/{applied['id']}/undo")
+
+    for refused in (while_waiting, once_undone):
+        assert refused.status_code == 409 and refused.json()["code"] == "nothing_to_undo"
+        assert first["id"] in refused.json()["error"]
+    # Its undo undone in turn, the change stands again and may be undone again.
+    assert after_redo.status_code == 201, after_redo.json()
+
+
 def test_change_sets_are_listed_by_kind_and_status_paged(curators: Curators):
     c = curators
     first = c.propose(c.editor, [{"action": "delete_entity", "args": {"entity_id": "engine"}}]).json()
