@@ -24,7 +24,8 @@ from apps.graph_tools.errors import EntityNotFound
 from apps.graph_tools.names import ALIASES_PROPERTY
 from apps.graph_tools.selectors import entity_history
 from apps.graph_tools.writes import change_action_words
-from apps.projects.selectors import Principal, principal_from_user, project_get
+from apps.projects.models import Role
+from apps.projects.selectors import Principal, principal_from_user, project_get, project_role
 
 HISTORY_PER_PAGE = 25
 MAX_TYPE = 128
@@ -221,5 +222,7 @@ def change_sets_page(request: HttpRequest, project_id: uuid.UUID) -> HttpRespons
         "tabs": tabs,
         "nav": "queues",
         "shown": CHANGE_SETS_SHOWN,
+        # A viewer is shown no Approve, Reject or Undo: the server would refuse them.
+        "may_change": project_role(principal=principal, project=project) in (Role.OWNER, Role.EDITOR),
     }
     return render(request, "curation/change_sets.html", context)

@@ -74,3 +74,22 @@ def test_an_undo_rejected_whole_leaves_the_undo_button(curators: Curators) -> No
     html = curators.owner.get(f"/projects/{curators.project.id}/graph/change-sets").content.decode()
 
     assert f'data-url="/api/change-sets/{merged}/undo"' in _rows(html)[merged]
+
+
+def test_a_viewer_is_shown_no_approve_reject_or_undo(curators: Curators) -> None:
+    e = curators.e
+    waiting = curators.propose(
+        curators.editor, [{"action": "delete_entity", "args": {"entity_id": "engine"}}]
+    ).json()
+    merge = [{"action": "merge_entities", "args": {"keep": str(e["ada"].id), "merge": str(e["ada2"].id)}}]
+    merged = curators.propose(curators.editor, merge, "Merge").json()["id"]
+    curators.decide(curators.owner, merged)
+    url = f"/projects/{curators.project.id}/graph/change-sets"
+
+    seen = curators.viewer.get(url).content.decode()
+    owner_sees = curators.owner.get(url).content.decode()
+
+    assert waiting["id"] in seen and merged in seen
+    assert "data-url=" not in seen
+    assert f'data-url="/api/change-sets/{merged}/undo"' in owner_sees
+    assert f'data-url="/api/change-sets/{waiting["id"]}/decision"' in owner_sees
