@@ -16,7 +16,7 @@ took, which an undo takes back (a value edited since stays).
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -354,18 +354,7 @@ def apply_unmerge_entities(
     rels.filter(id__in=[r["id"] for r in restored if r["dst"] == entity["id"]]).update(
         dst_id=entity["id"], updated_at=now
     )
-    GraphRelationship.objects.bulk_create(
-        GraphRelationship(
-            project_id=project_id,
-            id=r["id"],
-            type=r["type"],
-            src_id=r["src"],
-            dst_id=r["dst"],
-            properties=r["properties"],
-        )
-        for r in restored
-        if r["restore"] == "create"
-    )
+    relationships_recreate(project_id, [r for r in restored if r["restore"] == "create"])
     rows = [
         _change(
             "unmerge_entities",
@@ -388,3 +377,19 @@ def apply_unmerge_entities(
         _change("unmerge_entities", entity_id=keep["id"], before=keep, after=plan.after["keep"]),
         _change("unmerge_entities", entity_id=entity["id"], before=None, after=entity),
     ]
+
+
+def relationships_recreate(project_id: uuid.UUID, rows: Sequence[dict[str, Any]]) -> None:
+    """Relationships written again as a snapshot recorded them (``id``, ``type``, ``src``, ``dst``,
+    ``properties``), under their own ids: an unmerge's, an undone delete's."""
+    GraphRelationship.objects.bulk_create(
+        GraphRelationship(
+            project_id=project_id,
+            id=r["id"],
+            type=r["type"],
+            src_id=r["src"],
+            dst_id=r["dst"],
+            properties=r["properties"],
+        )
+        for r in rows
+    )

@@ -17,6 +17,7 @@ from django.db.models import Q
 from pydantic import BaseModel, ConfigDict, Field
 
 from apps.graph_tools.errors import EntityExists, ToolError
+from apps.graph_tools.merges import relationships_recreate
 from apps.graph_tools.models import GraphChange, GraphObject, GraphRelationship
 from apps.graph_tools.registry import ToolArgs
 from apps.graph_tools.write_plans import Description, Key, Name, TypeName, WritePlan, entity_label
@@ -119,17 +120,7 @@ def apply_restore_entity(
         id=entity["id"],
         **{k: entity[k] for k in ("key", "type", "name", "description", "properties")},
     )
-    GraphRelationship.objects.bulk_create(
-        GraphRelationship(
-            project_id=project_id,
-            id=r["id"],
-            type=r["type"],
-            src_id=r["src"],
-            dst_id=r["dst"],
-            properties=r["properties"],
-        )
-        for r in plan.relationships
-    )
+    relationships_recreate(project_id, plan.relationships)
     rows = [
         {
             "action": "restore_entity",

@@ -14,7 +14,6 @@ from django.db import transaction
 
 from apps.graph_tools.errors import ToolError
 from apps.graph_tools.importer import project_write_turn
-from apps.graph_tools.models import GraphChange
 from apps.graph_tools.registry import (
     GraphTool,
     ToolArgs,
@@ -23,8 +22,8 @@ from apps.graph_tools.registry import (
     tool_get,
     validate_arguments,
 )
-from apps.graph_tools.versions import graph_version_bump, graph_version_current
-from apps.graph_tools.writes import WRITES, write_plan, write_result
+from apps.graph_tools.versions import graph_version_current
+from apps.graph_tools.writes import WRITES, graph_changes_record, write_plan, write_result
 
 
 @dataclass
@@ -75,21 +74,7 @@ def write_apply_set(
             ]
         if not rows:
             return None
-        version = graph_version_bump(project_id=project_id)
-        GraphChange.objects.bulk_create(
-            [
-                GraphChange(
-                    project_id=project_id,
-                    version=version,
-                    user_id=authorization.user_id,
-                    authority=authorization.via,
-                    approval_id=authorization.approval_id,
-                    run_id=authorization.run_id,
-                    **row,
-                )
-                for row in rows
-            ]
-        )
+        version = graph_changes_record(project_id, authorization, rows)
     return version
 
 

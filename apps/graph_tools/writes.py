@@ -334,6 +334,27 @@ class WriteOutcome:
     result: dict[str, Any]
 
 
+def graph_changes_record(
+    project_id: uuid.UUID, authorization: WriteAuthorization, rows: list[dict[str, Any]]
+) -> int:
+    """A new graph version of ``project_id``, with ``rows`` (``GraphChange`` fields) recorded in it
+    under ``authorization`` (who, by what authority, which approval and run); the version."""
+    version = graph_version_bump(project_id=project_id)
+    GraphChange.objects.bulk_create(
+        GraphChange(
+            project_id=project_id,
+            version=version,
+            user_id=authorization.user_id,
+            authority=authorization.via,
+            approval_id=authorization.approval_id,
+            run_id=authorization.run_id,
+            **row,
+        )
+        for row in rows
+    )
+    return version
+
+
 def write_apply(
     *, project_id: uuid.UUID, tool_name: str, args: ToolArgs, authorization: WriteAuthorization
 ) -> WriteOutcome:
@@ -353,21 +374,7 @@ def write_apply(
             version = graph_version_current(project_id=project_id)
             return WriteOutcome(result=write_result(plan, version, changed=False))
         rows = applier(project_id, args, plan)
-        version = graph_version_bump(project_id=project_id)
-        GraphChange.objects.bulk_create(
-            [
-                GraphChange(
-                    project_id=project_id,
-                    version=version,
-                    user_id=authorization.user_id,
-                    authority=authorization.via,
-                    approval_id=authorization.approval_id,
-                    run_id=authorization.run_id,
-                    **row,
-                )
-                for row in rows
-            ]
-        )
+        version = graph_changes_record(project_id, authorization, rows)
         result = write_result(plan, version, changed=True)
         if key is not None:
             GraphWriteKey.objects.create(
