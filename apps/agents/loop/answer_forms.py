@@ -15,20 +15,25 @@ _ASKS_COUNTRY = re.compile(r"\b(?:country|countries|nationality|citizen\w*)\b", 
 def headline(question: str, answer: str) -> str:
     """The answer's first line: a country that ``question`` asks for is given in both its forms,
     the passage's first ("Danish (Denmark)", "United Kingdom (British)"; ``countries``); two years
-    a passage writes as one uncertain date ("born 1322/1327") are "1322 or 1327"."""
+    a passage writes as one uncertain date ("born 1322/1327") are "1322 or 1327". Another name the
+    answer carries (``with_alias``) stays: "Greek (Athenian, Greece)"."""
     answer = _YEARS_OR.sub(r"\1 or \2", answer)
     if not asks_country(question):
         return answer
     # "French DJ": the nationality is its first word or words (not a two-letter code: "DJ").
-    words = answer.split()
+    alias = _ALIAS_WRITTEN.search(answer)
+    base = answer[: alias.start()] if alias is not None else answer
+    words = base.split()
     firsts = [" ".join(words[:n]) for n in range(len(words), 0, -1)]
     said, country = next(
-        ((first, c) for first in firsts if (first == answer or len(first) > 3) and (c := country_of(first))),
-        (answer, None),
+        ((first, c) for first in firsts if (first == base or len(first) > 3) and (c := country_of(first))),
+        (base, None),
     )
     if country is None or not country.demonym:
         return answer
     other = country.name if said.casefold() != country.name.casefold() else country.demonym
+    if alias is not None:
+        return f"{said} ({alias.group(1)}, {other})"  # "Greek (Athenian)": "Greek (Athenian, Greece)"
     return f"{said} ({other})"
 
 
@@ -71,3 +76,33 @@ def _demonym(word: str) -> bool:
     """Whether ``word`` is a country's people ("Panamanian"), not its name ("Austria")."""
     country = country_of(word)
     return country is not None and country.demonym.casefold() == word.strip().casefold()
+
+
+# Another name a passage gives right after a name: "a classical Greek (Athenian) philosopher",
+# "María del Pilar Cordero, who adopted the stage name of Mapy Cortés", "… better known as …".
+_ALIAS_AFTER = (
+    r"(?:\s*\(([A-Z][^()\d;,:]{1,40})\)"
+    r"|,?\s+(?:who\s+)?(?:adopted\s+the\s+stage\s+name(?:\s+of)?|(?:better|professionally)\s+known\s+as"
+    r"|known\s+professionally\s+as|also\s+known\s+as)\s+([A-Z][\w'’-]*(?:\s+[A-Z][\w'’-]*){0,3}))"
+)
+# An alias ``with_alias`` wrote: "Name (Alias)".
+_ALIAS_WRITTEN = re.compile(r"\s\(([^()]+)\)$")
+
+
+def with_alias(answer: str, text: str) -> str:
+    """``answer`` with the other name its passage ``text`` gives it right after it, in parentheses
+    ("María del Pilar Cordero (Mapy Cortés)", "Greek (Athenian)"); ``answer`` when it gives none.
+
+    Measured (issue #48): "Who is the spouse of the director of film My Three Merry Widows?" was
+    answered with the birth name a passage gives before "who adopted the stage name of Mapy
+    Cortés", and "What nationality is Lamprocles's father?" with "Greek" from "a classical Greek
+    (Athenian) philosopher"; each question asked for the other name."""
+    if not answer or "(" in answer:
+        return answer
+    found = re.search(re.escape(answer) + _ALIAS_AFTER, text)
+    if found is None:
+        return answer
+    alias = (found.group(1) or found.group(2) or "").strip()
+    if not alias or alias.casefold() in answer.casefold():
+        return answer
+    return f"{answer} ({alias})"

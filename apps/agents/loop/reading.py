@@ -42,7 +42,7 @@ from apps.agents.llm.base import (
     ToolSpec,
     Usage,
 )
-from apps.agents.loop.answer_forms import asks_country, headline, nationality_over_descent
+from apps.agents.loop.answer_forms import asks_country, headline, nationality_over_descent, with_alias
 from apps.agents.loop.compared import decided
 from apps.agents.loop.comparisons import Comparison, comparison
 from apps.agents.loop.countries import country_of
@@ -303,6 +303,8 @@ async def _final_reading(question: str, last: Search, alone: bool, read: Reader)
         # "Who is Sibyl Hathaway's child-in-law?" answered "Dame Sibyl Hathaway": asked again.
         again = await read(last.query, shown, reading.answer)
         reading = again if again is None or not names_asked(again.answer, asked) else Reading("", None)
+    if reading is not None and reading.passage is not None:
+        reading = Reading(with_alias(reading.answer, str(reading.passage["text"])), reading.passage)
     return reading
 
 

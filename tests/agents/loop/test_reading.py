@@ -25,7 +25,7 @@ from apps.agents.llm.base import (
     ToolSpec,
 )
 from apps.agents.llm.openai_compat import OpenAICompatProvider
-from apps.agents.loop.answer_forms import headline, nationality_over_descent
+from apps.agents.loop.answer_forms import headline, nationality_over_descent, with_alias
 from apps.agents.loop.compared import same_value
 from apps.agents.loop.passage_text import bridge_name, focus, reading_of
 from apps.agents.loop.reading import NOT_FOUND, READ_PREFIX, about, names_asked
@@ -258,6 +258,23 @@ def test_a_nationality_read_as_the_people_someone_descends_from_is_the_one_the_p
     assert nationality_over_descent("Irish", "Ann Lee was an Irish actress of Irish descent.") == "Irish"
     assert nationality_over_descent("Panamanian-American", "DJ Clue is a hip hop DJ.") == "American"
     assert nationality_over_descent("Austria-Hungary", "…") == "Austria-Hungary"  # one country's name
+
+
+def test_the_other_name_a_passage_gives_right_after_the_answer_is_kept_beside_it() -> None:
+    cortes = "Cortés married María del Pilar Cordero, who adopted the stage name of Mapy Cortés. The couple"
+    socrates = "Socrates (– 399 BC) was a classical Greek (Athenian) philosopher"
+
+    assert with_alias("María del Pilar Cordero", cortes) == "María del Pilar Cordero (Mapy Cortés)"
+    assert with_alias("Greek", socrates) == "Greek (Athenian)"
+    assert headline("What nationality is Socrates?", "Greek (Athenian)") == "Greek (Athenian, Greece)"
+    assert (
+        with_alias("Gordon Sumner", "Gordon Sumner, better known as Sting, is a singer.")
+        == "Gordon Sumner (Sting)"
+    )
+    # Not a name: a qualifier in lower case, a year, a language's gloss.
+    assert with_alias("Sting", "Sting (musician) is a singer.") == "Sting"
+    assert with_alias("Rome", "Rome (1950) is a film.") == "Rome"
+    assert with_alias("Munich", "Munich (German: München) is a city.") == "Munich"
 
 
 def test_two_years_written_as_one_uncertain_date_are_given_as_either() -> None:
