@@ -12,10 +12,12 @@ from typing import Any
 
 from django.db.models import Q
 
-from apps.documents.models import ChangeSet, ChangeSetItem, ExtractionStatus
+from apps.curation.selectors import change_set_list
+from apps.documents.models import ChangeSet, ChangeSetItem, ChangeSetKind, ExtractionStatus
 from apps.graph_tools.models import GraphObject
 from apps.graph_tools.writes import WRITES
-from apps.projects.selectors import parse_uuid
+from apps.projects.models import Project, Role
+from apps.projects.selectors import Principal, parse_uuid, project_get, project_role
 
 # A write tool's arguments that name an entity (its id or key), and how the page says each argument.
 ENTITY_ARGS = frozenset({"entity_id", "keep", "merge", "merged", "src", "dst"})
@@ -189,3 +191,24 @@ def change_set_rows(*, project_id: uuid.UUID, change_sets: Sequence[ChangeSet]) 
         )
         for cs in change_sets
     ]
+
+
+@dataclass(frozen=True)
+class ChangeSetsPage:
+    project: Project
+    rows: list[ChangeSetRow]
+    may_change: bool  # an editor or owner: approves, rejects and undoes from the page
+
+
+def change_sets_page_read(*, principal: Principal, project_ref: object, limit: int) -> ChangeSetsPage:
+    """The project's first ``limit`` curation change sets, newest first, as the page's rows, and
+    whether the principal may act on them; ``NotFound`` for a project they are not a member of."""
+    project = project_get(principal=principal, project_ref=project_ref)
+    sets = list(
+        change_set_list(principal=principal, project_ref=project.id, kind=ChangeSetKind.CURATION)[:limit]
+    )
+    return ChangeSetsPage(
+        project=project,
+        rows=change_set_rows(project_id=project.id, change_sets=sets),
+        may_change=project_role(principal=principal, project=project) in (Role.OWNER, Role.EDITOR),
+    )

@@ -17,6 +17,7 @@ import uuid
 from typing import Any
 
 from django.db import connection, transaction
+from django.db.models import Exists, OuterRef, Q
 
 from apps.core.errors import ServiceError
 from apps.core.inputs import input_check
@@ -192,17 +193,16 @@ def curation_propose(
 def _undo_standing(original: ChangeSet) -> ChangeSet | None:
     """An undo of ``original`` that waits for review, or one that was written and stands (not
     undone in turn); None when ``original`` may be undone. An undo rejected whole wrote nothing."""
-    undos = ChangeSet.objects.filter(undoes=original).order_by("-created_at", "-id")
-    for undo in undos:
-        if undo.status == ExtractionStatus.REVIEW:
-            return undo
-        written = undo.status == ExtractionStatus.APPLIED and undo.graph_version is not None
-        redone = ChangeSet.objects.filter(
-            undoes=undo, status=ExtractionStatus.APPLIED, graph_version__isnull=False
-        ).exists()
-        if written and not redone:
-            return undo
-    return None
+    redone = ChangeSet.objects.filter(
+        undoes=OuterRef("pk"), status=ExtractionStatus.APPLIED, graph_version__isnull=False
+    )
+    written = Q(status=ExtractionStatus.APPLIED, graph_version__isnull=False) & ~Exists(redone)
+    return (
+        ChangeSet.objects.filter(undoes=original)
+        .filter(Q(status=ExtractionStatus.REVIEW) | written)
+        .order_by("-created_at", "-id")
+        .first()
+    )
 
 
 def curation_undo(*, principal: Principal, change_set_id: object) -> ChangeSet:

@@ -11,23 +11,18 @@ from collections.abc import Callable
 from typing import Any
 
 from django.contrib.auth.decorators import login_required
-from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 
 from apps.core.errors import NotFound
 from apps.core.inputs import InvalidInput, input_check
 from apps.curation import graph_selectors as selectors
+from apps.curation.change_set_rows import change_sets_page_read
+from apps.curation.entity_page import entity_page_read
 from apps.curation.queues import LIMIT_DEFAULT, InvalidCursor, queue_kinds, queue_read
-from apps.documents.models import Document
 from apps.graph_tools.errors import EntityNotFound
-from apps.graph_tools.names import ALIASES_PROPERTY
-from apps.graph_tools.selectors import entity_history
-from apps.graph_tools.writes import change_action_words
-from apps.projects.models import Role
-from apps.projects.selectors import Principal, principal_from_user, project_get, project_role
+from apps.projects.selectors import Principal, principal_from_user, project_get
 
-HISTORY_PER_PAGE = 25
 MAX_TYPE = 128
 
 
@@ -92,53 +87,31 @@ def graph_page(request: HttpRequest, project_id: uuid.UUID) -> HttpResponse:
     return render(request, "curation/graph.html", context)
 
 
-def _history(request: HttpRequest, principal: Principal, project_id: uuid.UUID, entity_id: uuid.UUID) -> Any:
-    changes = entity_history(principal=principal, project_ref=project_id, ref=str(entity_id))
-    page = Paginator(changes, HISTORY_PER_PAGE).get_page(request.GET.get("history"))
-    names = dict(
-        Document.objects.filter(id__in={c.document_id for c in page if c.document_id}).values_list(
-            "id", "name"
-        )
-    )
-    words = change_action_words()
-    rows = [
-        {
-            "change": c,
-            "action": words.get(c.action, c.action),
-            "who": c.user.get_username() if c.user else "",
-            "document_name": names.get(c.document_id) if c.document_id else None,
-        }
-        for c in page
-    ]
-    return page, rows
-
-
 @login_required
 @query_checked
 def entity_page(request: HttpRequest, project_id: uuid.UUID, entity_id: uuid.UUID) -> HttpResponse:
     """Any member: one entity of the project; anyone else, or an entity of another project, 404."""
-    principal = _principal(request)
     try:
-        project, entity = selectors.entity_of_project(
-            principal=principal, project_ref=project_id, ref=str(entity_id)
+        page = entity_page_read(
+            principal=_principal(request),
+            project_ref=project_id,
+            entity_id=entity_id,
+            history_page=request.GET.get("history"),
         )
     except (NotFound, EntityNotFound):
         raise Http404("entity not found") from None
-    if entity.id != entity_id:  # merged into this one since: its page is this one's
-        return redirect("curation:entity", project_id=project.id, entity_id=entity.id)
-    properties = dict(entity.properties or {})
-    aliases = properties.pop(ALIASES_PROPERTY, None)
-    history_page, history = _history(request, principal, project.id, entity.id)
+    if page.entity.id != entity_id:  # merged into this one since: its page is this one's
+        return redirect("curation:entity", project_id=page.project.id, entity_id=page.entity.id)
     context = {
-        "project": project,
-        "entity": entity,
-        "aliases": aliases if isinstance(aliases, list) else [],
-        "properties": sorted(properties.items()),
-        "groups": selectors.relationship_groups(entity_id=entity.id),
-        "passages": selectors.passages_mentioning(project_id=project.id, entity_id=entity.id),
-        "answers": selectors.answers_citing(principal=principal, project_id=project.id, entity_id=entity.id),
-        "history_page": history_page,
-        "history": history,
+        "project": page.project,
+        "entity": page.entity,
+        "aliases": page.aliases,
+        "properties": page.properties,
+        "groups": page.groups,
+        "passages": page.passages,
+        "answers": page.answers,
+        "history_page": page.history_page,
+        "history": page.history,
         "bounds": {
             "edges": selectors.EDGES_PER_GROUP,
             "passages": selectors.PASSAGES_SHOWN,
@@ -201,28 +174,19 @@ def change_sets_page(request: HttpRequest, project_id: uuid.UUID) -> HttpRespons
     """Any member: the project's curation change sets, newest first (the first ``CHANGE_SETS_SHOWN``),
     each with its items; an editor or owner approves or rejects one in review and undoes an
     applied one from here (the page's script posts part A's routes; the server says who may)."""
-    from apps.curation.change_set_rows import change_set_rows
-    from apps.curation.selectors import change_set_list
-    from apps.documents.models import ChangeSetKind
-
-    principal = _principal(request)
     try:
-        project = project_get(principal=principal, project_ref=project_id)
-        sets = list(
-            change_set_list(principal=principal, project_ref=project.id, kind=ChangeSetKind.CURATION)[
-                :CHANGE_SETS_SHOWN
-            ]
+        page = change_sets_page_read(
+            principal=_principal(request), project_ref=project_id, limit=CHANGE_SETS_SHOWN
         )
     except NotFound:
         raise Http404("project not found") from None
-    tabs = _queue_tabs()
     context = {
-        "project": project,
-        "rows": change_set_rows(project_id=project.id, change_sets=sets),
-        "tabs": tabs,
+        "project": page.project,
+        "rows": page.rows,
+        "tabs": _queue_tabs(),
         "nav": "queues",
         "shown": CHANGE_SETS_SHOWN,
         # A viewer is shown no Approve, Reject or Undo: the server would refuse them.
-        "may_change": project_role(principal=principal, project=project) in (Role.OWNER, Role.EDITOR),
+        "may_change": page.may_change,
     }
     return render(request, "curation/change_sets.html", context)
