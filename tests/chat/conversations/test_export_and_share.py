@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from datetime import timedelta
 
 import pytest
@@ -104,6 +105,13 @@ def test_export_json_has_the_stored_messages_tool_calls_and_run_ids(shared_world
     assert document["messages"][1]["toolCalls"][0]["name"] == "search_entities"
     assert document["messages"][3]["runId"] == run_id
     assert document["runIds"] == [run_id]
+    # Times as the REST schemas write them: to the millisecond, UTC as Z.
+    times = [
+        document["exportedAt"],
+        document["conversation"]["createdAt"],
+        document["messages"][0]["createdAt"],
+    ]
+    assert all(re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", t) for t in times), times
 
 
 def test_export_of_an_unknown_format_is_400_and_of_another_users_conversation_404(shared_world):
