@@ -48,3 +48,18 @@ async def _close_connections_of_async_threads():
     from django.db import connections
 
     await sync_to_async(connections.close_all)()
+
+
+@pytest.fixture
+def scripted(settings):
+    """Register a scripted provider and force every model onto it; yields the provider."""
+    import uuid
+
+    from apps.agents.llm.scripted import ScriptedProvider, register_script, unregister_script
+
+    name = f"test-{uuid.uuid4().hex[:8]}"
+    provider = ScriptedProvider()
+    register_script(name, provider)
+    settings.KGCHAT_MODEL = f"scripted/{name}"
+    yield provider
+    unregister_script(name)

@@ -31,15 +31,7 @@ class Workshop:
 @pytest.fixture(scope="module")
 def workshop(world: World) -> Workshop:
     ada = world.api("ada")
-    project = ada.call("POST /api/projects", 201, json={"name": "Workshop"}).json()["id"]
-    for username, role in (("bob", "editor"), ("cy", "viewer")):
-        ada.call(
-            "POST /api/projects/{project_id}/members",
-            201,
-            json={"username": username, "role": role},
-            project_id=project,
-        )
-    ada.call("POST /api/projects/{project_id}/graph/import", 200, content=GRAPH, project_id=project)
+    project = world.new_project("Workshop", graph=GRAPH)
     ada.call("POST /api/admin/projects/{project_id}/install-default-agents", 200, project_id=project)
     agents = ada.call("GET /api/projects/{project_id}/agent-definitions", 200, project_id=project).json()[
         "items"

@@ -17,17 +17,7 @@ TWIN = (
 
 
 def _project(world: World, name: str) -> str:
-    ada = world.api("ada")
-    project = str(ada.call("POST /api/projects", 201, json={"name": name}).json()["id"])
-    for username, role in (("bob", "editor"), ("cy", "viewer")):
-        ada.call(
-            "POST /api/projects/{project_id}/members",
-            201,
-            json={"username": username, "role": role},
-            project_id=project,
-        )
-    ada.call("POST /api/projects/{project_id}/graph/import", 200, content=GRAPH + TWIN, project_id=project)
-    return project
+    return world.new_project(name, graph=GRAPH + TWIN)
 
 
 def _propose(

@@ -16,16 +16,7 @@ EXTRA = (
 
 
 def _project(world: World, name: str) -> str:
-    ada = world.api("ada")
-    project = str(ada.call("POST /api/projects", 201, json={"name": name}).json()["id"])
-    ada.call(
-        "POST /api/projects/{project_id}/members",
-        201,
-        json={"username": "cy", "role": "viewer"},
-        project_id=project,
-    )
-    ada.call("POST /api/projects/{project_id}/graph/import", 200, content=GRAPH + EXTRA, project_id=project)
-    return project
+    return world.new_project(name, members=(("cy", "viewer"),), graph=GRAPH + EXTRA)
 
 
 @covers("GET /api/projects/{project_id}/curation/queues/{kind}", "200", "400 invalid_cursor")

@@ -20,14 +20,7 @@ FACTS = {
 
 
 def _project(world: World, name: str) -> str:
-    project = world.api("ada").call("POST /api/projects", 201, json={"name": name}).json()["id"]
-    world.api("ada").call(
-        "POST /api/projects/{project_id}/members",
-        201,
-        json={"username": "bob", "role": "editor"},
-        project_id=project,
-    )
-    return str(project)
+    return world.new_project(name, members=(("bob", "editor"),))
 
 
 def _upload(world: World, project: str, name: str, text: str) -> dict[str, Any]:

@@ -29,18 +29,7 @@ QUEUE = "GET /api/projects/{project_id}/curation/queues/ontology-violations"
 
 
 def new_project(world: World, name: str, *, graph: bool = True) -> str:
-    ada = world.api("ada")
-    project = ada.call("POST /api/projects", 201, json={"name": name}).json()["id"]
-    for username, role in (("bob", "editor"), ("cy", "viewer")):
-        ada.call(
-            "POST /api/projects/{project_id}/members",
-            201,
-            json={"username": username, "role": role},
-            project_id=project,
-        )
-    if graph:
-        ada.call("POST /api/projects/{project_id}/graph/import", 200, content=GRAPH, project_id=project)
-    return str(project)
+    return world.new_project(name, graph=GRAPH if graph else None)
 
 
 @covers(

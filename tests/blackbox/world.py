@@ -65,6 +65,26 @@ class World:
         """A new, separate login of ``username`` (the caller closes it)."""
         return Api(self.url, self.openapi).login(username)
 
+    def new_project(
+        self,
+        name: str,
+        members: tuple[tuple[str, str], ...] = (("bob", "editor"), ("cy", "viewer")),
+        graph: bytes | str | None = None,
+    ) -> str:
+        """A new project of ada's with ``members`` (username, role) and ``graph`` (JSONL) imported."""
+        ada = self.api("ada")
+        project = str(ada.call("POST /api/projects", 201, json={"name": name}).json()["id"])
+        for username, role in members:
+            ada.call(
+                "POST /api/projects/{project_id}/members",
+                201,
+                json={"username": username, "role": role},
+                project_id=project,
+            )
+        if graph is not None:
+            ada.call("POST /api/projects/{project_id}/graph/import", 200, content=graph, project_id=project)
+        return project
+
 
 def create_token_in_admin(admin: Api, user_id: int, project_id: str, name: str = "") -> str:
     """An API token bound to a project, made in the Django admin (shown once, in a message)."""

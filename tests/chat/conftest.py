@@ -4,7 +4,6 @@ the OpenAI-compatible test server, SSE and websocket turns."""
 from __future__ import annotations
 
 import json
-import uuid
 from typing import Any
 
 import pytest
@@ -13,24 +12,12 @@ from channels.testing import WebsocketCommunicator
 from django.test import AsyncClient, Client
 
 from apps.agents.definitions import default_agents_install
-from apps.agents.llm.scripted import ScriptedProvider, register_script, unregister_script
 from apps.agents.models import AgentDefinition
 from apps.chat.streams.bus import InProcessFrameBus, set_bus
 from apps.chat.turns.service import turn_wait_all
 from config.asgi import application
 from tests.factories import make_entity, make_project, make_relationship, make_user
 from tests.llm_server import LLMTestServer
-
-
-@pytest.fixture
-def scripted(settings):
-    """Register a scripted provider and force every model onto it; yields the provider."""
-    name = f"test-{uuid.uuid4().hex[:8]}"
-    provider = ScriptedProvider()
-    register_script(name, provider)
-    settings.KGCHAT_MODEL = f"scripted/{name}"
-    yield provider
-    unregister_script(name)
 
 
 @pytest.fixture(autouse=True)

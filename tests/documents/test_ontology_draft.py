@@ -4,11 +4,9 @@ mended where the model strayed, accepted (an import), refused once the project h
 
 from __future__ import annotations
 
-import uuid
-
 import pytest
 
-from apps.agents.llm.scripted import ScriptedProvider, register_script, tool_call, unregister_script
+from apps.agents.llm.scripted import tool_call
 from apps.documents.ontology_draft import TOOL_NAME
 from apps.documents.services import document_upload
 
@@ -30,16 +28,6 @@ ANSWER = {
         {"type": "Planet", "name": "mass", "datatype": "number"},
     ],
 }
-
-
-@pytest.fixture
-def scripted(settings):
-    name = f"test-{uuid.uuid4().hex[:8]}"
-    provider = ScriptedProvider()
-    register_script(name, provider)
-    settings.KGCHAT_MODEL = f"scripted/{name}"
-    yield provider
-    unregister_script(name)
 
 
 def test_a_draft_is_proposed_from_the_documents_reviewed_and_accepted(editor, scripted):
