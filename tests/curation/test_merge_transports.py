@@ -16,7 +16,7 @@ from mcp.client.streamable_http import streamable_http_client
 from apps.agents.llm.scripted import text, tool_call
 from apps.agents.models import AgentDefinition
 from apps.graph_tools.models import GraphChange, GraphObject, WriteApproval
-from tests.chat.conftest import agent_request, fresh_bus, scripted, sse_turn, world  # noqa: F401
+from tests.chat.conftest import agent_request, fresh_bus, sse_turn, world  # noqa: F401
 from tests.curation.conftest import Curators, build_curators
 from tests.factories import make_entity, make_relationship, make_token
 from tests.support.mcp_daphne import mcp_daphne

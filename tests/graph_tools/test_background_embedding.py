@@ -29,7 +29,7 @@ from tests.graph_tools.vectors import vector_models
 pytestmark = pytest.mark.django_db(transaction=True)
 
 # The chat tests' fixtures, for the one turn below: a project with a small graph, its agent, a scripted model.
-world, agent, scripted, fresh_bus = chat.world, chat.agent, chat.scripted, chat.fresh_bus
+world, agent, fresh_bus = chat.world, chat.agent, chat.fresh_bus
 
 OAK = '{"kind": "entity", "key": "oak", "type": "Tree", "name": "Oak", "description": "A broadleaf tree with acorns."}'
 PINE = '{"kind": "entity", "key": "pine", "type": "Tree", "name": "Pine", "description": "An evergreen conifer."}'
